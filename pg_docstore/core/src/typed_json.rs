@@ -1,0 +1,459 @@
+//! Typed JSON: the one text form of a value (SQL, HTTP, SSE, SDK wire). See `docs/typed-json.md`.
+//!
+//! Plain JSON for null, booleans, strings, arrays and objects. A number without `.`/`e`/`E`
+//! that fits int64 is an integer; any other number is a double. Other types are one-key
+//! objects (`{"$timestamp": ..}`, `{"$bytes": ..}`, `{"$ref": ..}`, `{"$geo": ..}`,
+//! `{"$double": ..}`, `{"$vector": ..}`); a map whose only key is a tag is `{"$map": {..}}`.
+//!
+//! The printer writes every double so that it is still a double after a trip through
+//! PostgreSQL `jsonb` (which stores numbers as `numeric` and drops exponents): a double that
+//! could be mistaken for an int64 is printed with `.0`, and `-0.0`, NaN and the infinities are
+//! `{"$double": "-0.0" | "NaN" | "Infinity" | "-Infinity"}`.
+
+use std::fmt::Write as _;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::Value as Json;
+use thiserror::Error;
+
+use crate::path::{FieldPath, ResourcePath};
+use crate::value::{GeoPoint, Map, Timestamp, Value};
+
+/// Longest vector Firestore accepts.
+pub const MAX_VECTOR_DIMENSIONS: usize = 2_048;
+
+/// Tags of value types.
+pub const VALUE_TAGS: [&str; 7] = ["$timestamp", "$bytes", "$ref", "$geo", "$double", "$vector", "$map"];
+/// Tags of field transforms (only meaningful in writes).
+pub const TRANSFORM_TAGS: [&str; 7] =
+    ["$increment", "$max", "$min", "$serverTimestamp", "$arrayUnion", "$arrayRemove", "$delete"];
+
+/// Whether `key` is a tag (of a value type or a transform).
+pub fn is_tag(key: &str) -> bool {
+    VALUE_TAGS.contains(&key) || TRANSFORM_TAGS.contains(&key)
+}
+
+/// Why typed JSON was refused. `at` is the field path of the offending value (`<root>` for
+/// the value itself), so the message points at the problem.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TypedJsonError {
+    #[error("invalid JSON: {0}")]
+    Syntax(String),
+    #[error("number {text} at {at} is out of range for a double (use {{\"$double\": \"Infinity\"}})")]
+    NumberOutOfRange { at: String, text: String },
+    #[error("invalid {tag} at {at}: {reason}")]
+    BadTag { at: String, tag: &'static str, reason: String },
+    #[error("field transform {tag} at {at} is only allowed in writes")]
+    TransformNotAllowed { at: String, tag: String },
+    #[error("string at {at} contains U+0000, which cannot be stored")]
+    NulCharacter { at: String },
+}
+
+/// Parse typed JSON text.
+///
+/// # Errors
+/// [`TypedJsonError::Syntax`] for malformed JSON, otherwise as [`from_json`].
+pub fn parse(text: &str) -> Result<Value, TypedJsonError> {
+    let json: Json = serde_json::from_str(text).map_err(|e| TypedJsonError::Syntax(e.to_string()))?;
+    from_json(&json)
+}
+
+/// Convert parsed JSON into a value.
+///
+/// # Errors
+/// Numbers out of range, malformed tags, transforms outside writes, U+0000 in strings.
+pub fn from_json(json: &Json) -> Result<Value, TypedJsonError> {
+    convert(json, &mut Vec::new())
+}
+
+/// Convert a JSON object into a map (a document's fields).
+///
+/// # Errors
+/// As [`from_json`], and [`TypedJsonError::BadTag`] when `json` is not a map.
+pub fn map_from_json(json: &Json) -> Result<Map, TypedJsonError> {
+    match from_json(json)? {
+        Value::Map(map) => Ok(map),
+        other => Err(TypedJsonError::BadTag {
+            at: "<root>".into(),
+            tag: "$map",
+            reason: format!("a document must be a JSON object, not a {}", other.type_name()),
+        }),
+    }
+}
+
+/// One step from the root to a value: a map key or an array index.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Where a value sits, for messages: `a.b[2].`c d``, or `<root>`.
+fn at(trail: &[Step]) -> String {
+    if trail.is_empty() {
+        return "<root>".into();
+    }
+    let mut out = String::new();
+    for step in trail {
+        match step {
+            Step::Key(key) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                match FieldPath::new(vec![key.clone()]) {
+                    Ok(p) => out.push_str(&p.to_string()),
+                    Err(_) => out.push_str(key),
+                }
+            }
+            Step::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
+        }
+    }
+    out
+}
+
+fn check_string(s: &str, trail: &[Step]) -> Result<(), TypedJsonError> {
+    if s.contains('\0') {
+        Err(TypedJsonError::NulCharacter { at: at(trail) })
+    } else {
+        Ok(())
+    }
+}
+
+fn convert(json: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJsonError> {
+    Ok(match json {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Boolean(*b),
+        Json::Number(n) => number(&n.to_string(), trail)?,
+        Json::String(s) => {
+            check_string(s, trail)?;
+            Value::String(s.clone())
+        }
+        Json::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                trail.push(Step::Index(i));
+                out.push(convert(item, trail)?);
+                trail.pop();
+            }
+            Value::Array(out)
+        }
+        Json::Object(fields) => {
+            if fields.len() == 1 {
+                if let Some((key, arg)) = fields.iter().next() {
+                    if is_tag(key) {
+                        return tagged(key, arg, trail);
+                    }
+                }
+            }
+            plain_map(fields, trail)?
+        }
+    })
+}
+
+fn plain_map(fields: &serde_json::Map<String, Json>, trail: &mut Vec<Step>) -> Result<Value, TypedJsonError> {
+    let mut map = Map::new();
+    for (key, value) in fields {
+        trail.push(Step::Key(key.clone()));
+        check_string(key, trail)?;
+        let v = convert(value, trail)?;
+        trail.pop();
+        map.insert(key.clone(), v);
+    }
+    Ok(Value::Map(map))
+}
+
+/// Interpret the text of a JSON number.
+fn number(text: &str, trail: &[Step]) -> Result<Value, TypedJsonError> {
+    let is_integer_syntax = !text.contains(['.', 'e', 'E']);
+    if is_integer_syntax {
+        if let Ok(i) = text.parse::<i64>() {
+            return Ok(Value::Integer(i));
+        }
+    }
+    match text.parse::<f64>() {
+        Ok(d) if d.is_finite() => Ok(Value::Double(d)),
+        _ => Err(TypedJsonError::NumberOutOfRange { at: at(trail), text: text.to_owned() }),
+    }
+}
+
+fn tagged(key: &str, arg: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJsonError> {
+    let bad = |tag: &'static str, reason: &str| TypedJsonError::BadTag {
+        at: at(trail),
+        tag,
+        reason: reason.to_owned(),
+    };
+    match key {
+        "$timestamp" => {
+            let text = arg.as_str().ok_or_else(|| bad("$timestamp", "expected an RFC 3339 string"))?;
+            Timestamp::parse_rfc3339(text).map(Value::Timestamp).ok_or_else(|| {
+                bad(
+                    "$timestamp",
+                    &format!("\"{text}\" is not an RFC 3339 time between years 1 and 9999 with at most microsecond precision"),
+                )
+            })
+        }
+        "$bytes" => {
+            let text = arg.as_str().ok_or_else(|| bad("$bytes", "expected a base64 string"))?;
+            BASE64
+                .decode(text)
+                .map(Value::Bytes)
+                .map_err(|e| bad("$bytes", &format!("not standard padded base64: {e}")))
+        }
+        "$ref" => {
+            let text = arg.as_str().ok_or_else(|| bad("$ref", "expected a document path string"))?;
+            ResourcePath::parse_document(text)
+                .map(Value::Reference)
+                .map_err(|e| bad("$ref", &e.to_string()))
+        }
+        "$geo" => {
+            let pair = arg.as_array().filter(|a| a.len() == 2);
+            let pair = pair.ok_or_else(|| bad("$geo", "expected [latitude, longitude]"))?;
+            let lat = element_f64(&pair[0]).map_err(|_| bad("$geo", "latitude must be a number"))?;
+            let lng = element_f64(&pair[1]).map_err(|_| bad("$geo", "longitude must be a number"))?;
+            if !(-90.0..=90.0).contains(&lat) {
+                return Err(bad("$geo", "latitude must be between -90 and 90"));
+            }
+            if !(-180.0..=180.0).contains(&lng) {
+                return Err(bad("$geo", "longitude must be between -180 and 180"));
+            }
+            Ok(Value::GeoPoint(GeoPoint { latitude: lat, longitude: lng }))
+        }
+        "$double" => double_arg(arg).map(Value::Double).map_err(|reason| bad("$double", reason)),
+        "$vector" => {
+            let items = arg.as_array().ok_or_else(|| bad("$vector", "expected an array of numbers"))?;
+            if items.len() > MAX_VECTOR_DIMENSIONS {
+                return Err(bad("$vector", "a vector has at most 2048 dimensions"));
+            }
+            items
+                .iter()
+                .map(|item| element_f64(item).map_err(|reason| bad("$vector", reason)))
+                .collect::<Result<Vec<f64>, _>>()
+                .map(Value::Vector)
+        }
+        "$map" => match arg {
+            Json::Object(fields) => plain_map(fields, trail),
+            _ => Err(bad("$map", "expected an object")),
+        },
+        transform => Err(TypedJsonError::TransformNotAllowed { at: at(trail), tag: transform.to_owned() }),
+    }
+}
+
+/// The argument of `{"$double": ..}`: a number or one of the special spellings.
+fn double_arg(arg: &Json) -> Result<f64, &'static str> {
+    const EXPECTED: &str = "expected a number, \"NaN\", \"Infinity\", \"-Infinity\" or \"-0.0\"";
+    match arg {
+        Json::String(s) => match s.as_str() {
+            "NaN" => Ok(f64::NAN),
+            "Infinity" => Ok(f64::INFINITY),
+            "-Infinity" => Ok(f64::NEG_INFINITY),
+            "-0.0" => Ok(-0.0),
+            _ => Err(EXPECTED),
+        },
+        Json::Number(n) => match n.to_string().parse::<f64>() {
+            Ok(d) if d.is_finite() => Ok(d),
+            _ => Err("number out of range"),
+        },
+        _ => Err(EXPECTED),
+    }
+}
+
+/// An element of `$geo` or `$vector`: a JSON number or a `{"$double": ..}`.
+fn element_f64(item: &Json) -> Result<f64, &'static str> {
+    match item {
+        Json::Object(o) if o.len() == 1 && o.contains_key("$double") => double_arg(&o["$double"]),
+        _ => json_f64(item).ok_or("elements must be numbers"),
+    }
+}
+
+/// A JSON number as a double, refusing integers that a double cannot hold exactly.
+fn json_f64(json: &Json) -> Option<f64> {
+    let Json::Number(n) = json else { return None };
+    let text = n.to_string();
+    match number(&text, &[]).ok()? {
+        Value::Integer(i) => {
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+            let d = i as f64;
+            (crate::compare::compare_int_double(i, d).is_eq()).then_some(d)
+        }
+        Value::Double(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// Print a value as typed JSON text (compact).
+pub fn to_string(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value);
+    out
+}
+
+/// Convert a value to a `serde_json::Value` holding exactly the text [`to_string`] prints.
+pub fn to_json(value: &Value) -> Json {
+    // Numbers keep their printed text (arbitrary_precision), so this cannot fail for text we
+    // printed ourselves; fall back to null rather than panic.
+    serde_json::from_str(&to_string(value)).unwrap_or(Json::Null)
+}
+
+fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn write_tagged(out: &mut String, tag: &str, body: impl FnOnce(&mut String)) {
+    out.push_str("{\"");
+    out.push_str(tag);
+    out.push_str("\":");
+    body(out);
+    out.push('}');
+}
+
+/// Print a finite double so that it reads back as the same double and as a double, even
+/// after `jsonb` has normalised it to `numeric`.
+pub fn write_double(out: &mut String, d: f64) {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if d.is_nan() {
+        out.push_str("{\"$double\":\"NaN\"}");
+    } else if d.is_infinite() {
+        out.push_str(if d > 0.0 { "{\"$double\":\"Infinity\"}" } else { "{\"$double\":\"-Infinity\"}" });
+    } else if d == 0.0 && d.is_sign_negative() {
+        out.push_str("{\"$double\":\"-0.0\"}");
+    } else if d.fract() == 0.0 && (-TWO_63..TWO_63).contains(&d) {
+        // Integral and in int64 range: `numeric` would print it without a `.` unless we give
+        // it a scale, and it would read back as an integer.
+        let _ = write!(out, "{d:.1}");
+    } else {
+        // Shortest round-trip form. Anything integral printed here is >= 2^63 in magnitude,
+        // so it cannot be read back as an int64 even after jsonb drops the exponent.
+        let _ = write!(out, "{d:?}");
+    }
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Integer(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Value::Double(d) => write_double(out, *d),
+        Value::Timestamp(t) => write_tagged(out, "$timestamp", |o| write_str(o, &t.to_rfc3339())),
+        Value::String(s) => write_str(out, s),
+        Value::Bytes(b) => write_tagged(out, "$bytes", |o| write_str(o, &BASE64.encode(b))),
+        Value::Reference(p) => write_tagged(out, "$ref", |o| write_str(o, &p.to_string())),
+        Value::GeoPoint(g) => write_tagged(out, "$geo", |o| {
+            o.push('[');
+            write_double(o, g.latitude);
+            o.push(',');
+            write_double(o, g.longitude);
+            o.push(']');
+        }),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Vector(items) => write_tagged(out, "$vector", |o| {
+            o.push('[');
+            for (i, d) in items.iter().enumerate() {
+                if i > 0 {
+                    o.push(',');
+                }
+                write_double(o, *d);
+            }
+            o.push(']');
+        }),
+        Value::Map(map) => {
+            let needs_wrap = map.len() == 1 && map.keys().next().is_some_and(|k| is_tag(k));
+            if needs_wrap {
+                write_tagged(out, "$map", |o| write_map(o, map));
+            } else {
+                write_map(out, map);
+            }
+        }
+    }
+}
+
+fn write_map(out: &mut String, map: &Map) {
+    out.push('{');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(out, key);
+        out.push(':');
+        write_value(out, value);
+    }
+    out.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(text: &str) -> String {
+        to_string(&parse(text).unwrap())
+    }
+
+    #[test]
+    fn numbers_keep_their_type() {
+        assert_eq!(parse("1").unwrap(), Value::Integer(1));
+        assert_eq!(parse("-0").unwrap(), Value::Integer(0));
+        assert_eq!(parse("1.0").unwrap(), Value::Double(1.0));
+        assert_eq!(parse("1e2").unwrap(), Value::Double(100.0));
+        assert_eq!(parse("9223372036854775807").unwrap(), Value::Integer(i64::MAX));
+        assert_eq!(parse("9223372036854775808").unwrap(), Value::Double(9.223372036854775808e18));
+        assert_eq!(parse("9007199254740993").unwrap(), Value::Integer(9_007_199_254_740_993));
+        assert!(matches!(parse("1e400"), Err(TypedJsonError::NumberOutOfRange { .. })));
+        assert_eq!(round("1e18"), "1000000000000000000.0");
+        assert_eq!(round("1e300"), "1e300");
+        assert_eq!(round("0.1"), "0.1");
+        assert_eq!(round("{\"$double\":\"-0.0\"}"), "{\"$double\":\"-0.0\"}");
+        assert_eq!(round("{\"$double\":5}"), "5.0");
+    }
+
+    #[test]
+    fn tags() {
+        for text in [
+            r#"{"$timestamp":"2022-09-01T13:23:22.123456Z"}"#,
+            r#"{"$bytes":"AAEC/w=="}"#,
+            r#"{"$ref":"restaurants/one"}"#,
+            r#"{"$geo":[37.5,-122.25]}"#,
+            r#"{"$double":"NaN"}"#,
+            r#"{"$vector":[1.0,2.5]}"#,
+            r#"{"$map":{"$ref":"x"}}"#,
+            r#"{"$map":{"$increment":1}}"#,
+            r#"{"$other":1}"#,
+        ] {
+            assert_eq!(round(text), text);
+        }
+        assert_eq!(round(r#"{"$timestamp":"2022-09-01T15:23:22.1+02:00"}"#), r#"{"$timestamp":"2022-09-01T13:23:22.100000Z"}"#);
+        assert!(matches!(parse(r#"{"$timestamp":"2022-09-01T13:23:22.1234567Z"}"#), Err(TypedJsonError::BadTag { .. })));
+        assert!(matches!(parse(r#"{"$ref":"restaurants"}"#), Err(TypedJsonError::BadTag { .. })));
+        assert!(matches!(parse(r#"{"$geo":[91,0]}"#), Err(TypedJsonError::BadTag { .. })));
+        assert!(matches!(parse(r#"{"$bytes":"***"}"#), Err(TypedJsonError::BadTag { .. })));
+        assert!(matches!(parse(r#"{"a":{"$increment":1}}"#), Err(TypedJsonError::TransformNotAllowed { at, .. }) if at == "a"));
+        assert!(matches!(parse(r#"{"a":["x\u0000"]}"#), Err(TypedJsonError::NulCharacter { at }) if at == "a[0]"));
+        assert!(matches!(parse("{"), Err(TypedJsonError::Syntax(_))));
+    }
+}

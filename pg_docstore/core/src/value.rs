@@ -1,0 +1,168 @@
+//! The Firestore value model.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::path::ResourcePath;
+
+/// A Firestore map: field names in UTF-8 byte order (the order maps compare in).
+pub type Map = BTreeMap<String, Value>;
+
+/// One Firestore value.
+///
+/// `PartialEq` is *identity* (same type, same bits), not Firestore equality: `Integer(1)` and
+/// `Double(1.0)` are different values that compare equal under [`crate::compare()`], and a NaN is
+/// identical to itself. Use [`crate::compare()`] for query semantics.
+#[derive(Debug, Clone)]
+pub enum Value {
+    Null,
+    Boolean(bool),
+    Integer(i64),
+    Double(f64),
+    Timestamp(Timestamp),
+    String(String),
+    Bytes(Vec<u8>),
+    /// A reference to a document in the same database.
+    Reference(ResourcePath),
+    GeoPoint(GeoPoint),
+    Array(Vec<Value>),
+    Vector(Vec<f64>),
+    Map(Map),
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Null, Null) => true,
+            (Boolean(a), Boolean(b)) => a == b,
+            (Integer(a), Integer(b)) => a == b,
+            (Double(a), Double(b)) => a.to_bits() == b.to_bits(),
+            (Timestamp(a), Timestamp(b)) => a == b,
+            (String(a), String(b)) => a == b,
+            (Bytes(a), Bytes(b)) => a == b,
+            (Reference(a), Reference(b)) => a == b,
+            (GeoPoint(a), GeoPoint(b)) => {
+                a.latitude.to_bits() == b.latitude.to_bits()
+                    && a.longitude.to_bits() == b.longitude.to_bits()
+            }
+            (Array(a), Array(b)) => a == b,
+            (Vector(a), Vector(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Map(a), Map(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// The type of a value, in Firestore's cross-type order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TypeOrder {
+    Null,
+    Boolean,
+    Number,
+    Timestamp,
+    String,
+    Bytes,
+    Reference,
+    GeoPoint,
+    Array,
+    Vector,
+    Map,
+}
+
+impl Value {
+    /// Where this value's type sits in Firestore's cross-type order.
+    pub fn type_order(&self) -> TypeOrder {
+        match self {
+            Value::Null => TypeOrder::Null,
+            Value::Boolean(_) => TypeOrder::Boolean,
+            Value::Integer(_) | Value::Double(_) => TypeOrder::Number,
+            Value::Timestamp(_) => TypeOrder::Timestamp,
+            Value::String(_) => TypeOrder::String,
+            Value::Bytes(_) => TypeOrder::Bytes,
+            Value::Reference(_) => TypeOrder::Reference,
+            Value::GeoPoint(_) => TypeOrder::GeoPoint,
+            Value::Array(_) => TypeOrder::Array,
+            Value::Vector(_) => TypeOrder::Vector,
+            Value::Map(_) => TypeOrder::Map,
+        }
+    }
+
+    /// The name of the value's type as error messages and docs spell it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Boolean(_) => "boolean",
+            Value::Integer(_) => "integer",
+            Value::Double(_) => "double",
+            Value::Timestamp(_) => "timestamp",
+            Value::String(_) => "string",
+            Value::Bytes(_) => "bytes",
+            Value::Reference(_) => "reference",
+            Value::GeoPoint(_) => "geopoint",
+            Value::Array(_) => "array",
+            Value::Vector(_) => "vector",
+            Value::Map(_) => "map",
+        }
+    }
+}
+
+/// A point on Earth. Latitude in [-90, 90], longitude in [-180, 180], never NaN.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GeoPoint {
+    pub latitude: f64,
+    pub longitude: f64,
+}
+
+/// A UTC instant with microsecond precision, between 0001-01-01T00:00:00Z and
+/// 9999-12-31T23:59:59.999999Z (Firestore's range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    micros: i64,
+}
+
+/// Microseconds since the Unix epoch of 0001-01-01T00:00:00Z.
+pub const MIN_TIMESTAMP_MICROS: i64 = -62_135_596_800_000_000;
+/// Microseconds since the Unix epoch of 9999-12-31T23:59:59.999999Z.
+pub const MAX_TIMESTAMP_MICROS: i64 = 253_402_300_799_999_999;
+
+impl Timestamp {
+    /// A timestamp from microseconds since the Unix epoch; `None` outside Firestore's range.
+    pub fn from_micros(micros: i64) -> Option<Self> {
+        (MIN_TIMESTAMP_MICROS..=MAX_TIMESTAMP_MICROS)
+            .contains(&micros)
+            .then_some(Timestamp { micros })
+    }
+
+    /// Microseconds since the Unix epoch.
+    pub fn micros(self) -> i64 {
+        self.micros
+    }
+
+    /// Parse RFC 3339 (`2022-09-01T13:23:22.123456Z`, any offset). Digits beyond the sixth
+    /// fractional digit must be zero: a timestamp is never silently rounded.
+    pub fn parse_rfc3339(text: &str) -> Option<Self> {
+        let parsed = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+        if parsed.timestamp_subsec_nanos() % 1_000 != 0 {
+            return None;
+        }
+        Self::from_micros(parsed.timestamp_micros())
+    }
+
+    /// The canonical text form: UTC, `Z`, always six fractional digits.
+    pub fn to_rfc3339(self) -> String {
+        match chrono::DateTime::from_timestamp_micros(self.micros) {
+            Some(dt) => dt.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+            // Unreachable: the constructor keeps micros inside chrono's range.
+            None => format!("{}us", self.micros),
+        }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}

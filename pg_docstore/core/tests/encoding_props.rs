@@ -1,0 +1,234 @@
+//! Property tests of the value core: the encoding agrees with `compare`, decodes back, stays
+//! prefix-free under concatenation and truncation, and typed JSON round-trips.
+//! 10,000 cases per property (CI runs exactly this).
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use docstore_core::encoding::{decode, decode_prefix, encode, encode_index_value, Direction, MAX_INDEXED_VALUE_BYTES};
+use docstore_core::value::{GeoPoint, Timestamp, MAX_TIMESTAMP_MICROS, MIN_TIMESTAMP_MICROS};
+use docstore_core::{compare, typed_json, ResourcePath, Value};
+use proptest::prelude::*;
+
+const TWO_53: i64 = 9_007_199_254_740_992;
+
+fn edge_int() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        Just(0i64), Just(1), Just(-1), Just(i64::MIN), Just(i64::MAX), Just(i64::MIN + 1), Just(i64::MAX - 1),
+        Just(TWO_53), Just(TWO_53 + 1), Just(TWO_53 - 1), Just(-TWO_53 - 1), Just(1 << 62),
+        -1000i64..1000, any::<i64>(),
+    ]
+}
+
+fn edge_double() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(0.0f64), Just(-0.0), Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY),
+        Just(f64::MIN_POSITIVE), Just(5e-324), Just(-5e-324), Just(f64::MAX), Just(f64::MIN),
+        Just(TWO_53 as f64), Just(9.223372036854775808e18), Just(-9.223372036854775808e18), Just(0.5), Just(1.0),
+        edge_int().prop_map(|i| i as f64),
+        (-1000i32..1000).prop_map(|i| f64::from(i) / 8.0),
+        any::<u64>().prop_map(f64::from_bits),
+    ]
+}
+
+fn small_string() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!['\u{1}', 'a', 'b', '\u{7f}', 'ÿ', '\u{10FFFF}', '/']), 0..5)
+        .prop_map(|cs| cs.into_iter().collect())
+}
+
+fn small_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop::sample::select(vec![0u8, 1, b'a', 0xFE, 0xFF]), 0..5)
+}
+
+fn segment() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!['a', 'b', '-', 'z']), 1..3).prop_map(|cs| cs.into_iter().collect())
+}
+
+fn reference() -> impl Strategy<Value = ResourcePath> {
+    prop::collection::vec((segment(), segment()), 1..3).prop_map(|pairs| {
+        let segments = pairs.into_iter().flat_map(|(c, d)| [c, d]).collect();
+        ResourcePath::from_segments(segments).expect("generated segments are valid")
+    })
+}
+
+fn timestamp() -> impl Strategy<Value = Timestamp> {
+    prop_oneof![
+        Just(MIN_TIMESTAMP_MICROS), Just(MAX_TIMESTAMP_MICROS), Just(0), Just(-1), Just(1),
+        MIN_TIMESTAMP_MICROS..=MAX_TIMESTAMP_MICROS,
+    ]
+    .prop_map(|m| Timestamp::from_micros(m).expect("in range"))
+}
+
+fn geopoint() -> impl Strategy<Value = GeoPoint> {
+    let lat = prop_oneof![Just(-90.0f64), Just(90.0), Just(0.0), Just(-0.0), -90.0f64..=90.0];
+    let lng = prop_oneof![Just(-180.0f64), Just(180.0), Just(0.0), Just(-0.0), -180.0f64..=180.0];
+    (lat, lng).prop_map(|(latitude, longitude)| GeoPoint { latitude, longitude })
+}
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Boolean),
+        edge_int().prop_map(Value::Integer),
+        edge_double().prop_map(Value::Double),
+        timestamp().prop_map(Value::Timestamp),
+        small_string().prop_map(Value::String),
+        small_bytes().prop_map(Value::Bytes),
+        reference().prop_map(Value::Reference),
+        geopoint().prop_map(Value::GeoPoint),
+        prop::collection::vec(edge_double(), 0..4).prop_map(Value::Vector),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(small_string(), inner, 0..4).prop_map(Value::Map),
+        ]
+    })
+}
+
+/// Pairs that often share structure, so comparisons reach deep positions.
+fn related_pair() -> impl Strategy<Value = (Value, Value)> {
+    prop_oneof![
+        (value(), value()),
+        value().prop_flat_map(|v| (Just(v.clone()), mutate(v))),
+    ]
+}
+
+fn mutate(v: Value) -> BoxedStrategy<Value> {
+    match v {
+        Value::Array(items) if !items.is_empty() => {
+            let len = items.len();
+            (0..len, value(), any::<bool>())
+                .prop_map(move |(i, replacement, truncate)| {
+                    let mut items = items.clone();
+                    if truncate {
+                        items.truncate(i);
+                    } else {
+                        items[i] = replacement;
+                    }
+                    Value::Array(items)
+                })
+                .boxed()
+        }
+        Value::Map(map) => (small_string(), value())
+            .prop_map(move |(k, replacement)| {
+                let mut map = map.clone();
+                map.insert(k, replacement);
+                Value::Map(map)
+            })
+            .boxed(),
+        other => (Just(other), leaf()).prop_map(|(_, l)| l).boxed(),
+    }
+}
+
+/// What decoding returns: numbers in canonical form.
+fn canonical(v: &Value) -> Value {
+    fn canon_f64(d: f64) -> f64 {
+        if d.is_nan() {
+            f64::NAN
+        } else if d == 0.0 {
+            0.0
+        } else {
+            d
+        }
+    }
+    match v {
+        Value::Double(d) if d.is_nan() => Value::Double(f64::NAN),
+        Value::Double(d) if d.is_infinite() => Value::Double(*d),
+        Value::Double(d) if *d == 0.0 => Value::Integer(0),
+        Value::Double(d) => {
+            let as_int = *d as i64;
+            if d.fract() == 0.0 && compare(&Value::Integer(as_int), &Value::Double(*d)).is_eq() {
+                Value::Integer(as_int)
+            } else {
+                Value::Double(*d)
+            }
+        }
+        Value::GeoPoint(g) => Value::GeoPoint(GeoPoint { latitude: canon_f64(g.latitude), longitude: canon_f64(g.longitude) }),
+        Value::Vector(items) => Value::Vector(items.iter().map(|d| canon_f64(*d)).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        Value::Map(map) => Value::Map(map.iter().map(|(k, v)| (k.clone(), canonical(v))).collect::<BTreeMap<_, _>>()),
+        other => other.clone(),
+    }
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn ascending_encoding_matches_compare((a, b) in related_pair()) {
+        prop_assert_eq!(encode(&a).cmp(&encode(&b)), compare(&a, &b), "{:?} vs {:?}", a, b);
+    }
+
+    #[test]
+    fn descending_encoding_reverses_compare((a, b) in related_pair()) {
+        let ea = encode_index_value(&a, Direction::Descending);
+        let eb = encode_index_value(&b, Direction::Descending);
+        prop_assert_eq!(ea.cmp(&eb), compare(&a, &b).reverse());
+    }
+
+    #[test]
+    fn decode_inverts_encode(v in value()) {
+        let encoded = encode(&v);
+        let decoded = decode(&encoded).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(compare(&decoded, &v).is_eq());
+        prop_assert_eq!(&decoded, &canonical(&v));
+        prop_assert_eq!(encode(&decoded), encoded);
+    }
+
+    #[test]
+    fn concatenations_compare_component_wise((a1, b1) in related_pair(), a2 in value(), b2 in value()) {
+        let mut ka = encode(&a1);
+        ka.extend(encode(&a2));
+        let mut kb = encode(&b1);
+        kb.extend(encode(&b2));
+        let expected = compare(&a1, &b1).then_with(|| compare(&a2, &b2));
+        prop_assert_eq!(ka.cmp(&kb), expected);
+        let (first, used) = decode_prefix(&ka).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(compare(&first, &a1).is_eq());
+        prop_assert_eq!(used, encode(&a1).len());
+    }
+
+    #[test]
+    fn compare_is_a_total_order(a in value(), b in value(), c in value()) {
+        prop_assert_eq!(compare(&a, &b), compare(&b, &a).reverse());
+        prop_assert!(compare(&a, &a).is_eq());
+        if compare(&a, &b).is_le() && compare(&b, &c).is_le() {
+            prop_assert!(compare(&a, &c).is_le());
+        }
+    }
+
+    #[test]
+    fn typed_json_round_trips(v in value()) {
+        let text = typed_json::to_string(&v);
+        let back = typed_json::parse(&text).map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
+        prop_assert_eq!(&back, &v, "{}", text);
+        prop_assert_eq!(typed_json::to_string(&back), text);
+    }
+
+    #[test]
+    fn truncation_keeps_order_weakly(prefix in "[ab]{1490,1510}", a in value(), b in value()) {
+        // Long strings with a shared prefix are where truncation bites.
+        let wrap = |tail: &Value| Value::Array(vec![Value::String(prefix.clone()), tail.clone()]);
+        let (va, vb) = (wrap(&a), wrap(&b));
+        let ta = encode_index_value(&va, Direction::Ascending);
+        let tb = encode_index_value(&vb, Direction::Ascending);
+        prop_assert!(ta.len() <= MAX_INDEXED_VALUE_BYTES);
+        match compare(&va, &vb) {
+            Ordering::Less => prop_assert!(ta <= tb),
+            Ordering::Greater => prop_assert!(ta >= tb),
+            Ordering::Equal => prop_assert_eq!(&ta, &tb),
+        }
+        // Prefix-free even when truncated: one cannot be a proper prefix of the other.
+        if ta != tb {
+            prop_assert!(!ta.starts_with(&tb) && !tb.starts_with(&ta));
+        }
+    }
+}

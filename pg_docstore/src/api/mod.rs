@@ -1,0 +1,3 @@
+//! The SQL surface of the extension, one module per area.
+
+mod values;
