@@ -1,12 +1,12 @@
 //! pg_docstore: the PostgreSQL extension. Glue around `docstore-core`.
 //!
 //! - `api/`: what SQL sees (thin `#[pg_extern]` functions in schema `docstore`).
+//! - `pg/`: Datum glue; the only place with `unsafe`.
 //! - `errors`: the one mapping from domain errors to SQLSTATEs.
-
-use pgrx::prelude::*;
 
 mod api;
 mod errors;
+mod pg;
 
 ::pgrx::pg_module_magic!(name, version);
 

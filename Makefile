@@ -1,0 +1,34 @@
+# pg_docstore: the two commands of the README, plus a few for development.
+#   make up     install what is missing, build, start Postgres (:5433) with the extension
+#   make test   run every test (lint, Rust unit/property, pgrx, SQL regression)
+.PHONY: up down test lint test-core test-pgrx test-regress install-ext bench fuzz clean
+
+up:
+	bash scripts/up.sh
+
+down:
+	bash scripts/down.sh
+
+test: up
+	bash scripts/test.sh
+
+lint:
+	bash scripts/test.sh lint
+
+test-core:
+	bash scripts/test.sh core
+
+test-pgrx:
+	bash scripts/test.sh pgrx
+
+test-regress:
+	bash scripts/test.sh regress
+
+bench:
+	cargo bench -p docstore-core --bench values
+
+fuzz:
+	bash scripts/fuzz.sh 60
+
+clean: down
+	rm -rf .pgdata target

@@ -1,0 +1,96 @@
+//! `jsonb` in and out as typed-JSON text.
+//!
+//! pgrx's own `JsonB` parses through serde and `expect`s success, which turns a deeply
+//! nested input into an XX000 panic. [`TypedJsonb`] instead carries the text `jsonb_out`
+//! prints, and docstore-core parses it with a proper error.
+
+use pgrx::pgrx_sql_entity_graph::metadata::{
+    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable,
+};
+use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
+use pgrx::nullable::Nullable;
+use pgrx::{direct_function_call, direct_function_call_as_datum, pg_sys, FromDatum, IntoDatum};
+
+use docstore_core::{typed_json, TypedJsonError, Value};
+
+/// The text form of a `jsonb` datum (what `jsonb_out` prints).
+#[derive(Debug, Clone)]
+pub struct TypedJsonb(pub String);
+
+impl TypedJsonb {
+    /// Parse the text as a typed-JSON value.
+    ///
+    /// # Errors
+    /// As [`typed_json::parse`].
+    pub fn value(&self) -> Result<Value, TypedJsonError> {
+        typed_json::parse(&self.0)
+    }
+
+    /// The typed-JSON text of `value`, ready to become a `jsonb` datum.
+    pub fn from_value(value: &Value) -> Self {
+        TypedJsonb(typed_json::to_string(value))
+    }
+}
+
+impl FromDatum for TypedJsonb {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: the datum is a jsonb (the SQL signature says so); jsonb_out detoasts it
+        // itself and returns a palloc'd C string that lives for the current memory context.
+        let text = unsafe { direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)]) }?;
+        // jsonb text is always valid UTF-8 in a UTF-8 database; lossy keeps us panic-free
+        // otherwise, and the parser then reports the replacement character's context.
+        Some(TypedJsonb(text.to_string_lossy().into_owned()))
+    }
+}
+
+impl IntoDatum for TypedJsonb {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        // Our printer never emits U+0000 (strings holding it are refused on input), so the
+        // CString cannot fail; if it somehow did, return SQL NULL rather than panic.
+        let cstring = std::ffi::CString::new(self.0).ok()?;
+        // SAFETY: jsonb_in takes a NUL-terminated C string that outlives the call; it returns
+        // a palloc'd jsonb datum or raises a Postgres ERROR (handled by pgrx's guard).
+        unsafe { direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(cstring.as_ptr().into())]) }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+// SAFETY: TypedJsonb is passed and returned exactly as the SQL type `jsonb`.
+unsafe impl SqlTranslatable for TypedJsonb {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(TypedJsonb);
+    const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
+        pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+}
+
+// SAFETY: arguments are unboxed through `FromDatum` above, exactly as pgrx does for its own
+// varlena types; docstore functions are STRICT, so a NULL never reaches `unbox_arg_unchecked`.
+unsafe impl<'fcx> ArgAbi<'fcx> for TypedJsonb {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        // SAFETY: the argument's type is jsonb per the SQL signature.
+        unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| TypedJsonb("null".to_owned()))
+    }
+
+    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
+        // SAFETY: as above.
+        unsafe { arg.unbox_arg_using_from_datum() }.into()
+    }
+}
+
+// SAFETY: the datum returned is a freshly built jsonb, the declared return type.
+unsafe impl BoxRet for TypedJsonb {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+        match self.into_datum() {
+            // SAFETY: returned straight to the function manager, as box_into requires.
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}

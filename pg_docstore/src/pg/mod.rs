@@ -1,0 +1,3 @@
+//! Datum glue. All `unsafe` of the extension lives under this module.
+
+pub mod jsonb;

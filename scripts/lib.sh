@@ -1,0 +1,52 @@
+# Shared settings and helpers of the set-up and test scripts. Sourced, not run.
+# shellcheck shell=bash
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PG_MAJOR=15
+PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
+PG_CONFIG="${PG_BIN}/pg_config"
+PGRX_VERSION="0.18.1"
+DOCSTORE_PG_PORT="${DOCSTORE_PG_PORT:-5433}"
+PGSTATE="${ROOT}/.pgdata"
+PGDATA="${PGSTATE}/data"
+PGSOCKET="${PGSTATE}/run"
+PGLOG="${PGSTATE}/postgres.log"
+DATABASE="docstore"
+PSQL=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Run a command as root (directly, or through sudo for a normal user).
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Run a command as the postgres system user (Postgres refuses to run as root).
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else sudo -u postgres "$@"; fi
+}
+
+cluster_running() {
+  [ -f "${PGDATA}/postmaster.pid" ] && as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" status >/dev/null 2>&1
+}
+
+installed_library() { echo "$("${PG_CONFIG}" --pkglibdir)/pg_docstore.so"; }
+installed_sql_dir() { echo "$("${PG_CONFIG}" --sharedir)/extension"; }
+
+fingerprint() {
+  if [ -e "$1" ]; then sha256sum "$1" | cut -d' ' -f1; else echo none; fi
+}
+
+# Postgres runs as `postgres` and must be able to reach the project directory (traverse only).
+ensure_traversable() {
+  local dir="${ROOT}"
+  if as_postgres test -x "${dir}" 2>/dev/null; then return; fi
+  say "granting the postgres user traverse (o+x) on the directories above ${ROOT}"
+  while [ "${dir}" != "/" ]; do
+    as_root chmod o+x "${dir}"
+    dir="$(dirname "${dir}")"
+  done
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
+# Usage: scripts/test.sh [lint|core|pgrx|regress ...]  (default: all, in this order)
+source "$(dirname "$0")/lib.sh"
+cd "${ROOT}"
+
+lint() {
+  say "lint: cargo fmt --check, cargo clippy -D warnings"
+  cargo fmt --all -- --check
+  cargo clippy --workspace --all-targets --features pg_docstore/pg_test -- -D warnings
+}
+
+core() {
+  say "docstore-core: unit, property (10,000 cases each) and seed tests"
+  cargo test -p docstore-core
+}
+
+pgrx() {
+  say "pg_docstore: #[pg_test] tests in a throwaway cluster run as postgres"
+  ensure_traversable
+  mkdir -p target/test-pgdata
+  as_root chown postgres:postgres target/test-pgdata
+  CARGO_PGRX_TEST_RUNAS=postgres cargo pgrx test pg${PG_MAJOR} -p pg_docstore
+  # `cargo pgrx test` installed its debug build over the system extension directory: put the
+  # release build back so the project cluster (and the regression tests) run the real thing.
+  bash scripts/up.sh >/dev/null
+}
+
+regress() {
+  say "SQL regression tests (pg_regress against the project cluster)"
+  bash scripts/regress.sh
+}
+
+steps=("$@")
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress)
+for step in "${steps[@]}"; do
+  "${step}"
+done
+say "all tests passed"

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# `make up`: install what is missing, build and install the extension, run a Postgres 15
+# cluster with logical decoding on 127.0.0.1:5433 (data in .pgdata/), create database
+# `docstore` with the extension. Idempotent: a second run reuses everything, reinstalls the
+# extension when the code changed and restarts the cluster when the library changed.
+source "$(dirname "$0")/lib.sh"
+
+install_packages() {
+  local wanted=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo build-essential pkg-config libssl-dev)
+  local missing=()
+  for p in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing Debian packages: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  # Debian starts a `main` cluster on 5432 when postgresql-15 is installed; we leave it alone.
+}
+
+install_rust_tools() {
+  command -v cargo >/dev/null || die "cargo is missing: install Rust 1.86 or newer (rustup) first"
+  if [ "$(cargo pgrx --version 2>/dev/null | awk '{print $2}')" != "${PGRX_VERSION}" ]; then
+    say "installing cargo-pgrx ${PGRX_VERSION} (a few minutes, once)"
+    cargo install cargo-pgrx --version "=${PGRX_VERSION}" --locked --quiet
+  fi
+  if ! grep -qs "^pg${PG_MAJOR} = \"${PG_CONFIG}\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
+    say "pointing pgrx at the system Postgres ${PG_MAJOR}"
+    cargo pgrx init --pg${PG_MAJOR} "${PG_CONFIG}" >/dev/null
+  fi
+}
+
+install_extension() {
+  say "building and installing pg_docstore (release)"
+  local before after
+  before="$(fingerprint "$(installed_library)")"
+  local sudo_flag=()
+  [ "$(id -u)" -eq 0 ] || sudo_flag=(--sudo)
+  (cd "${ROOT}" && cargo pgrx install --release -p pg_docstore --pg-config "${PG_CONFIG}" "${sudo_flag[@]}" >/dev/null)
+  after="$(fingerprint "$(installed_library)")"
+  LIBRARY_CHANGED=0
+  [ "${before}" = "${after}" ] || LIBRARY_CHANGED=1
+}
+
+init_cluster() {
+  ensure_traversable
+  if [ ! -f "${PGDATA}/PG_VERSION" ]; then
+    say "creating the cluster in ${PGDATA}"
+    mkdir -p "${PGDATA}" "${PGSOCKET}"
+    as_root chown -R postgres:postgres "${PGSTATE}"
+    chmod 700 "${PGDATA}"
+    as_postgres "${PG_BIN}/initdb" -D "${PGDATA}" -U postgres --encoding=UTF8 --locale=C \
+      --auth-local=trust --auth-host=trust >/dev/null
+  fi
+  # Our settings live in their own file so they can be re-applied without touching initdb's.
+  as_postgres tee "${PGDATA}/docstore.conf" >/dev/null <<CONF
+# Written by scripts/up.sh on every run; edit scripts/up.sh instead.
+port = ${DOCSTORE_PG_PORT}
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '${PGSOCKET}'
+wal_level = logical
+max_replication_slots = 16
+max_wal_senders = 16
+shared_buffers = 512MB
+max_connections = 200
+CONF
+  grep -q "^include_if_exists = 'docstore.conf'" "${PGDATA}/postgresql.conf" ||
+    echo "include_if_exists = 'docstore.conf'" | as_postgres tee -a "${PGDATA}/postgresql.conf" >/dev/null
+}
+
+start_cluster() {
+  if cluster_running; then
+    if [ "${LIBRARY_CHANGED}" = 1 ]; then
+      say "the extension library changed: restarting the cluster"
+      as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" -l "${PGLOG}" -w -m fast restart >/dev/null
+    fi
+  else
+    say "starting Postgres on 127.0.0.1:${DOCSTORE_PG_PORT}"
+    as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" -l "${PGLOG}" -w start >/dev/null
+  fi
+}
+
+create_database() {
+  if [ "$("${PSQL[@]}" -d postgres -Atc "select count(*) from pg_database where datname = '${DATABASE}'")" = 0 ]; then
+    "${PSQL[@]}" -d postgres -qc "create database ${DATABASE}"
+  fi
+  # While the extension is 0.x its SQL can change without a version bump: when the installed
+  # script differs from the one this database was created with, recreate the extension.
+  local script stamp
+  script="$(installed_sql_dir)/pg_docstore--$(grep -m1 '^version' "${ROOT}/Cargo.toml" | cut -d'"' -f2).sql"
+  stamp="$(fingerprint "${script}")"
+  local recorded
+  recorded="$(cat "${PGSTATE}/extension.sha256" 2>/dev/null || echo none)"
+  if [ "${recorded}" != "${stamp}" ] && [ "${recorded}" != none ]; then
+    say "the extension's SQL changed: recreating it in database ${DATABASE} (development builds only)"
+    "${PSQL[@]}" -d "${DATABASE}" -qc "drop extension if exists pg_docstore cascade"
+  fi
+  "${PSQL[@]}" -d "${DATABASE}" -qc "create extension if not exists pg_docstore" 2>&1 | grep -v NOTICE || true
+  echo "${stamp}" > "${PGSTATE}/extension.sha256"
+}
+
+install_packages
+install_rust_tools
+install_extension
+init_cluster
+start_cluster
+create_database
+
+cat <<DONE
+
+pg_docstore is up.
+  psql:    psql -h 127.0.0.1 -p ${DOCSTORE_PG_PORT} -U postgres ${DATABASE}
+  try:     select docstore.compare_values('1', '1.0');
+  logs:    ${PGLOG}
+  stop:    make down
+DONE
