@@ -31,6 +31,8 @@ pub enum PathError {
     SegmentTooLong { path: String, bytes: usize },
     #[error("path \"{path}\" is {depth} collections deep; the limit is 100")]
     TooDeep { path: String, depth: usize },
+    #[error("segment \"{segment}\" of path \"{path}\" contains '/'; IDs cannot contain '/'")]
+    SlashInSegment { path: String, segment: String },
     #[error("path contains the character U+0000, which cannot be stored")]
     NulCharacter,
     #[error("field path \"{path}\" is invalid: {reason}")]
@@ -82,6 +84,9 @@ impl ResourcePath {
             }
             if segment.contains('\0') {
                 return Err(PathError::NulCharacter);
+            }
+            if segment.contains('/') {
+                return Err(PathError::SlashInSegment { path: shown(), segment: segment.clone() });
             }
             if segment.len() > MAX_NAME_BYTES {
                 return Err(PathError::SegmentTooLong { path: shown(), bytes: segment.len() });
@@ -320,6 +325,10 @@ mod tests {
         assert!(matches!(ResourcePath::parse("a/__x__"), Err(PathError::ReservedSegment { .. })));
         assert!(matches!(ResourcePath::parse("a/.."), Err(PathError::ReservedSegment { .. })));
         assert!(ResourcePath::parse("a/__").is_ok());
+        assert!(matches!(
+            ResourcePath::from_segments(vec!["a".into(), "b/c".into()]),
+            Err(PathError::SlashInSegment { .. })
+        ));
         assert!(matches!(ResourcePath::parse("a/b\0"), Err(PathError::NulCharacter)));
         let long = "x".repeat(1501);
         assert!(matches!(ResourcePath::parse(&format!("a/{long}")), Err(PathError::SegmentTooLong { .. })));

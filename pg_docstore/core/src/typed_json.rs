@@ -175,7 +175,11 @@ fn number(text: &str, trail: &[Step]) -> Result<Value, TypedJsonError> {
     }
     match text.parse::<f64>() {
         Ok(d) if d.is_finite() => Ok(Value::Double(d)),
-        _ => Err(TypedJsonError::NumberOutOfRange { at: at(trail), text: text.to_owned() }),
+        _ => {
+            // Keep messages short: jsonb spells 1e400 with 401 digits.
+            let shown = if text.len() > 24 { format!("{}...({} digits)", &text[..12], text.len()) } else { text.to_owned() };
+            Err(TypedJsonError::NumberOutOfRange { at: at(trail), text: shown })
+        }
     }
 }
 
