@@ -8,6 +8,14 @@ lint() {
   say "lint: cargo fmt --check, cargo clippy -D warnings"
   cargo fmt --all -- --check
   cargo clippy --workspace --all-targets --features pg_docstore/pg_test -- -D warnings
+  say "docker-compose.yml: docker compose config"
+  if docker compose version >/dev/null 2>&1; then
+    docker compose config -q
+  else
+    command -v docker-compose >/dev/null ||
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+    docker-compose config -q
+  fi
 }
 
 core() {
