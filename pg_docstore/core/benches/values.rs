@@ -39,11 +39,17 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("document_1kb_20_fields");
     group.throughput(Throughput::Bytes(text.len() as u64));
-    group.bench_function("typed_json_parse", |b| b.iter(|| typed_json::parse(black_box(&text))));
-    group.bench_function("typed_json_print", |b| b.iter(|| typed_json::to_string(black_box(&value))));
+    group.bench_function("typed_json_parse", |b| {
+        b.iter(|| typed_json::parse(black_box(&text)))
+    });
+    group.bench_function("typed_json_print", |b| {
+        b.iter(|| typed_json::to_string(black_box(&value)))
+    });
     group.bench_function("encode", |b| b.iter(|| encode(black_box(&value))));
     group.bench_function("decode", |b| b.iter(|| decode(black_box(&encoded))));
-    group.bench_function("compare", |b| b.iter(|| compare(black_box(&value), black_box(&other))));
+    group.bench_function("compare", |b| {
+        b.iter(|| compare(black_box(&value), black_box(&other)))
+    });
     group.bench_function("memcmp_encoded", |b| {
         let other_encoded = encode(&other);
         b.iter(|| black_box(&encoded).cmp(black_box(&other_encoded)))
@@ -53,7 +59,9 @@ fn benches(c: &mut Criterion) {
         b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&text)))
     });
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
-    group.bench_function("baseline_serde_json_print", |b| b.iter(|| serde_json::to_string(black_box(&json))));
+    group.bench_function("baseline_serde_json_print", |b| {
+        b.iter(|| serde_json::to_string(black_box(&json)))
+    });
     group.finish();
 }
 

@@ -37,7 +37,10 @@ pub fn compare(a: &Value, b: &Value) -> Ordering {
         }),
         (Map(x), Map(y)) => {
             for ((kx, vx), (ky, vy)) in x.iter().zip(y) {
-                let o = kx.as_bytes().cmp(ky.as_bytes()).then_with(|| compare(vx, vy));
+                let o = kx
+                    .as_bytes()
+                    .cmp(ky.as_bytes())
+                    .then_with(|| compare(vx, vy));
                 if o.is_ne() {
                     return o;
                 }
@@ -104,17 +107,56 @@ mod tests {
     #[test]
     fn numbers_by_exact_value() {
         let two53 = 9_007_199_254_740_992_i64;
-        assert_eq!(compare(&Value::Integer(two53 + 1), &Value::Double(two53 as f64)), Ordering::Greater);
-        assert_eq!(compare(&Value::Integer(two53), &Value::Double(two53 as f64)), Ordering::Equal);
-        assert_eq!(compare(&Value::Integer(i64::MAX), &Value::Double(9.223372036854775807e18)), Ordering::Less);
-        assert_eq!(compare(&Value::Integer(i64::MIN), &Value::Double(-9.223372036854775808e18)), Ordering::Equal);
-        assert_eq!(compare(&Value::Double(-0.0), &Value::Double(0.0)), Ordering::Equal);
-        assert_eq!(compare(&Value::Double(-0.0), &Value::Integer(0)), Ordering::Equal);
-        assert_eq!(compare(&Value::Double(f64::NAN), &Value::Double(f64::NEG_INFINITY)), Ordering::Less);
-        assert_eq!(compare(&Value::Double(f64::NAN), &Value::Integer(i64::MIN)), Ordering::Less);
-        assert_eq!(compare(&Value::Integer(1), &Value::Double(1.5)), Ordering::Less);
-        assert_eq!(compare(&Value::Integer(-2), &Value::Double(-1.5)), Ordering::Less);
-        assert_eq!(compare(&Value::Integer(-1), &Value::Double(-1.5)), Ordering::Greater);
+        assert_eq!(
+            compare(&Value::Integer(two53 + 1), &Value::Double(two53 as f64)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare(&Value::Integer(two53), &Value::Double(two53 as f64)),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare(
+                &Value::Integer(i64::MAX),
+                &Value::Double(9.223372036854775807e18)
+            ),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare(
+                &Value::Integer(i64::MIN),
+                &Value::Double(-9.223372036854775808e18)
+            ),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare(&Value::Double(-0.0), &Value::Double(0.0)),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare(&Value::Double(-0.0), &Value::Integer(0)),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare(&Value::Double(f64::NAN), &Value::Double(f64::NEG_INFINITY)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare(&Value::Double(f64::NAN), &Value::Integer(i64::MIN)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare(&Value::Integer(1), &Value::Double(1.5)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare(&Value::Integer(-2), &Value::Double(-1.5)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare(&Value::Integer(-1), &Value::Double(-1.5)),
+            Ordering::Greater
+        );
     }
 
     #[test]
@@ -131,7 +173,13 @@ mod tests {
             Value::Map(Default::default()),
         ];
         for w in ordered.windows(2) {
-            assert_eq!(compare(&w[0], &w[1]), Ordering::Less, "{:?} < {:?}", w[0], w[1]);
+            assert_eq!(
+                compare(&w[0], &w[1]),
+                Ordering::Less,
+                "{:?} < {:?}",
+                w[0],
+                w[1]
+            );
         }
     }
 }

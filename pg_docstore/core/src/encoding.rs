@@ -221,7 +221,11 @@ pub fn ordered_f64(d: f64) -> u64 {
 }
 
 fn unordered_f64(bits: u64) -> f64 {
-    let d = if bits >> 63 == 1 { f64::from_bits(bits & !(1 << 63)) } else { f64::from_bits(!bits) };
+    let d = if bits >> 63 == 1 {
+        f64::from_bits(bits & !(1 << 63))
+    } else {
+        f64::from_bits(!bits)
+    };
     if d.is_nan() {
         f64::NAN
     } else {
@@ -260,7 +264,11 @@ fn encode_double_number(out: &mut Vec<u8>, d: f64) {
     if d.is_nan() {
         out.push(tag::NAN);
     } else if d.is_infinite() {
-        out.push(if d > 0.0 { tag::POS_INFINITY } else { tag::NEG_INFINITY });
+        out.push(if d > 0.0 {
+            tag::POS_INFINITY
+        } else {
+            tag::NEG_INFINITY
+        });
     } else if d == 0.0 {
         out.push(tag::ZERO);
     } else {
@@ -322,18 +330,27 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn byte(&mut self) -> Result<u8, DecodeError> {
-        let b = *self.bytes.get(self.pos).ok_or(DecodeError::UnexpectedEnd(self.pos))?;
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or(DecodeError::UnexpectedEnd(self.pos))?;
         self.pos += 1;
         Ok(b)
     }
 
     fn peek(&self) -> Result<u8, DecodeError> {
-        self.bytes.get(self.pos).copied().ok_or(DecodeError::UnexpectedEnd(self.pos))
+        self.bytes
+            .get(self.pos)
+            .copied()
+            .ok_or(DecodeError::UnexpectedEnd(self.pos))
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let end = self.pos + N;
-        let slice = self.bytes.get(self.pos..end).ok_or(DecodeError::UnexpectedEnd(self.bytes.len()))?;
+        let slice = self
+            .bytes
+            .get(self.pos..end)
+            .ok_or(DecodeError::UnexpectedEnd(self.bytes.len()))?;
         self.pos = end;
         let mut out = [0u8; N];
         out.copy_from_slice(slice);
@@ -345,7 +362,10 @@ impl Reader<'_> {
     }
 
     fn invalid(&self, byte: u8) -> DecodeError {
-        DecodeError::InvalidByte { offset: self.pos.saturating_sub(1), byte }
+        DecodeError::InvalidByte {
+            offset: self.pos.saturating_sub(1),
+            byte,
+        }
     }
 
     fn escaped(&mut self) -> Result<Vec<u8>, DecodeError> {
@@ -366,7 +386,8 @@ impl Reader<'_> {
 
     fn string(&mut self) -> Result<String, DecodeError> {
         let bytes = self.escaped()?;
-        let s = String::from_utf8(bytes).map_err(|_| DecodeError::Invalid("string is not UTF-8"))?;
+        let s =
+            String::from_utf8(bytes).map_err(|_| DecodeError::Invalid("string is not UTF-8"))?;
         if s.contains('\0') {
             return Err(DecodeError::Invalid("string contains U+0000"));
         }
@@ -446,7 +467,10 @@ impl Reader<'_> {
             tag::POSITIVE => self.magnitude(false)?,
             tag::TIMESTAMP => {
                 let micros = (self.u64()? ^ (1 << 63)) as i64;
-                Value::Timestamp(Timestamp::from_micros(micros).ok_or(DecodeError::Invalid("timestamp out of range"))?)
+                Value::Timestamp(
+                    Timestamp::from_micros(micros)
+                        .ok_or(DecodeError::Invalid("timestamp out of range"))?,
+                )
             }
             tag::STRING => Value::String(self.string()?),
             tag::BYTES => Value::Bytes(self.escaped()?),
@@ -463,7 +487,10 @@ impl Reader<'_> {
                 if !(-90.0..=90.0).contains(&latitude) || !(-180.0..=180.0).contains(&longitude) {
                     return Err(DecodeError::Invalid("geopoint out of range"));
                 }
-                Value::GeoPoint(GeoPoint { latitude, longitude })
+                Value::GeoPoint(GeoPoint {
+                    latitude,
+                    longitude,
+                })
             }
             tag::ARRAY => {
                 let mut items = Vec::new();
@@ -494,7 +521,10 @@ impl Reader<'_> {
                         other => return Err(self.invalid(other)),
                     }
                     let key = self.string()?;
-                    if previous.as_deref().is_some_and(|p| p.as_bytes() >= key.as_bytes()) {
+                    if previous
+                        .as_deref()
+                        .is_some_and(|p| p.as_bytes() >= key.as_bytes())
+                    {
                         return Err(DecodeError::Invalid("map keys out of order"));
                     }
                     let v = self.value(depth + 1)?;
@@ -521,10 +551,19 @@ mod tests {
     #[test]
     fn worked_examples_from_the_spec() {
         assert_eq!(encode(&Value::Null), [0x10]);
-        assert_eq!(encode(&Value::Integer(1)), [0x34, 0x04, 0x33, 0x80, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            encode(&Value::Integer(1)),
+            [0x34, 0x04, 0x33, 0x80, 0, 0, 0, 0, 0, 0, 0]
+        );
         assert_eq!(encode(&Value::Double(1.0)), encode(&Value::Integer(1)));
-        assert_eq!(encode(&Value::Integer(-1)), [0x32, 0xFB, 0xCC, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]);
-        assert_eq!(encode(&Value::String("a\0b".into())), [0x50, b'a', 0, 0xFF, b'b', 0, 1]);
+        assert_eq!(
+            encode(&Value::Integer(-1)),
+            [0x32, 0xFB, 0xCC, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
+        );
+        assert_eq!(
+            encode(&Value::String("a\0b".into())),
+            [0x50, b'a', 0, 0xFF, b'b', 0, 1]
+        );
         assert_eq!(encode(&Value::Array(vec![Value::Null])), [0x90, 0x10, 0x00]);
     }
 
@@ -550,24 +589,63 @@ mod tests {
             Value::Double(f64::INFINITY),
         ];
         for w in values.windows(2) {
-            assert_eq!(compare(&w[0], &w[1]), Ordering::Less, "{:?} < {:?}", w[0], w[1]);
+            assert_eq!(
+                compare(&w[0], &w[1]),
+                Ordering::Less,
+                "{:?} < {:?}",
+                w[0],
+                w[1]
+            );
             check_order(&w[0], &w[1]);
         }
         assert_eq!(encode(&Value::Double(-0.0)), encode(&Value::Integer(0)));
-        assert_eq!(decode(&encode(&Value::Double(two53 as f64))).unwrap(), Value::Integer(two53));
-        assert_eq!(decode(&encode(&Value::Double(0.5))).unwrap(), Value::Double(0.5));
-        assert_eq!(decode(&encode(&Value::Double(-5e-324))).unwrap(), Value::Double(-5e-324));
-        assert_eq!(decode(&encode(&Value::Integer(i64::MIN))).unwrap(), Value::Integer(i64::MIN));
-        assert_eq!(decode(&encode(&Value::Double(1e300))).unwrap(), Value::Double(1e300));
+        assert_eq!(
+            decode(&encode(&Value::Double(two53 as f64))).unwrap(),
+            Value::Integer(two53)
+        );
+        assert_eq!(
+            decode(&encode(&Value::Double(0.5))).unwrap(),
+            Value::Double(0.5)
+        );
+        assert_eq!(
+            decode(&encode(&Value::Double(-5e-324))).unwrap(),
+            Value::Double(-5e-324)
+        );
+        assert_eq!(
+            decode(&encode(&Value::Integer(i64::MIN))).unwrap(),
+            Value::Integer(i64::MIN)
+        );
+        assert_eq!(
+            decode(&encode(&Value::Double(1e300))).unwrap(),
+            Value::Double(1e300)
+        );
     }
 
     #[test]
     fn strings_with_zero_and_ff_bytes() {
-        let values = ["", "\u{1}", "a", "a\u{1}", "a\u{7f}", "ab", "ÿ", "\u{10FFFF}"];
+        let values = [
+            "",
+            "\u{1}",
+            "a",
+            "a\u{1}",
+            "a\u{7f}",
+            "ab",
+            "ÿ",
+            "\u{10FFFF}",
+        ];
         for w in values.windows(2) {
             check_order(&Value::String(w[0].into()), &Value::String(w[1].into()));
         }
-        let bytes = [vec![], vec![0], vec![0, 0], vec![0, 0xFF], vec![0, 1], vec![1], vec![0xFF], vec![0xFF, 0]];
+        let bytes = [
+            vec![],
+            vec![0],
+            vec![0, 0],
+            vec![0, 0xFF],
+            vec![0, 1],
+            vec![1],
+            vec![0xFF],
+            vec![0xFF, 0],
+        ];
         let mut sorted = bytes.clone();
         sorted.sort();
         for w in sorted.windows(2) {
@@ -581,7 +659,10 @@ mod tests {
         let a_sub = ResourcePath::parse("a/b/c/d").unwrap();
         let a_dash = ResourcePath::parse("a-/b").unwrap();
         assert!(encode_name(&a) < encode_name(&a_sub));
-        assert!(encode_name(&a_sub) < encode_name(&a_dash), "segment order, not string order");
+        assert!(
+            encode_name(&a_sub) < encode_name(&a_dash),
+            "segment order, not string order"
+        );
         assert_eq!(decode_name(&encode_name(&a_sub)).unwrap(), a_sub);
     }
 
@@ -595,7 +676,10 @@ mod tests {
         assert_eq!(ea.len(), MAX_INDEXED_VALUE_BYTES);
         assert_eq!(ea, eb);
         assert!(ea < encode_index_value(&short, Direction::Ascending));
-        assert!(encode_index_value(&long_a, Direction::Descending) > encode_index_value(&short, Direction::Descending));
+        assert!(
+            encode_index_value(&long_a, Direction::Descending)
+                > encode_index_value(&short, Direction::Descending)
+        );
     }
 
     #[test]
@@ -606,6 +690,9 @@ mod tests {
         assert!(decode(&[0x34, 0, 0]).is_err());
         assert!(decode(&[0x50, b'a']).is_err());
         assert!(decode(&[0x90; 1000]).is_err());
-        assert!(decode(&[0x34, 0x04, 0x33, 0x00, 0, 0, 0, 0, 0, 0, 0]).is_err(), "not normalised");
+        assert!(
+            decode(&[0x34, 0x04, 0x33, 0x00, 0, 0, 0, 0, 0, 0, 0]).is_err(),
+            "not normalised"
+        );
     }
 }

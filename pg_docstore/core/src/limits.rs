@@ -89,13 +89,21 @@ fn check_map<'a>(map: &'a Map, trail: &mut Vec<&'a str>, depth: usize) -> Result
         }
         if key.len() > MAX_NAME_BYTES {
             trail.pop();
-            return Err(LimitError::FieldNameTooLong { at: shown(trail).chars().take(64).collect(), bytes: key.len() });
+            return Err(LimitError::FieldNameTooLong {
+                at: shown(trail).chars().take(64).collect(),
+                bytes: key.len(),
+            });
         }
         if is_reserved_name(key) && key.starts_with("__") {
-            return Err(LimitError::ReservedFieldName { at: shown(trail), name: key.clone() });
+            return Err(LimitError::ReservedFieldName {
+                at: shown(trail),
+                name: key.clone(),
+            });
         }
         if trail.iter().map(|s| s.len() + 1).sum::<usize>() > MAX_FIELD_PATH_BYTES + 1 {
-            return Err(LimitError::FieldPathTooLong { at: shown(trail).chars().take(64).collect() });
+            return Err(LimitError::FieldPathTooLong {
+                at: shown(trail).chars().take(64).collect(),
+            });
         }
         check_value(value, trail, depth + 1)?;
         trail.pop();
@@ -103,13 +111,22 @@ fn check_map<'a>(map: &'a Map, trail: &mut Vec<&'a str>, depth: usize) -> Result
     Ok(())
 }
 
-fn check_value<'a>(value: &'a Value, trail: &mut Vec<&'a str>, depth: usize) -> Result<(), LimitError> {
+fn check_value<'a>(
+    value: &'a Value,
+    trail: &mut Vec<&'a str>,
+    depth: usize,
+) -> Result<(), LimitError> {
     if depth > MAX_DEPTH {
-        return Err(LimitError::TooDeep { at: shown(trail), depth });
+        return Err(LimitError::TooDeep {
+            at: shown(trail),
+            depth,
+        });
     }
     match value {
         Value::Map(map) => check_map(map, trail, depth),
-        Value::Array(items) => items.iter().try_for_each(|item| check_value(item, trail, depth + 1)),
+        Value::Array(items) => items
+            .iter()
+            .try_for_each(|item| check_value(item, trail, depth + 1)),
         _ => Ok(()),
     }
 }
@@ -128,7 +145,9 @@ mod tests {
         // Firestore's documented example: a task document of 147 bytes.
         let path = ResourcePath::parse("users/jeff/tasks/my_task_id").unwrap();
         assert_eq!(name_size(&path), 6 + 5 + 6 + 11 + 16);
-        let fields = doc(r#"{"type":"Personal","done":false,"priority":1,"description":"Learn Cloud Firestore"}"#);
+        let fields = doc(
+            r#"{"type":"Personal","done":false,"priority":1,"description":"Learn Cloud Firestore"}"#,
+        );
         assert_eq!(document_size(&path, &fields), 147);
     }
 
@@ -136,16 +155,28 @@ mod tests {
     fn limits() {
         let path = ResourcePath::parse("a/b").unwrap();
         assert!(check_document(&path, &doc(r#"{"a":1}"#)).is_ok());
-        assert!(matches!(check_document(&path, &doc(r#"{"__x__":1}"#)), Err(LimitError::ReservedFieldName { .. })));
-        assert!(matches!(check_document(&path, &doc(r#"{"":1}"#)), Err(LimitError::EmptyFieldName { .. })));
+        assert!(matches!(
+            check_document(&path, &doc(r#"{"__x__":1}"#)),
+            Err(LimitError::ReservedFieldName { .. })
+        ));
+        assert!(matches!(
+            check_document(&path, &doc(r#"{"":1}"#)),
+            Err(LimitError::EmptyFieldName { .. })
+        ));
         let mut deep = "1".to_owned();
         for _ in 0..20 {
             deep = format!("{{\"a\":{deep}}}");
         }
         assert!(check_document(&path, &doc(&deep)).is_ok());
         let deeper = format!("{{\"a\":{deep}}}");
-        assert!(matches!(check_document(&path, &doc(&deeper)), Err(LimitError::TooDeep { depth: 21, .. })));
+        assert!(matches!(
+            check_document(&path, &doc(&deeper)),
+            Err(LimitError::TooDeep { depth: 21, .. })
+        ));
         let big = format!("{{\"s\":\"{}\"}}", "x".repeat(MAX_DOCUMENT_BYTES));
-        assert!(matches!(check_document(&path, &doc(&big)), Err(LimitError::DocumentTooLarge { .. })));
+        assert!(matches!(
+            check_document(&path, &doc(&big)),
+            Err(LimitError::DocumentTooLarge { .. })
+        ));
     }
 }

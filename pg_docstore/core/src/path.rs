@@ -23,7 +23,9 @@ pub enum PathError {
     EmptySegment { path: String },
     #[error("\"{path}\" is not a document path: a document path has an even number of segments")]
     NotADocument { path: String },
-    #[error("\"{path}\" is not a collection path: a collection path has an odd number of segments")]
+    #[error(
+        "\"{path}\" is not a collection path: a collection path has an odd number of segments"
+    )]
     NotACollection { path: String },
     #[error("segment \"{segment}\" of path \"{path}\" is reserved (\".\", \"..\" and names matching __.*__ are not allowed)")]
     ReservedSegment { path: String, segment: String },
@@ -47,7 +49,9 @@ pub struct ResourcePath {
 
 /// Whether `name` is reserved: `.`, `..`, or `__.*__`.
 pub fn is_reserved_name(name: &str) -> bool {
-    name == "." || name == ".." || (name.len() >= 4 && name.starts_with("__") && name.ends_with("__"))
+    name == "."
+        || name == ".."
+        || (name.len() >= 4 && name.starts_with("__") && name.ends_with("__"))
 }
 
 impl ResourcePath {
@@ -62,7 +66,9 @@ impl ResourcePath {
         }
         let body = text.strip_prefix('/').unwrap_or(text);
         if body.is_empty() {
-            return Err(PathError::Empty { path: text.to_owned() });
+            return Err(PathError::Empty {
+                path: text.to_owned(),
+            });
         }
         let segments: Vec<String> = body.split('/').map(str::to_owned).collect();
         Self::from_segments(segments)
@@ -76,7 +82,9 @@ impl ResourcePath {
         let path = ResourcePath { segments };
         let shown = || path.to_string();
         if path.segments.is_empty() {
-            return Err(PathError::Empty { path: String::new() });
+            return Err(PathError::Empty {
+                path: String::new(),
+            });
         }
         for segment in &path.segments {
             if segment.is_empty() {
@@ -86,18 +94,30 @@ impl ResourcePath {
                 return Err(PathError::NulCharacter);
             }
             if segment.contains('/') {
-                return Err(PathError::SlashInSegment { path: shown(), segment: segment.clone() });
+                return Err(PathError::SlashInSegment {
+                    path: shown(),
+                    segment: segment.clone(),
+                });
             }
             if segment.len() > MAX_NAME_BYTES {
-                return Err(PathError::SegmentTooLong { path: shown(), bytes: segment.len() });
+                return Err(PathError::SegmentTooLong {
+                    path: shown(),
+                    bytes: segment.len(),
+                });
             }
             if is_reserved_name(segment) {
-                return Err(PathError::ReservedSegment { path: shown(), segment: segment.clone() });
+                return Err(PathError::ReservedSegment {
+                    path: shown(),
+                    segment: segment.clone(),
+                });
             }
         }
         let depth = path.segments.len().div_ceil(2);
         if depth > MAX_COLLECTION_DEPTH {
-            return Err(PathError::TooDeep { path: shown(), depth });
+            return Err(PathError::TooDeep {
+                path: shown(),
+                depth,
+            });
         }
         Ok(path)
     }
@@ -111,7 +131,9 @@ impl ResourcePath {
         if path.is_document() {
             Ok(path)
         } else {
-            Err(PathError::NotADocument { path: path.to_string() })
+            Err(PathError::NotADocument {
+                path: path.to_string(),
+            })
         }
     }
 
@@ -122,7 +144,9 @@ impl ResourcePath {
     pub fn parse_collection(text: &str) -> Result<Self, PathError> {
         let path = Self::parse(text)?;
         if path.is_document() {
-            Err(PathError::NotACollection { path: path.to_string() })
+            Err(PathError::NotACollection {
+                path: path.to_string(),
+            })
         } else {
             Ok(path)
         }
@@ -185,10 +209,16 @@ impl FieldPath {
     pub fn new(segments: Vec<String>) -> Result<Self, PathError> {
         let shown = || segments.join(".");
         if segments.is_empty() {
-            return Err(PathError::InvalidFieldPath { path: String::new(), reason: "it is empty" });
+            return Err(PathError::InvalidFieldPath {
+                path: String::new(),
+                reason: "it is empty",
+            });
         }
         if segments.iter().any(String::is_empty) {
-            return Err(PathError::InvalidFieldPath { path: shown(), reason: "it has an empty segment" });
+            return Err(PathError::InvalidFieldPath {
+                path: shown(),
+                reason: "it has an empty segment",
+            });
         }
         if segments.iter().any(|s| s.contains('\0')) {
             return Err(PathError::NulCharacter);
@@ -201,7 +231,10 @@ impl FieldPath {
     /// # Errors
     /// Empty segments, an unterminated backtick, a stray backtick or backslash, U+0000.
     pub fn parse(text: &str) -> Result<Self, PathError> {
-        let invalid = |reason| PathError::InvalidFieldPath { path: text.to_owned(), reason };
+        let invalid = |reason| PathError::InvalidFieldPath {
+            path: text.to_owned(),
+            reason,
+        };
         let mut segments = Vec::new();
         let mut current = String::new();
         let mut chars = text.chars().peekable();
@@ -271,7 +304,9 @@ impl FieldPath {
 
     /// A one-segment path (a top-level field).
     pub fn single(segment: &str) -> FieldPath {
-        FieldPath { segments: vec![segment.to_owned()] }
+        FieldPath {
+            segments: vec![segment.to_owned()],
+        }
     }
 }
 
@@ -317,35 +352,72 @@ mod tests {
         assert_eq!(doc.to_string(), "restaurants/one");
         assert_eq!(doc.parent().unwrap().to_string(), "restaurants");
         assert!(ResourcePath::parse_collection("restaurants/one/ratings").is_ok());
-        assert!(matches!(ResourcePath::parse_document("restaurants"), Err(PathError::NotADocument { .. })));
-        assert!(matches!(ResourcePath::parse_collection("a/b"), Err(PathError::NotACollection { .. })));
-        assert!(matches!(ResourcePath::parse("a//b"), Err(PathError::EmptySegment { .. })));
-        assert!(matches!(ResourcePath::parse("a/"), Err(PathError::EmptySegment { .. })));
-        assert!(matches!(ResourcePath::parse(""), Err(PathError::Empty { .. })));
-        assert!(matches!(ResourcePath::parse("a/__x__"), Err(PathError::ReservedSegment { .. })));
-        assert!(matches!(ResourcePath::parse("a/.."), Err(PathError::ReservedSegment { .. })));
+        assert!(matches!(
+            ResourcePath::parse_document("restaurants"),
+            Err(PathError::NotADocument { .. })
+        ));
+        assert!(matches!(
+            ResourcePath::parse_collection("a/b"),
+            Err(PathError::NotACollection { .. })
+        ));
+        assert!(matches!(
+            ResourcePath::parse("a//b"),
+            Err(PathError::EmptySegment { .. })
+        ));
+        assert!(matches!(
+            ResourcePath::parse("a/"),
+            Err(PathError::EmptySegment { .. })
+        ));
+        assert!(matches!(
+            ResourcePath::parse(""),
+            Err(PathError::Empty { .. })
+        ));
+        assert!(matches!(
+            ResourcePath::parse("a/__x__"),
+            Err(PathError::ReservedSegment { .. })
+        ));
+        assert!(matches!(
+            ResourcePath::parse("a/.."),
+            Err(PathError::ReservedSegment { .. })
+        ));
         assert!(ResourcePath::parse("a/__").is_ok());
         assert!(matches!(
             ResourcePath::from_segments(vec!["a".into(), "b/c".into()]),
             Err(PathError::SlashInSegment { .. })
         ));
-        assert!(matches!(ResourcePath::parse("a/b\0"), Err(PathError::NulCharacter)));
+        assert!(matches!(
+            ResourcePath::parse("a/b\0"),
+            Err(PathError::NulCharacter)
+        ));
         let long = "x".repeat(1501);
-        assert!(matches!(ResourcePath::parse(&format!("a/{long}")), Err(PathError::SegmentTooLong { .. })));
+        assert!(matches!(
+            ResourcePath::parse(&format!("a/{long}")),
+            Err(PathError::SegmentTooLong { .. })
+        ));
         let deep = vec!["c/d"; 100].join("/");
         assert!(ResourcePath::parse(&deep).is_ok());
-        assert!(matches!(ResourcePath::parse(&format!("{deep}/c")), Err(PathError::TooDeep { .. })));
+        assert!(matches!(
+            ResourcePath::parse(&format!("{deep}/c")),
+            Err(PathError::TooDeep { .. })
+        ));
     }
 
     #[test]
     fn field_paths_round_trip() {
-        for text in ["a", "a.b.c", "`a.b`.c", "`x y`", "`a\\`b`", "`a\\\\b`", "_x1", "`1a`", "__name__"] {
+        for text in [
+            "a", "a.b.c", "`a.b`.c", "`x y`", "`a\\`b`", "`a\\\\b`", "_x1", "`1a`", "__name__",
+        ] {
             let path = FieldPath::parse(text).unwrap();
             assert_eq!(path.to_string(), text, "{text}");
             assert_eq!(FieldPath::parse(&path.to_string()).unwrap(), path);
         }
-        assert_eq!(FieldPath::parse("`a.b`.c").unwrap().segments(), ["a.b", "c"]);
-        for bad in ["", "a..b", ".a", "a.", "`a", "a b", "1a", "`a`b", "a`b`", "`a\\n`"] {
+        assert_eq!(
+            FieldPath::parse("`a.b`.c").unwrap().segments(),
+            ["a.b", "c"]
+        );
+        for bad in [
+            "", "a..b", ".a", "a.", "`a", "a b", "1a", "`a`b", "a`b`", "`a\\n`",
+        ] {
             assert!(FieldPath::parse(bad).is_err(), "{bad}");
         }
     }

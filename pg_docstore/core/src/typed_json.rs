@@ -24,10 +24,25 @@ use crate::value::{GeoPoint, Map, Timestamp, Value};
 pub const MAX_VECTOR_DIMENSIONS: usize = 2_048;
 
 /// Tags of value types.
-pub const VALUE_TAGS: [&str; 7] = ["$timestamp", "$bytes", "$ref", "$geo", "$double", "$vector", "$map"];
+pub const VALUE_TAGS: [&str; 7] = [
+    "$timestamp",
+    "$bytes",
+    "$ref",
+    "$geo",
+    "$double",
+    "$vector",
+    "$map",
+];
 /// Tags of field transforms (only meaningful in writes).
-pub const TRANSFORM_TAGS: [&str; 7] =
-    ["$increment", "$max", "$min", "$serverTimestamp", "$arrayUnion", "$arrayRemove", "$delete"];
+pub const TRANSFORM_TAGS: [&str; 7] = [
+    "$increment",
+    "$max",
+    "$min",
+    "$serverTimestamp",
+    "$arrayUnion",
+    "$arrayRemove",
+    "$delete",
+];
 
 /// Whether `key` is a tag (of a value type or a transform).
 pub fn is_tag(key: &str) -> bool {
@@ -40,10 +55,16 @@ pub fn is_tag(key: &str) -> bool {
 pub enum TypedJsonError {
     #[error("invalid JSON: {0}")]
     Syntax(String),
-    #[error("number {text} at {at} is out of range for a double (use {{\"$double\": \"Infinity\"}})")]
+    #[error(
+        "number {text} at {at} is out of range for a double (use {{\"$double\": \"Infinity\"}})"
+    )]
     NumberOutOfRange { at: String, text: String },
     #[error("invalid {tag} at {at}: {reason}")]
-    BadTag { at: String, tag: &'static str, reason: String },
+    BadTag {
+        at: String,
+        tag: &'static str,
+        reason: String,
+    },
     #[error("field transform {tag} at {at} is only allowed in writes")]
     TransformNotAllowed { at: String, tag: String },
     #[error("string at {at} contains U+0000, which cannot be stored")]
@@ -55,7 +76,8 @@ pub enum TypedJsonError {
 /// # Errors
 /// [`TypedJsonError::Syntax`] for malformed JSON, otherwise as [`from_json`].
 pub fn parse(text: &str) -> Result<Value, TypedJsonError> {
-    let json: Json = serde_json::from_str(text).map_err(|e| TypedJsonError::Syntax(e.to_string()))?;
+    let json: Json =
+        serde_json::from_str(text).map_err(|e| TypedJsonError::Syntax(e.to_string()))?;
     from_json(&json)
 }
 
@@ -77,7 +99,10 @@ pub fn map_from_json(json: &Json) -> Result<Map, TypedJsonError> {
         other => Err(TypedJsonError::BadTag {
             at: "<root>".into(),
             tag: "$map",
-            reason: format!("a document must be a JSON object, not a {}", other.type_name()),
+            reason: format!(
+                "a document must be a JSON object, not a {}",
+                other.type_name()
+            ),
         }),
     }
 }
@@ -153,7 +178,10 @@ fn convert(json: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJsonError> 
     })
 }
 
-fn plain_map(fields: &serde_json::Map<String, Json>, trail: &mut Vec<Step>) -> Result<Value, TypedJsonError> {
+fn plain_map(
+    fields: &serde_json::Map<String, Json>,
+    trail: &mut Vec<Step>,
+) -> Result<Value, TypedJsonError> {
     let mut map = Map::new();
     for (key, value) in fields {
         trail.push(Step::Key(key.clone()));
@@ -177,8 +205,15 @@ fn number(text: &str, trail: &[Step]) -> Result<Value, TypedJsonError> {
         Ok(d) if d.is_finite() => Ok(Value::Double(d)),
         _ => {
             // Keep messages short: jsonb spells 1e400 with 401 digits.
-            let shown = if text.len() > 24 { format!("{}...({} digits)", &text[..12], text.len()) } else { text.to_owned() };
-            Err(TypedJsonError::NumberOutOfRange { at: at(trail), text: shown })
+            let shown = if text.len() > 24 {
+                format!("{}...({} digits)", &text[..12], text.len())
+            } else {
+                text.to_owned()
+            };
+            Err(TypedJsonError::NumberOutOfRange {
+                at: at(trail),
+                text: shown,
+            })
         }
     }
 }
@@ -191,7 +226,9 @@ fn tagged(key: &str, arg: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJs
     };
     match key {
         "$timestamp" => {
-            let text = arg.as_str().ok_or_else(|| bad("$timestamp", "expected an RFC 3339 string"))?;
+            let text = arg
+                .as_str()
+                .ok_or_else(|| bad("$timestamp", "expected an RFC 3339 string"))?;
             Timestamp::parse_rfc3339(text).map(Value::Timestamp).ok_or_else(|| {
                 bad(
                     "$timestamp",
@@ -200,14 +237,18 @@ fn tagged(key: &str, arg: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJs
             })
         }
         "$bytes" => {
-            let text = arg.as_str().ok_or_else(|| bad("$bytes", "expected a base64 string"))?;
+            let text = arg
+                .as_str()
+                .ok_or_else(|| bad("$bytes", "expected a base64 string"))?;
             BASE64
                 .decode(text)
                 .map(Value::Bytes)
                 .map_err(|e| bad("$bytes", &format!("not standard padded base64: {e}")))
         }
         "$ref" => {
-            let text = arg.as_str().ok_or_else(|| bad("$ref", "expected a document path string"))?;
+            let text = arg
+                .as_str()
+                .ok_or_else(|| bad("$ref", "expected a document path string"))?;
             ResourcePath::parse_document(text)
                 .map(Value::Reference)
                 .map_err(|e| bad("$ref", &e.to_string()))
@@ -215,19 +256,28 @@ fn tagged(key: &str, arg: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJs
         "$geo" => {
             let pair = arg.as_array().filter(|a| a.len() == 2);
             let pair = pair.ok_or_else(|| bad("$geo", "expected [latitude, longitude]"))?;
-            let lat = element_f64(&pair[0]).map_err(|_| bad("$geo", "latitude must be a number"))?;
-            let lng = element_f64(&pair[1]).map_err(|_| bad("$geo", "longitude must be a number"))?;
+            let lat =
+                element_f64(&pair[0]).map_err(|_| bad("$geo", "latitude must be a number"))?;
+            let lng =
+                element_f64(&pair[1]).map_err(|_| bad("$geo", "longitude must be a number"))?;
             if !(-90.0..=90.0).contains(&lat) {
                 return Err(bad("$geo", "latitude must be between -90 and 90"));
             }
             if !(-180.0..=180.0).contains(&lng) {
                 return Err(bad("$geo", "longitude must be between -180 and 180"));
             }
-            Ok(Value::GeoPoint(GeoPoint { latitude: lat, longitude: lng }))
+            Ok(Value::GeoPoint(GeoPoint {
+                latitude: lat,
+                longitude: lng,
+            }))
         }
-        "$double" => double_arg(arg).map(Value::Double).map_err(|reason| bad("$double", reason)),
+        "$double" => double_arg(arg)
+            .map(Value::Double)
+            .map_err(|reason| bad("$double", reason)),
         "$vector" => {
-            let items = arg.as_array().ok_or_else(|| bad("$vector", "expected an array of numbers"))?;
+            let items = arg
+                .as_array()
+                .ok_or_else(|| bad("$vector", "expected an array of numbers"))?;
             if items.len() > MAX_VECTOR_DIMENSIONS {
                 return Err(bad("$vector", "a vector has at most 2048 dimensions"));
             }
@@ -241,7 +291,10 @@ fn tagged(key: &str, arg: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJs
             Json::Object(fields) => plain_map(fields, trail),
             _ => Err(bad("$map", "expected an object")),
         },
-        transform => Err(TypedJsonError::TransformNotAllowed { at: at(trail), tag: transform.to_owned() }),
+        transform => Err(TypedJsonError::TransformNotAllowed {
+            at: at(trail),
+            tag: transform.to_owned(),
+        }),
     }
 }
 
@@ -334,7 +387,11 @@ pub fn write_double(out: &mut String, d: f64) {
     if d.is_nan() {
         out.push_str("{\"$double\":\"NaN\"}");
     } else if d.is_infinite() {
-        out.push_str(if d > 0.0 { "{\"$double\":\"Infinity\"}" } else { "{\"$double\":\"-Infinity\"}" });
+        out.push_str(if d > 0.0 {
+            "{\"$double\":\"Infinity\"}"
+        } else {
+            "{\"$double\":\"-Infinity\"}"
+        });
     } else if d == 0.0 && d.is_sign_negative() {
         out.push_str("{\"$double\":\"-0.0\"}");
     } else if d.fract() == 0.0 && (-TWO_63..TWO_63).contains(&d) {
@@ -425,10 +482,22 @@ mod tests {
         assert_eq!(parse("-0").unwrap(), Value::Integer(0));
         assert_eq!(parse("1.0").unwrap(), Value::Double(1.0));
         assert_eq!(parse("1e2").unwrap(), Value::Double(100.0));
-        assert_eq!(parse("9223372036854775807").unwrap(), Value::Integer(i64::MAX));
-        assert_eq!(parse("9223372036854775808").unwrap(), Value::Double(9.223372036854775808e18));
-        assert_eq!(parse("9007199254740993").unwrap(), Value::Integer(9_007_199_254_740_993));
-        assert!(matches!(parse("1e400"), Err(TypedJsonError::NumberOutOfRange { .. })));
+        assert_eq!(
+            parse("9223372036854775807").unwrap(),
+            Value::Integer(i64::MAX)
+        );
+        assert_eq!(
+            parse("9223372036854775808").unwrap(),
+            Value::Double(9.223372036854775808e18)
+        );
+        assert_eq!(
+            parse("9007199254740993").unwrap(),
+            Value::Integer(9_007_199_254_740_993)
+        );
+        assert!(matches!(
+            parse("1e400"),
+            Err(TypedJsonError::NumberOutOfRange { .. })
+        ));
         assert_eq!(round("1e18"), "1000000000000000000.0");
         assert_eq!(round("1e300"), "1e300");
         assert_eq!(round("0.1"), "0.1");
@@ -451,13 +520,32 @@ mod tests {
         ] {
             assert_eq!(round(text), text);
         }
-        assert_eq!(round(r#"{"$timestamp":"2022-09-01T15:23:22.1+02:00"}"#), r#"{"$timestamp":"2022-09-01T13:23:22.100000Z"}"#);
-        assert!(matches!(parse(r#"{"$timestamp":"2022-09-01T13:23:22.1234567Z"}"#), Err(TypedJsonError::BadTag { .. })));
-        assert!(matches!(parse(r#"{"$ref":"restaurants"}"#), Err(TypedJsonError::BadTag { .. })));
-        assert!(matches!(parse(r#"{"$geo":[91,0]}"#), Err(TypedJsonError::BadTag { .. })));
-        assert!(matches!(parse(r#"{"$bytes":"***"}"#), Err(TypedJsonError::BadTag { .. })));
-        assert!(matches!(parse(r#"{"a":{"$increment":1}}"#), Err(TypedJsonError::TransformNotAllowed { at, .. }) if at == "a"));
-        assert!(matches!(parse(r#"{"a":["x\u0000"]}"#), Err(TypedJsonError::NulCharacter { at }) if at == "a[0]"));
+        assert_eq!(
+            round(r#"{"$timestamp":"2022-09-01T15:23:22.1+02:00"}"#),
+            r#"{"$timestamp":"2022-09-01T13:23:22.100000Z"}"#
+        );
+        assert!(matches!(
+            parse(r#"{"$timestamp":"2022-09-01T13:23:22.1234567Z"}"#),
+            Err(TypedJsonError::BadTag { .. })
+        ));
+        assert!(matches!(
+            parse(r#"{"$ref":"restaurants"}"#),
+            Err(TypedJsonError::BadTag { .. })
+        ));
+        assert!(matches!(
+            parse(r#"{"$geo":[91,0]}"#),
+            Err(TypedJsonError::BadTag { .. })
+        ));
+        assert!(matches!(
+            parse(r#"{"$bytes":"***"}"#),
+            Err(TypedJsonError::BadTag { .. })
+        ));
+        assert!(
+            matches!(parse(r#"{"a":{"$increment":1}}"#), Err(TypedJsonError::TransformNotAllowed { at, .. }) if at == "a")
+        );
+        assert!(
+            matches!(parse(r#"{"a":["x\u0000"]}"#), Err(TypedJsonError::NulCharacter { at }) if at == "a[0]")
+        );
         assert!(matches!(parse("{"), Err(TypedJsonError::Syntax(_))));
     }
 }

@@ -5,7 +5,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use docstore_core::encoding::{decode, decode_prefix, encode, encode_index_value, Direction, MAX_INDEXED_VALUE_BYTES};
+use docstore_core::encoding::{
+    decode, decode_prefix, encode, encode_index_value, Direction, MAX_INDEXED_VALUE_BYTES,
+};
 use docstore_core::value::{GeoPoint, Timestamp, MAX_TIMESTAMP_MICROS, MIN_TIMESTAMP_MICROS};
 use docstore_core::{compare, typed_json, ResourcePath, Value};
 use proptest::prelude::*;
@@ -14,17 +16,40 @@ const TWO_53: i64 = 9_007_199_254_740_992;
 
 fn edge_int() -> impl Strategy<Value = i64> {
     prop_oneof![
-        Just(0i64), Just(1), Just(-1), Just(i64::MIN), Just(i64::MAX), Just(i64::MIN + 1), Just(i64::MAX - 1),
-        Just(TWO_53), Just(TWO_53 + 1), Just(TWO_53 - 1), Just(-TWO_53 - 1), Just(1 << 62),
-        -1000i64..1000, any::<i64>(),
+        Just(0i64),
+        Just(1),
+        Just(-1),
+        Just(i64::MIN),
+        Just(i64::MAX),
+        Just(i64::MIN + 1),
+        Just(i64::MAX - 1),
+        Just(TWO_53),
+        Just(TWO_53 + 1),
+        Just(TWO_53 - 1),
+        Just(-TWO_53 - 1),
+        Just(1 << 62),
+        -1000i64..1000,
+        any::<i64>(),
     ]
 }
 
 fn edge_double() -> impl Strategy<Value = f64> {
     prop_oneof![
-        Just(0.0f64), Just(-0.0), Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY),
-        Just(f64::MIN_POSITIVE), Just(5e-324), Just(-5e-324), Just(f64::MAX), Just(f64::MIN),
-        Just(TWO_53 as f64), Just(9.223372036854775808e18), Just(-9.223372036854775808e18), Just(0.5), Just(1.0),
+        Just(0.0f64),
+        Just(-0.0),
+        Just(f64::NAN),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(f64::MIN_POSITIVE),
+        Just(5e-324),
+        Just(-5e-324),
+        Just(f64::MAX),
+        Just(f64::MIN),
+        Just(TWO_53 as f64),
+        Just(9.223372036854775808e18),
+        Just(-9.223372036854775808e18),
+        Just(0.5),
+        Just(1.0),
         edge_int().prop_map(|i| i as f64),
         (-1000i32..1000).prop_map(|i| f64::from(i) / 8.0),
         any::<u64>().prop_map(f64::from_bits),
@@ -32,8 +57,11 @@ fn edge_double() -> impl Strategy<Value = f64> {
 }
 
 fn small_string() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(vec!['\u{1}', 'a', 'b', '\u{7f}', 'ÿ', '\u{10FFFF}', '/']), 0..5)
-        .prop_map(|cs| cs.into_iter().collect())
+    prop::collection::vec(
+        prop::sample::select(vec!['\u{1}', 'a', 'b', '\u{7f}', 'ÿ', '\u{10FFFF}', '/']),
+        0..5,
+    )
+    .prop_map(|cs| cs.into_iter().collect())
 }
 
 fn small_bytes() -> impl Strategy<Value = Vec<u8>> {
@@ -41,7 +69,8 @@ fn small_bytes() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn segment() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(vec!['a', 'b', '-', 'z']), 1..3).prop_map(|cs| cs.into_iter().collect())
+    prop::collection::vec(prop::sample::select(vec!['a', 'b', '-', 'z']), 1..3)
+        .prop_map(|cs| cs.into_iter().collect())
 }
 
 fn reference() -> impl Strategy<Value = ResourcePath> {
@@ -53,16 +82,35 @@ fn reference() -> impl Strategy<Value = ResourcePath> {
 
 fn timestamp() -> impl Strategy<Value = Timestamp> {
     prop_oneof![
-        Just(MIN_TIMESTAMP_MICROS), Just(MAX_TIMESTAMP_MICROS), Just(0), Just(-1), Just(1),
+        Just(MIN_TIMESTAMP_MICROS),
+        Just(MAX_TIMESTAMP_MICROS),
+        Just(0),
+        Just(-1),
+        Just(1),
         MIN_TIMESTAMP_MICROS..=MAX_TIMESTAMP_MICROS,
     ]
     .prop_map(|m| Timestamp::from_micros(m).expect("in range"))
 }
 
 fn geopoint() -> impl Strategy<Value = GeoPoint> {
-    let lat = prop_oneof![Just(-90.0f64), Just(90.0), Just(0.0), Just(-0.0), -90.0f64..=90.0];
-    let lng = prop_oneof![Just(-180.0f64), Just(180.0), Just(0.0), Just(-0.0), -180.0f64..=180.0];
-    (lat, lng).prop_map(|(latitude, longitude)| GeoPoint { latitude, longitude })
+    let lat = prop_oneof![
+        Just(-90.0f64),
+        Just(90.0),
+        Just(0.0),
+        Just(-0.0),
+        -90.0f64..=90.0
+    ];
+    let lng = prop_oneof![
+        Just(-180.0f64),
+        Just(180.0),
+        Just(0.0),
+        Just(-0.0),
+        -180.0f64..=180.0
+    ];
+    (lat, lng).prop_map(|(latitude, longitude)| GeoPoint {
+        latitude,
+        longitude,
+    })
 }
 
 fn leaf() -> impl Strategy<Value = Value> {
@@ -147,16 +195,27 @@ fn canonical(v: &Value) -> Value {
                 Value::Double(*d)
             }
         }
-        Value::GeoPoint(g) => Value::GeoPoint(GeoPoint { latitude: canon_f64(g.latitude), longitude: canon_f64(g.longitude) }),
+        Value::GeoPoint(g) => Value::GeoPoint(GeoPoint {
+            latitude: canon_f64(g.latitude),
+            longitude: canon_f64(g.longitude),
+        }),
         Value::Vector(items) => Value::Vector(items.iter().map(|d| canon_f64(*d)).collect()),
         Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        Value::Map(map) => Value::Map(map.iter().map(|(k, v)| (k.clone(), canonical(v))).collect::<BTreeMap<_, _>>()),
+        Value::Map(map) => Value::Map(
+            map.iter()
+                .map(|(k, v)| (k.clone(), canonical(v)))
+                .collect::<BTreeMap<_, _>>(),
+        ),
         other => other.clone(),
     }
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() }
+    ProptestConfig {
+        cases: 10_000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
 proptest! {

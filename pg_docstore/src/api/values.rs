@@ -18,7 +18,11 @@ use crate::pg::jsonb::TypedJsonb;
 #[pg_extern(immutable, parallel_safe)]
 fn encode_value(v: TypedJsonb, descending: default!(bool, false)) -> Result<Vec<u8>, ErrorReport> {
     let value = v.value().map_err(DocstoreError::from)?;
-    let direction = if descending { Direction::Descending } else { Direction::Ascending };
+    let direction = if descending {
+        Direction::Descending
+    } else {
+        Direction::Ascending
+    };
     Ok(encode_index_value(&value, direction))
 }
 
@@ -53,31 +57,50 @@ mod tests {
 
     #[pg_test]
     fn compare_values_crosses_types() {
-        let r = Spi::get_one::<i32>("select docstore.compare_values('9007199254740993', '9007199254740992.0')");
+        let r = Spi::get_one::<i32>(
+            "select docstore.compare_values('9007199254740993', '9007199254740992.0')",
+        );
         assert_eq!(r, Ok(Some(1)));
-        let r = Spi::get_one::<i32>("select docstore.compare_values('{\"$double\":\"NaN\"}', '-1e300')");
+        let r = Spi::get_one::<i32>(
+            "select docstore.compare_values('{\"$double\":\"NaN\"}', '-1e300')",
+        );
         assert_eq!(r, Ok(Some(-1)));
     }
 
     #[pg_test]
     fn doubles_survive_jsonb() {
-        for text in ["1e18", "1.0", "-0.000001", "1e300", "123456789.125", "{\"$double\":\"-0.0\"}"] {
-            let once = Spi::get_one::<String>(&format!("select docstore.typed_json('{text}')::text"))
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            let twice = Spi::get_one::<String>(&format!("select docstore.typed_json('{once}')::text"))
-                .ok()
-                .flatten()
-                .unwrap_or_default();
+        for text in [
+            "1e18",
+            "1.0",
+            "-0.000001",
+            "1e300",
+            "123456789.125",
+            "{\"$double\":\"-0.0\"}",
+        ] {
+            let once =
+                Spi::get_one::<String>(&format!("select docstore.typed_json('{text}')::text"))
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+            let twice =
+                Spi::get_one::<String>(&format!("select docstore.typed_json('{once}')::text"))
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
             assert_eq!(once, twice, "{text}");
-            let same = Spi::get_one::<i32>(&format!("select docstore.compare_values('{text}', '{twice}')"));
+            let same = Spi::get_one::<i32>(&format!(
+                "select docstore.compare_values('{text}', '{twice}')"
+            ));
             assert_eq!(same, Ok(Some(0)), "{text}");
         }
     }
 
-    #[pg_test(error = "invalid $timestamp at <root>: \"yesterday\" is not an RFC 3339 time between years 1 and 9999 with at most microsecond precision")]
+    #[pg_test(
+        error = "invalid $timestamp at <root>: \"yesterday\" is not an RFC 3339 time between years 1 and 9999 with at most microsecond precision"
+    )]
     fn bad_typed_json_is_an_error() {
-        let _ = Spi::get_one::<Vec<u8>>("select docstore.encode_value('{\"$timestamp\":\"yesterday\"}')");
+        let _ = Spi::get_one::<Vec<u8>>(
+            "select docstore.encode_value('{\"$timestamp\":\"yesterday\"}')",
+        );
     }
 }

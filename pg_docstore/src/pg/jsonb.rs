@@ -4,11 +4,11 @@
 //! nested input into an XX000 panic. [`TypedJsonb`] instead carries the text `jsonb_out`
 //! prints, and docstore-core parses it with a proper error.
 
+use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
+use pgrx::nullable::Nullable;
 use pgrx::pgrx_sql_entity_graph::metadata::{
     ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable,
 };
-use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
-use pgrx::nullable::Nullable;
 use pgrx::{direct_function_call, direct_function_call_as_datum, pg_sys, FromDatum, IntoDatum};
 
 use docstore_core::{typed_json, TypedJsonError, Value};
@@ -33,13 +33,18 @@ impl TypedJsonb {
 }
 
 impl FromDatum for TypedJsonb {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
         if is_null {
             return None;
         }
         // SAFETY: the datum is a jsonb (the SQL signature says so); jsonb_out detoasts it
         // itself and returns a palloc'd C string that lives for the current memory context.
-        let text = unsafe { direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)]) }?;
+        let text =
+            unsafe { direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)]) }?;
         // jsonb text is always valid UTF-8 in a UTF-8 database; lossy keeps us panic-free
         // otherwise, and the parser then reports the replacement character's context.
         Some(TypedJsonb(text.to_string_lossy().into_owned()))
@@ -67,7 +72,8 @@ unsafe impl SqlTranslatable for TypedJsonb {
     const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
         pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
 }
 
 // SAFETY: arguments are unboxed through `FromDatum` above, exactly as pgrx does for its own
