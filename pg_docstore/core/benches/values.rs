@@ -1,5 +1,6 @@
 //! Criterion benchmarks of the value core on a ~1 KB document with 20 fields.
 //! Run: `cargo bench -p docstore-core --bench values`.
+#![allow(clippy::expect_used)]
 
 use std::hint::black_box;
 

@@ -118,14 +118,14 @@ mod tests {
         assert_eq!(
             compare(
                 &Value::Integer(i64::MAX),
-                &Value::Double(9.223372036854775807e18)
+                &Value::Double(9_223_372_036_854_775_808.0)
             ),
             Ordering::Less
         );
         assert_eq!(
             compare(
                 &Value::Integer(i64::MIN),
-                &Value::Double(-9.223372036854775808e18)
+                &Value::Double(-9_223_372_036_854_775_808.0)
             ),
             Ordering::Equal
         );

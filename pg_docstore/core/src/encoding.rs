@@ -584,7 +584,7 @@ mod tests {
             Value::Double(two53 as f64),
             Value::Integer(two53 + 1),
             Value::Integer(i64::MAX),
-            Value::Double(9.223372036854775808e18),
+            Value::Double(9_223_372_036_854_775_808.0),
             Value::Double(f64::MAX),
             Value::Double(f64::INFINITY),
         ];

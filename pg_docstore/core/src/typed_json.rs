@@ -488,7 +488,7 @@ mod tests {
         );
         assert_eq!(
             parse("9223372036854775808").unwrap(),
-            Value::Double(9.223372036854775808e18)
+            Value::Double(9_223_372_036_854_775_808.0)
         );
         assert_eq!(
             parse("9007199254740993").unwrap(),
