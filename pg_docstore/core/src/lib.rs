@@ -13,6 +13,7 @@
 
 pub mod compare;
 pub mod encoding;
+pub mod index;
 pub mod limits;
 pub mod path;
 pub mod typed_json;
