@@ -15,6 +15,7 @@ pub mod compare;
 pub mod encoding;
 pub mod index;
 pub mod limits;
+pub mod mutation;
 pub mod path;
 pub mod typed_json;
 pub mod value;
