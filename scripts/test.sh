@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|pgrx|regress ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|pgrx|regress|isolation|concurrency ...]  (default: all, in this order)
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 
@@ -39,8 +39,18 @@ regress() {
   bash scripts/regress.sh
 }
 
+isolation() {
+  say "concurrency specs (pg_isolation_regress against the project cluster)"
+  bash scripts/isolation.sh
+}
+
+concurrency() {
+  say "concurrency under load (pgbench: exact counters and create races)"
+  bash scripts/concurrency.sh
+}
+
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress isolation concurrency)
 for step in "${steps[@]}"; do
   "${step}"
 done

@@ -1,14 +1,32 @@
 //! pg_docstore: the PostgreSQL extension. Glue around `docstore-core`.
 //!
 //! - `api/`: what SQL sees (thin `#[pg_extern]` functions in schema `docstore`).
-//! - `pg/`: Datum glue; the only place with `unsafe`.
+//! - `writes/`: the write pipeline (lock, apply, validate, write entities and entry deltas).
+//! - `storage/`: the fixed tables through cached SPI plans.
+//! - `pg/`: Datum, SPI, time and random glue; the only place with `unsafe`.
 //! - `errors`: the one mapping from domain errors to SQLSTATEs.
+//! - `guc`: the `docstore.database` setting.
 
 mod api;
 mod errors;
+mod guc;
 mod pg;
+mod storage;
+mod writes;
 
 ::pgrx::pg_module_magic!(name, version);
+
+pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
+pgrx::extension_sql_file!(
+    "../../sql/index_build.sql",
+    name = "index_build",
+    requires = ["schema", index_build_step]
+);
+
+#[pgrx::pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    guc::init();
+}
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]

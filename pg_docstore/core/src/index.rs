@@ -121,17 +121,21 @@ impl IndexDefinition {
                 .and_then(|v| v.as_str())
                 .ok_or_else(|| bad(format!("missing \"field\" in {item}")))?;
             let path = FieldPath::parse(path_text).map_err(|e| bad(e.to_string()))?;
-            let mode = match (obj.get("order").and_then(|v| v.as_str()), obj.get("array").and_then(|v| v.as_str())) {
+            let mode = match (
+                obj.get("order").and_then(|v| v.as_str()),
+                obj.get("array").and_then(|v| v.as_str()),
+            ) {
                 (Some("asc" | "ascending"), None) | (None, None) => IndexMode::Ascending,
                 (Some("desc" | "descending"), None) => IndexMode::Descending,
                 (None, Some("contains")) => IndexMode::ArrayContains,
-                _ => {
-                    return Err(bad(format!(
-                        "field {path_text}: use \"order\": \"asc\"|\"desc\" or \"array\": \"contains\""
-                    )))
-                }
+                _ => return Err(bad(format!(
+                    "field {path_text}: use \"order\": \"asc\"|\"desc\" or \"array\": \"contains\""
+                ))),
             };
-            if let Some(unknown) = obj.keys().find(|k| !matches!(k.as_str(), "field" | "order" | "array")) {
+            if let Some(unknown) = obj
+                .keys()
+                .find(|k| !matches!(k.as_str(), "field" | "order" | "array"))
+            {
                 return Err(bad(format!("field {path_text}: unknown key \"{unknown}\"")));
             }
             if fields.iter().any(|f| f.path == path) {
@@ -139,8 +143,15 @@ impl IndexDefinition {
             }
             fields.push(IndexField { path, mode });
         }
-        if fields.iter().filter(|f| f.mode == IndexMode::ArrayContains).count() > 1 {
-            return Err(bad("at most one field may be indexed with \"array\": \"contains\"".into()));
+        if fields
+            .iter()
+            .filter(|f| f.mode == IndexMode::ArrayContains)
+            .count()
+            > 1
+        {
+            return Err(bad(
+                "at most one field may be indexed with \"array\": \"contains\"".into(),
+            ));
         }
         if let Some(pos) = fields.iter().position(|f| f.path.is_document_id()) {
             if pos + 1 != fields.len() {
@@ -171,8 +182,16 @@ impl IndexDefinition {
 
     /// Direction of the document name at the end of every key: the last ordered field's.
     pub fn name_direction(&self) -> Direction {
-        match self.fields.iter().rev().find(|f| f.mode != IndexMode::ArrayContains) {
-            Some(IndexField { mode: IndexMode::Descending, .. }) => Direction::Descending,
+        match self
+            .fields
+            .iter()
+            .rev()
+            .find(|f| f.mode != IndexMode::ArrayContains)
+        {
+            Some(IndexField {
+                mode: IndexMode::Descending,
+                ..
+            }) => Direction::Descending,
             _ => Direction::Ascending,
         }
     }
@@ -194,7 +213,11 @@ impl IndexDefinition {
         let name_value = Value::Reference(path.clone());
         let mut values: Vec<&Value> = Vec::with_capacity(self.fields.len());
         for field in &self.fields {
-            let value = if field.path.is_document_id() { Some(&name_value) } else { lookup(fields, &field.path) };
+            let value = if field.path.is_document_id() {
+                Some(&name_value)
+            } else {
+                lookup(fields, &field.path)
+            };
             match (field.mode, value) {
                 (IndexMode::ArrayContains, Some(v @ Value::Array(_))) => values.push(v),
                 (IndexMode::Ascending | IndexMode::Descending, Some(v)) => values.push(v),
@@ -210,7 +233,9 @@ impl IndexDefinition {
             let mut key = prefix.clone();
             for (field, value) in self.fields.iter().zip(&values) {
                 let encoded = match field.mode {
-                    IndexMode::ArrayContains => element.map(|e| encode_index_value(e, Direction::Ascending)),
+                    IndexMode::ArrayContains => {
+                        element.map(|e| encode_index_value(e, Direction::Ascending))
+                    }
                     IndexMode::Ascending => Some(encode_index_value(value, Direction::Ascending)),
                     IndexMode::Descending => Some(encode_index_value(value, Direction::Descending)),
                 };
@@ -257,6 +282,74 @@ pub fn auto_prefix(kind: u8, parent: &ResourcePath, field: &FieldPath) -> Vec<u8
     key
 }
 
+/// A human-readable description of an index key (for `check_indexes` reports).
+pub fn describe_key(key: &[u8]) -> String {
+    fn segments(bytes: &[u8]) -> Option<(Vec<String>, usize)> {
+        // A segment list is a document name encoding of any length.
+        let end = (1..=bytes.len()).find(|&n| encoding::decode_name(&bytes[..n]).is_ok())?;
+        let path = encoding::decode_name(&bytes[..end]).ok()?;
+        Some((path.segments().to_vec(), end))
+    }
+    fn field_segments(bytes: &[u8]) -> Option<(FieldPath, usize)> {
+        // Field paths may contain reserved names that a resource path refuses; decode by hand.
+        let mut segments = Vec::new();
+        let mut pos = 0;
+        loop {
+            match bytes.get(pos)? {
+                0x00 => return FieldPath::new(segments).ok().map(|p| (p, pos + 1)),
+                0x01 => {
+                    let rest = &bytes[pos + 1..];
+                    let mut s = Vec::new();
+                    let mut i = 0;
+                    loop {
+                        match (rest.get(i)?, rest.get(i + 1)) {
+                            (0, Some(0xFF)) => {
+                                s.push(0);
+                                i += 2;
+                            }
+                            (0, Some(0x01)) => break,
+                            (b, _) => {
+                                s.push(*b);
+                                i += 1;
+                            }
+                        }
+                    }
+                    segments.push(String::from_utf8(s).ok()?);
+                    pos += 1 + i + 2;
+                }
+                _ => return None,
+            }
+        }
+    }
+    let describe = || -> Option<String> {
+        let (&k, rest) = key.split_first()?;
+        match k {
+            kind::AUTO_VALUE | kind::AUTO_ARRAY_CONTAINS => {
+                let (parent, used) = segments(rest)?;
+                let (field, used2) = field_segments(&rest[used..])?;
+                let (value, _) = encoding::decode_prefix(&rest[used + used2..]).ok()?;
+                let op = if k == kind::AUTO_VALUE {
+                    "=="
+                } else {
+                    "array_contains"
+                };
+                Some(format!(
+                    "automatic index of {} in {}: {field} {op} {}",
+                    field,
+                    parent.join("/"),
+                    crate::typed_json::to_string(&value)
+                ))
+            }
+            kind::COMPOSITE => {
+                let id = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
+                Some(format!("composite index {id}"))
+            }
+            _ => None,
+        }
+    };
+    describe().unwrap_or_else(|| format!("undecodable key of {} bytes", key.len()))
+}
+
 /// What governs a collection group's entries: exempted field paths (no automatic entries for
 /// them or their subfields) and the composite indexes to maintain (CREATING or READY).
 #[derive(Debug, Clone, Default)]
@@ -275,20 +368,34 @@ impl IndexConfig {
 ///
 /// # Errors
 /// [`IndexError::TooManyEntries`] past 40,000 entries.
-pub fn document_entries(path: &ResourcePath, fields: &Map, config: &IndexConfig) -> Result<Vec<Vec<u8>>, IndexError> {
+pub fn document_entries(
+    path: &ResourcePath,
+    fields: &Map,
+    config: &IndexConfig,
+) -> Result<Vec<Vec<u8>>, IndexError> {
     let mut out = BTreeSet::new();
     if let Some(parent) = path.parent() {
         let mut parent_key = Vec::new();
         encoding::encode_segments(&mut parent_key, parent.segments());
         let name = encoding::encode_name(path);
         let mut field_path = Vec::new();
-        auto_entries(fields, &mut field_path, &parent_key, &name, config, &mut out);
+        auto_entries(
+            fields,
+            &mut field_path,
+            &parent_key,
+            &name,
+            config,
+            &mut out,
+        );
     }
     for index in &config.composites {
         index.entries(path, fields, &mut out);
     }
     if out.len() > MAX_ENTRIES_PER_DOCUMENT {
-        return Err(IndexError::TooManyEntries { path: path.to_string(), count: out.len() });
+        return Err(IndexError::TooManyEntries {
+            path: path.to_string(),
+            count: out.len(),
+        });
     }
     Ok(out.into_iter().collect())
 }
@@ -351,16 +458,26 @@ mod tests {
         let keys = document_entries(&path("c/d"), &d, &IndexConfig::default()).unwrap();
         // a, m, m.x, m.y (+2 distinct contains), t
         assert_eq!(keys.len(), 7);
-        let contains = keys.iter().filter(|k| k[0] == kind::AUTO_ARRAY_CONTAINS).count();
+        let contains = keys
+            .iter()
+            .filter(|k| k[0] == kind::AUTO_ARRAY_CONTAINS)
+            .count();
         assert_eq!(contains, 2);
-        let prefix = auto_prefix(kind::AUTO_VALUE, &ResourcePath::parse("c").unwrap(), &FieldPath::parse("m.x").unwrap());
+        let prefix = auto_prefix(
+            kind::AUTO_VALUE,
+            &ResourcePath::parse("c").unwrap(),
+            &FieldPath::parse("m.x").unwrap(),
+        );
         assert_eq!(keys.iter().filter(|k| k.starts_with(&prefix)).count(), 1);
     }
 
     #[test]
     fn exemptions_are_inherited() {
         let d = doc(r#"{"a": 1, "m": {"x": "s", "y": 2}}"#);
-        let config = IndexConfig { exemptions: vec![FieldPath::parse("m").unwrap()], composites: vec![] };
+        let config = IndexConfig {
+            exemptions: vec![FieldPath::parse("m").unwrap()],
+            composites: vec![],
+        };
         let keys = document_entries(&path("c/d"), &d, &config).unwrap();
         assert_eq!(keys.len(), 1);
     }
@@ -374,23 +491,50 @@ mod tests {
         let k2 = document_entries(&path("c/a"), &doc(r#"{"n": 2}"#), &config).unwrap();
         let sub = document_entries(&path("c/a/s/x"), &doc(r#"{"n": 0}"#), &config).unwrap();
         assert!(k1[0].starts_with(&prefix) && k2[0].starts_with(&prefix));
-        assert!(!sub[0].starts_with(&prefix), "subcollections are another range");
+        assert!(
+            !sub[0].starts_with(&prefix),
+            "subcollections are another range"
+        );
         assert!(k1[0] < k2[0], "ordered by value first, then name");
     }
 
     #[test]
     fn composite_entries() {
         let fields = IndexDefinition::parse_fields(
-            &serde_json::from_str(r#"[{"field":"city"},{"field":"avgRating","order":"desc"}]"#).unwrap(),
+            &serde_json::from_str(r#"[{"field":"city"},{"field":"avgRating","order":"desc"}]"#)
+                .unwrap(),
         )
         .unwrap();
-        let index = IndexDefinition { id: 7, collection_group: "r".into(), scope: Scope::Collection, fields };
+        let index = IndexDefinition {
+            id: 7,
+            collection_group: "r".into(),
+            scope: Scope::Collection,
+            fields,
+        };
         assert_eq!(index.name_direction(), Direction::Descending);
-        let config = IndexConfig { exemptions: vec![], composites: vec![index.clone()] };
-        let hi = document_entries(&path("r/1"), &doc(r#"{"city":"SF","avgRating":4.5}"#), &config).unwrap();
-        let lo = document_entries(&path("r/2"), &doc(r#"{"city":"SF","avgRating":3}"#), &config).unwrap();
+        let config = IndexConfig {
+            exemptions: vec![],
+            composites: vec![index.clone()],
+        };
+        let hi = document_entries(
+            &path("r/1"),
+            &doc(r#"{"city":"SF","avgRating":4.5}"#),
+            &config,
+        )
+        .unwrap();
+        let lo = document_entries(
+            &path("r/2"),
+            &doc(r#"{"city":"SF","avgRating":3}"#),
+            &config,
+        )
+        .unwrap();
         let missing = document_entries(&path("r/3"), &doc(r#"{"city":"SF"}"#), &config).unwrap();
-        let composite = |keys: &[Vec<u8>]| keys.iter().filter(|k| k[0] == kind::COMPOSITE).cloned().collect::<Vec<_>>();
+        let composite = |keys: &[Vec<u8>]| {
+            keys.iter()
+                .filter(|k| k[0] == kind::COMPOSITE)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
         assert_eq!(composite(&missing).len(), 0);
         assert!(composite(&hi)[0] < composite(&lo)[0], "descending rating");
     }
@@ -398,12 +542,22 @@ mod tests {
     #[test]
     fn composite_array_contains_fans_out() {
         let fields = IndexDefinition::parse_fields(
-            &serde_json::from_str(r#"[{"field":"tags","array":"contains"},{"field":"n"}]"#).unwrap(),
+            &serde_json::from_str(r#"[{"field":"tags","array":"contains"},{"field":"n"}]"#)
+                .unwrap(),
         )
         .unwrap();
-        let index = IndexDefinition { id: 1, collection_group: "r".into(), scope: Scope::CollectionGroup, fields };
+        let index = IndexDefinition {
+            id: 1,
+            collection_group: "r".into(),
+            scope: Scope::CollectionGroup,
+            fields,
+        };
         let mut out = BTreeSet::new();
-        index.entries(&path("a/b/r/1"), &doc(r#"{"tags":["x","y","x"],"n":1}"#), &mut out);
+        index.entries(
+            &path("a/b/r/1"),
+            &doc(r#"{"tags":["x","y","x"],"n":1}"#),
+            &mut out,
+        );
         assert_eq!(out.len(), 2);
         let mut none = BTreeSet::new();
         index.entries(&path("r/1"), &doc(r#"{"tags":"x","n":1}"#), &mut none);
@@ -422,7 +576,10 @@ mod tests {
             r#"[{"field":"a..b"}]"#,
             r#"[{"field":"a","color":"red"}]"#,
         ] {
-            assert!(IndexDefinition::parse_fields(&serde_json::from_str(bad).unwrap()).is_err(), "{bad}");
+            assert!(
+                IndexDefinition::parse_fields(&serde_json::from_str(bad).unwrap()).is_err(),
+                "{bad}"
+            );
         }
     }
 

@@ -47,6 +47,18 @@ pub struct ResourcePath {
     segments: Vec<String>,
 }
 
+/// A path shortened for error messages (at most about 100 bytes).
+fn abbreviate(text: &str) -> String {
+    if text.len() <= 100 {
+        return text.to_owned();
+    }
+    let mut end = 96;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
 /// Whether `name` is reserved: `.`, `..`, or `__.*__`.
 pub fn is_reserved_name(name: &str) -> bool {
     name == "."
@@ -80,7 +92,7 @@ impl ResourcePath {
     /// As [`ResourcePath::parse`].
     pub fn from_segments(segments: Vec<String>) -> Result<Self, PathError> {
         let path = ResourcePath { segments };
-        let shown = || path.to_string();
+        let shown = || abbreviate(&path.to_string());
         if path.segments.is_empty() {
             return Err(PathError::Empty {
                 path: String::new(),

@@ -1,3 +1,5 @@
 //! The SQL surface of the extension, one module per area.
 
+mod documents;
+mod indexes;
 mod values;

@@ -1,3 +1,6 @@
-//! Datum glue. All `unsafe` of the extension lives under this module.
+//! Datum and SPI glue. All `unsafe` of the extension lives under this module.
 
 pub mod jsonb;
+pub mod random;
+pub mod spi;
+pub mod time;

@@ -1,0 +1,137 @@
+//! Document functions: get, set, create, add, update, delete, commit.
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use docstore_core::mutation::WriteKind;
+use docstore_core::ResourcePath;
+
+use crate::errors::DocstoreError;
+use crate::guc::database_id;
+use crate::pg::jsonb::TypedJsonb;
+use crate::pg::random::auto_id;
+use crate::pg::time::{to_timestamp, to_timestamptz};
+use crate::storage::entities::{self, Keys};
+use crate::writes::{self, batch, Operation, Write};
+
+fn json_of(arg: &TypedJsonb) -> Result<serde_json::Value, DocstoreError> {
+    serde_json::from_str(&arg.0)
+        .map_err(|e| DocstoreError::TypedJson(docstore_core::TypedJsonError::Syntax(e.to_string())))
+}
+
+fn write_one(
+    path: &str,
+    kind: WriteKind,
+    data: &TypedJsonb,
+) -> Result<TimestampWithTimeZone, DocstoreError> {
+    let path = ResourcePath::parse_document(path)?;
+    let database = database_id()?;
+    let json = json_of(data)?;
+    let result = Spi::connect_mut(|client| writes::mutate(client, &database, path, kind, &json))?;
+    to_timestamptz(result.commit_time)
+}
+
+/// The document's data in typed JSON, or NULL when it does not exist.
+///
+/// ```sql
+/// select docstore.get('restaurants/one');
+/// ```
+#[pg_extern(stable, parallel_safe)]
+fn get(path: &str) -> Result<Option<TypedJsonb>, ErrorReport> {
+    let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
+    let database = database_id()?;
+    let name = Keys::of(&path).name;
+    let found = Spi::connect(|client| entities::read(client, &database, &name))?;
+    Ok(found.map(|(data, _, _)| data))
+}
+
+/// Write a whole document (or, with `merge`, only the given fields). Returns the update time.
+///
+/// ```sql
+/// select docstore.set('restaurants/one', '{"city": "SF", "avgRating": 4.5}');
+/// select docstore.set('restaurants/one', '{"address": {"zip": "94103"}}', merge => true);
+/// ```
+#[pg_extern(volatile)]
+fn set(
+    path: &str,
+    data: TypedJsonb,
+    merge: default!(bool, false),
+) -> Result<TimestampWithTimeZone, ErrorReport> {
+    Ok(write_one(path, WriteKind::Set { merge }, &data)?)
+}
+
+/// Create a document; fails with 23505 when it exists.
+///
+/// ```sql
+/// select docstore.create('restaurants/two', '{"city": "LA"}');
+/// ```
+#[pg_extern(volatile)]
+fn create(path: &str, data: TypedJsonb) -> Result<TimestampWithTimeZone, ErrorReport> {
+    Ok(write_one(path, WriteKind::Create, &data)?)
+}
+
+/// Create a document with a random 20-character ID in `collection`; returns its path.
+///
+/// ```sql
+/// select docstore.add('restaurants/one/ratings', '{"rating": 5}');
+/// ```
+#[pg_extern(volatile)]
+fn add(collection: &str, data: TypedJsonb) -> Result<String, ErrorReport> {
+    let collection = ResourcePath::parse_collection(collection).map_err(DocstoreError::from)?;
+    let path = collection.child(&auto_id()?).map_err(DocstoreError::from)?;
+    let shown = path.to_string();
+    write_one(&shown, WriteKind::Create, &data)?;
+    Ok(shown)
+}
+
+/// Change fields of an existing document (keys are field paths; values may be transforms).
+/// Fails with P0002 when the document does not exist.
+///
+/// ```sql
+/// select docstore.update('restaurants/one', '{"numRatings": {"$increment": 1}, "address.zip": "94107"}');
+/// ```
+#[pg_extern(volatile)]
+fn update(path: &str, fields: TypedJsonb) -> Result<TimestampWithTimeZone, ErrorReport> {
+    Ok(write_one(path, WriteKind::Update, &fields)?)
+}
+
+/// Delete a document; true when it existed.
+///
+/// ```sql
+/// select docstore.delete('restaurants/two');
+/// ```
+#[pg_extern(volatile)]
+fn delete(path: &str) -> Result<bool, ErrorReport> {
+    let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
+    let database = database_id()?;
+    let write = Write {
+        path,
+        operation: Operation::Delete,
+        precondition: None,
+    };
+    let result = Spi::connect_mut(|client| writes::commit(client, &database, &[write]))?;
+    Ok(result.existed.first().copied().unwrap_or(false))
+}
+
+/// Apply a batch of writes atomically, in order. Returns
+/// `{"commitTime": "...", "updateTimes": ["...", ...]}`.
+///
+/// ```sql
+/// select docstore.commit('[
+///   {"create": "rooms/a", "data": {"n": 0}},
+///   {"update": "rooms/b", "fields": {"n": {"$increment": 1}}, "precondition": {"exists": true}},
+///   {"delete": "rooms/c"}
+/// ]');
+/// ```
+#[pg_extern(volatile)]
+fn commit(writes: TypedJsonb) -> Result<TypedJsonb, ErrorReport> {
+    let database = database_id()?;
+    let json = json_of(&writes)?;
+    let parsed = batch::parse(&json)?;
+    let result = Spi::connect_mut(|client| writes::commit(client, &database, &parsed))?;
+    let time = to_timestamp(result.commit_time)?.to_rfc3339();
+    let times: Vec<serde_json::Value> = parsed.iter().map(|_| time.clone().into()).collect();
+    let out = serde_json::json!({"commitTime": time, "updateTimes": times});
+    Ok(TypedJsonb(out.to_string()))
+}

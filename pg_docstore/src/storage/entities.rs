@@ -1,0 +1,196 @@
+//! `docstore.entities`: read, lock, insert, update and delete documents.
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::spi::SpiClient;
+use pgrx::{PgBuiltInOids, PgOid};
+
+use docstore_core::encoding::{encode_name, encode_segments};
+use docstore_core::value::Map;
+use docstore_core::{typed_json, ResourcePath};
+
+use crate::errors::DocstoreError;
+use crate::pg::jsonb::TypedJsonb;
+use crate::pg::spi::plan;
+use crate::pg::time::{from_timestamptz, to_timestamptz};
+
+const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
+const BYTEA: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAOID);
+const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
+const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
+
+/// A stored document.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub fields: Map,
+    /// Postgres microseconds.
+    pub update_time: i64,
+}
+
+/// Key columns of a document.
+pub struct Keys {
+    pub name: Vec<u8>,
+    pub parent: Vec<u8>,
+    pub collection_id: String,
+}
+
+impl Keys {
+    pub fn of(path: &ResourcePath) -> Keys {
+        let parent = path.parent();
+        let mut parent_key = Vec::new();
+        encode_segments(
+            &mut parent_key,
+            parent.as_ref().map(|p| p.segments()).unwrap_or(&[]),
+        );
+        Keys {
+            name: encode_name(path),
+            parent: parent_key,
+            collection_id: parent.map(|p| p.last().to_owned()).unwrap_or_default(),
+        }
+    }
+}
+
+fn parse_row(
+    data: Option<TypedJsonb>,
+    update: Option<TimestampWithTimeZone>,
+) -> Result<Stored, DocstoreError> {
+    let data = data.ok_or_else(|| DocstoreError::Internal("entity without data".into()))?;
+    let fields = typed_json::map_from_json(
+        &serde_json::from_str(&data.0)
+            .map_err(|e| DocstoreError::Internal(format!("stored data is not JSON: {e}")))?,
+    )
+    .map_err(|e| DocstoreError::Internal(format!("stored data is not typed JSON: {e}")))?;
+    Ok(Stored {
+        fields,
+        update_time: update.map(from_timestamptz).unwrap_or_default(),
+    })
+}
+
+/// Read a document and lock it for update (`FOR UPDATE`): concurrent writers of the same
+/// document queue here. Under REPEATABLE READ a concurrent update raises 40001.
+pub fn read_for_update(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    name: &[u8],
+) -> Result<Option<Stored>, DocstoreError> {
+    let sql = "select data, update_time from docstore.entities \
+               where database_id = $1 and name = $2 for update";
+    let stmt = plan(client, sql, &[TEXT, BYTEA])?;
+    let rows = client.update(&*stmt, Some(1), &[database.into(), name.to_vec().into()])?;
+    match rows.into_iter().next() {
+        None => Ok(None),
+        Some(row) => Ok(Some(parse_row(row.get(1)?, row.get(2)?)?)),
+    }
+}
+
+/// Serialise writers of a document that does not exist yet (a row lock needs a row): a
+/// transaction-scoped advisory lock on the document's name.
+pub fn lock_missing(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    name: &[u8],
+) -> Result<(), DocstoreError> {
+    let sql = "select pg_advisory_xact_lock(hashtextextended($1, 0) # hashtextextended(encode($2, 'hex'), 7))";
+    let stmt = plan(client, sql, &[TEXT, BYTEA])?;
+    client.update(&*stmt, Some(1), &[database.into(), name.to_vec().into()])?;
+    Ok(())
+}
+
+/// Read a document without locking: (data as stored, create and update time).
+pub fn read(
+    client: &SpiClient<'_>,
+    database: &str,
+    name: &[u8],
+) -> Result<Option<(TypedJsonb, i64, i64)>, DocstoreError> {
+    let sql = "select data, create_time, update_time from docstore.entities where database_id = $1 and name = $2";
+    let stmt = plan(client, sql, &[TEXT, BYTEA])?;
+    let rows = client.select(&*stmt, Some(1), &[database.into(), name.to_vec().into()])?;
+    match rows.into_iter().next() {
+        None => Ok(None),
+        Some(row) => {
+            let data: Option<TypedJsonb> = row.get(1)?;
+            let create: Option<TimestampWithTimeZone> = row.get(2)?;
+            let update: Option<TimestampWithTimeZone> = row.get(3)?;
+            match data {
+                Some(data) => Ok(Some((
+                    data,
+                    create.map(from_timestamptz).unwrap_or_default(),
+                    update.map(from_timestamptz).unwrap_or_default(),
+                ))),
+                None => Ok(None),
+            }
+        }
+    }
+}
+
+/// Insert a new document. Returns false when it exists already (a concurrent creator won).
+pub fn insert(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    path: &ResourcePath,
+    fields: &Map,
+    time: i64,
+) -> Result<bool, DocstoreError> {
+    let sql = "insert into docstore.entities \
+               (database_id, name, parent, collection_id, path, data, create_time, update_time) \
+               values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing";
+    let stmt = plan(
+        client,
+        sql,
+        &[TEXT, BYTEA, BYTEA, TEXT, TEXT, JSONB, TIMESTAMPTZ],
+    )?;
+    let keys = Keys::of(path);
+    let rows = client.update(
+        &*stmt,
+        None,
+        &[
+            database.into(),
+            keys.name.into(),
+            keys.parent.into(),
+            keys.collection_id.into(),
+            path.to_string().into(),
+            TypedJsonb(typed_json::to_string(&docstore_core::Value::Map(
+                fields.clone(),
+            )))
+            .into(),
+            to_timestamptz(time)?.into(),
+        ],
+    )?;
+    Ok(rows.len() == 1)
+}
+
+/// Replace a document's data and update time.
+pub fn update(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    name: &[u8],
+    fields: &Map,
+    time: i64,
+) -> Result<(), DocstoreError> {
+    let sql = "update docstore.entities set data = $3, update_time = $4 where database_id = $1 and name = $2";
+    let stmt = plan(client, sql, &[TEXT, BYTEA, JSONB, TIMESTAMPTZ])?;
+    client.update(
+        &*stmt,
+        None,
+        &[
+            database.into(),
+            name.to_vec().into(),
+            TypedJsonb(typed_json::to_string(&docstore_core::Value::Map(
+                fields.clone(),
+            )))
+            .into(),
+            to_timestamptz(time)?.into(),
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn delete(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    name: &[u8],
+) -> Result<(), DocstoreError> {
+    let sql = "delete from docstore.entities where database_id = $1 and name = $2";
+    let stmt = plan(client, sql, &[TEXT, BYTEA])?;
+    client.update(&*stmt, None, &[database.into(), name.to_vec().into()])?;
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! The write pipeline: parse -> lock and read -> apply mutations in memory -> validate ->
+//! write entities and the exact index-entry delta. All within the caller's transaction, so a
+//! failed write leaves nothing behind.
+//!
+//! Locking: documents are locked in name order (fewer deadlocks between batches); a document
+//! that does not exist yet is guarded by a transaction advisory lock on its name, so two
+//! creators of one path queue and the second sees the first's row (23505 for `create`).
+//!
+//! Time: one commit time per batch, `max(now(), latest previous update time + 1us)`, so update
+//! times of a document strictly increase even when an older transaction commits later.
+
+pub mod batch;
+
+use std::collections::{BTreeMap, HashMap};
+
+use pgrx::spi::SpiClient;
+
+use docstore_core::index::{document_entries, IndexConfig};
+use docstore_core::limits::check_document;
+use docstore_core::mutation::{Mutation, MutationError, WriteKind};
+use docstore_core::value::Map;
+use docstore_core::ResourcePath;
+
+use crate::errors::DocstoreError;
+use crate::pg::time::{to_timestamp, transaction_start};
+use crate::storage::entities::{self, Keys, Stored};
+use crate::storage::{catalog, entries};
+
+/// A condition on the document's state before the write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Precondition {
+    Exists(bool),
+    /// Postgres microseconds; the document must exist with exactly this update time.
+    UpdateTime(i64),
+}
+
+#[derive(Debug, Clone)]
+pub enum Operation {
+    Mutate(Mutation),
+    Delete,
+}
+
+/// One write of a batch.
+#[derive(Debug, Clone)]
+pub struct Write {
+    pub path: ResourcePath,
+    pub operation: Operation,
+    pub precondition: Option<Precondition>,
+}
+
+/// What a committed batch reports.
+#[derive(Debug, Clone)]
+pub struct CommitResult {
+    /// Postgres microseconds.
+    pub commit_time: i64,
+    /// Per write: whether a document existed before it (what `delete()` returns).
+    pub existed: Vec<bool>,
+}
+
+/// The state of one document while a batch is applied.
+struct Slot {
+    path: ResourcePath,
+    keys: Keys,
+    stored: Option<Stored>,
+    current: Option<Map>,
+    /// Postgres microseconds of the current version (the stored one until written).
+    current_time: Option<i64>,
+    written: bool,
+}
+
+/// Apply `writes` in order, all or nothing.
+///
+/// # Errors
+/// The first write that fails (not found, exists, precondition, invalid data, limits); the
+/// caller's transaction is then aborted by the raised error, so nothing remains.
+pub fn commit(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    writes: &[Write],
+) -> Result<CommitResult, DocstoreError> {
+    // Lock and read every document once, in name order.
+    let mut order: BTreeMap<Vec<u8>, ResourcePath> = BTreeMap::new();
+    for write in writes {
+        order
+            .entry(Keys::of(&write.path).name)
+            .or_insert_with(|| write.path.clone());
+    }
+    let mut slots: HashMap<Vec<u8>, Slot> = HashMap::with_capacity(order.len());
+    let mut latest = i64::MIN;
+    for (name, path) in order {
+        let mut stored = entities::read_for_update(client, database, &name)?;
+        if stored.is_none() {
+            entities::lock_missing(client, database, &name)?;
+            stored = entities::read_for_update(client, database, &name)?;
+        }
+        if let Some(s) = &stored {
+            latest = latest.max(s.update_time);
+        }
+        let keys = Keys::of(&path);
+        slots.insert(
+            name,
+            Slot {
+                current: stored.as_ref().map(|s| s.fields.clone()),
+                current_time: stored.as_ref().map(|s| s.update_time),
+                stored,
+                path,
+                keys,
+                written: false,
+            },
+        );
+    }
+    let commit_time = transaction_start().max(latest.saturating_add(1));
+    let server_time = to_timestamp(commit_time)?;
+
+    // Apply in order, in memory.
+    let mut existed = Vec::with_capacity(writes.len());
+    let in_write = |index: usize, error: DocstoreError| {
+        if writes.len() > 1 {
+            DocstoreError::InWrite {
+                index,
+                error: Box::new(error),
+            }
+        } else {
+            error
+        }
+    };
+    for (index, write) in writes.iter().enumerate() {
+        let name = Keys::of(&write.path).name;
+        let slot = slots
+            .get_mut(&name)
+            .ok_or_else(|| DocstoreError::Internal("document of a write was not read".into()))?;
+        check_precondition(&write.path, slot, write.precondition.as_ref())
+            .map_err(|e| in_write(index, e))?;
+        existed.push(slot.current.is_some());
+        slot.current = match &write.operation {
+            Operation::Delete => None,
+            Operation::Mutate(m) => Some(
+                m.apply(slot.current.as_ref(), server_time)
+                    .map_err(|e| match e {
+                        MutationError::NotFound => DocstoreError::NotFound {
+                            path: write.path.to_string(),
+                        },
+                        MutationError::AlreadyExists => DocstoreError::AlreadyExists {
+                            path: write.path.to_string(),
+                        },
+                        other => DocstoreError::Mutation(other),
+                    })
+                    .map_err(|e| in_write(index, e))?,
+            ),
+        };
+        slot.current_time = slot.current.as_ref().map(|_| commit_time);
+        slot.written = true;
+        if let Some(fields) = &slot.current {
+            check_document(&slot.path, fields).map_err(|e| {
+                in_write(
+                    index,
+                    DocstoreError::Limit {
+                        path: write.path.to_string(),
+                        error: e,
+                    },
+                )
+            })?;
+        }
+    }
+
+    // Write entities and index deltas, in name order.
+    let mut configs: HashMap<String, IndexConfig> = HashMap::new();
+    let mut names: Vec<&Vec<u8>> = slots.keys().collect();
+    names.sort();
+    for name in names {
+        let Some(slot) = slots.get(name) else {
+            continue;
+        };
+        if !slot.written {
+            continue;
+        }
+        let group = &slot.keys.collection_id;
+        if !configs.contains_key(group) {
+            let config = catalog::index_config(client, database, group)?;
+            configs.insert(group.clone(), config);
+        }
+        let config = configs.get(group).cloned().unwrap_or_default();
+        let old = match &slot.stored {
+            Some(s) => document_entries(&slot.path, &s.fields, &config)?,
+            None => Vec::new(),
+        };
+        let new = match &slot.current {
+            Some(fields) => document_entries(&slot.path, fields, &config)?,
+            None => Vec::new(),
+        };
+        let (removed, added) = entries::delta(&old, &new);
+        match (&slot.stored, &slot.current) {
+            (None, None) => continue,
+            (Some(_), None) => entities::delete(client, database, name)?,
+            (Some(_), Some(fields)) => {
+                entities::update(client, database, name, fields, commit_time)?
+            }
+            (None, Some(fields)) => {
+                if !entities::insert(client, database, &slot.path, fields, commit_time)? {
+                    // Only possible when our snapshot predates a concurrent creator's commit
+                    // (REPEATABLE READ): the transaction cannot be serialised.
+                    return Err(DocstoreError::Contention {
+                        path: slot.path.to_string(),
+                    });
+                }
+            }
+        }
+        entries::apply(client, database, name, removed, added)?;
+    }
+    Ok(CommitResult {
+        commit_time,
+        existed,
+    })
+}
+
+fn check_precondition(
+    path: &ResourcePath,
+    slot: &Slot,
+    precondition: Option<&Precondition>,
+) -> Result<(), DocstoreError> {
+    let failed = |reason: String| DocstoreError::PreconditionFailed {
+        path: path.to_string(),
+        reason,
+    };
+    match precondition {
+        None => Ok(()),
+        Some(Precondition::Exists(true)) if slot.current.is_none() => {
+            Err(failed("the document does not exist".into()))
+        }
+        Some(Precondition::Exists(false)) if slot.current.is_some() => {
+            Err(failed("the document exists".into()))
+        }
+        Some(Precondition::Exists(_)) => Ok(()),
+        Some(Precondition::UpdateTime(t)) => match slot.current_time {
+            Some(current) if current == *t => Ok(()),
+            Some(current) => Err(failed(format!(
+                "its update time is {}, not {}",
+                display_time(current),
+                display_time(*t)
+            ))),
+            None => Err(failed("the document does not exist".into())),
+        },
+    }
+}
+
+fn display_time(pg_micros: i64) -> String {
+    to_timestamp(pg_micros)
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|_| pg_micros.to_string())
+}
+
+/// A single mutation (the `set`/`create`/`update` SQL functions).
+pub fn mutate(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    path: ResourcePath,
+    kind: WriteKind,
+    json: &serde_json::Value,
+) -> Result<CommitResult, DocstoreError> {
+    let mutation = Mutation::parse(kind, json).map_err(DocstoreError::Mutation)?;
+    commit(
+        client,
+        database,
+        &[Write {
+            path,
+            operation: Operation::Mutate(mutation),
+            precondition: None,
+        }],
+    )
+}

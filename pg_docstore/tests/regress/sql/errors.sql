@@ -1,0 +1,42 @@
+-- Bad input: a specific SQLSTATE and a message naming the path or field; nothing written.
+select docstore.set('er/exists', '{"n": 1}') is not null;
+create temp table snapshot as select (select count(*) from docstore.entities) as docs, (select count(*) from docstore.index_entries) as entries;
+-- paths (22023)
+select sqlstate_of($$select docstore.set('er', '{}')$$);
+select sqlstate_of($$select docstore.set('er//x', '{}')$$);
+select sqlstate_of($$select docstore.set('er/__id__', '{}')$$);
+select sqlstate_of($$select docstore.set('er/..', '{}')$$);
+select sqlstate_of($$select docstore.get('')$$);
+select sqlstate_of($$select docstore.add('er/exists', '{}')$$);
+select sqlstate_of(format($$select docstore.set('er/%s', '{}')$$, repeat('x', 1501)));
+-- field paths and names (22023)
+select sqlstate_of($$select docstore.update('er/exists', '{"a..b": 1}')$$);
+select sqlstate_of($$select docstore.update('er/exists', '{"a b": 1}')$$);
+select sqlstate_of($$select docstore.update('er/exists', '{"a": 1, "a.b": 2}')$$);
+select sqlstate_of($$select docstore.set('er/x', '{"__reserved__": 1}')$$);
+select sqlstate_of($$select docstore.set('er/x', '{"": 1}')$$);
+-- transforms (22023)
+select sqlstate_of($$select docstore.update('er/exists', '{"n": {"$increment": "one"}}')$$);
+select sqlstate_of($$select docstore.update('er/exists', '{"n": {"$arrayUnion": 1}}')$$);
+select sqlstate_of($$select docstore.set('er/x', '{"a": [{"$increment": 1}]}')$$);
+select sqlstate_of($$select docstore.set('er/x', '{"n": {"$delete": true}}')$$);
+-- typed JSON (22P02)
+select sqlstate_of($$select docstore.set('er/x', '{"t": {"$timestamp": "noon"}}')$$);
+select sqlstate_of($$select docstore.set('er/x', '[1, 2]')$$);
+-- not found (P0002), already exists (23505)
+select sqlstate_of($$select docstore.update('er/missing', '{"n": 1}')$$);
+select sqlstate_of($$select docstore.create('er/exists', '{"n": 2}')$$);
+-- too large (54000): over 1 MiB, nesting over 20, over 40000 index entries
+select sqlstate_of(format($$select docstore.set('er/big', '{"s": "%s"}')$$, repeat('x', 1048576)));
+select sqlstate_of(format($$select docstore.set('er/deep', '%s')$$, repeat('{"a":', 21) || '1' || repeat('}', 21)));
+select sqlstate_of(format($$select docstore.set('er/wide', '{"a": [%s]}')$$, (select string_agg(i::text, ',') from generate_series(1, 40001) i)));
+-- the database setting
+set docstore.database = 'Bad_Name';
+select sqlstate_of($$select docstore.get('er/exists')$$);
+reset docstore.database;
+-- nothing of any failed write remains
+select (select count(*) from docstore.entities) = docs as no_documents_added,
+       (select count(*) from docstore.index_entries) = entries as no_entries_added,
+       docstore.get('er/exists') as unchanged
+from snapshot;
+select * from docstore.check_indexes();

@@ -1,0 +1,40 @@
+-- commit(): atomic batches, preconditions, all or nothing.
+select jsonb_array_length(docstore.commit('[
+  {"create": "pc/a", "data": {"n": 1}},
+  {"set": "pc/b", "data": {"n": 2}},
+  {"update": "pc/a", "fields": {"n": {"$increment": 10}}},
+  {"delete": "pc/none"}
+]')->'updateTimes') as writes;
+select docstore.get('pc/a') as a, docstore.get('pc/b') as b;
+-- exists preconditions
+select docstore.commit('[{"update": "pc/b", "fields": {"n": 3}, "precondition": {"exists": true}}]') ? 'commitTime' as ok;
+select sqlstate_of($$select docstore.commit('[{"set": "pc/c", "data": {}, "precondition": {"exists": true}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "pc/a", "data": {}, "precondition": {"exists": false}}]')$$);
+-- updateTime precondition: optimistic concurrency
+create temp table seen as select update_time from docstore.documents where path = 'pc/b';
+select docstore.commit(format('[{"update": "pc/b", "fields": {"n": 4}, "precondition": {"updateTime": "%s"}}]',
+  to_char((select update_time from seen) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::jsonb) ? 'commitTime' as first_writer_wins;
+select sqlstate_of(format($$select docstore.commit('[{"update": "pc/b", "fields": {"n": 5}, "precondition": {"updateTime": "%s"}}]')$$,
+  to_char((select update_time from seen) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))) ~ '^55000: precondition failed for pc/b: its update time is' as stale_writer_fails;
+select docstore.get('pc/b')->'n' as n;
+-- a failing write rolls back the whole batch, including earlier writes
+select sqlstate_of($$select docstore.commit('[
+  {"set": "pc/x", "data": {"n": 1}},
+  {"update": "pc/a", "fields": {"n": 99}},
+  {"create": "pc/a", "data": {}}
+]')$$);
+select docstore.get('pc/x') is null as x_not_written, docstore.get('pc/a')->'n' as a_unchanged;
+-- the same document twice in one batch: applied in order
+select docstore.commit('[{"set": "pc/twice", "data": {"n": 1}}, {"update": "pc/twice", "fields": {"n": {"$increment": 1}}}]') ? 'commitTime';
+select docstore.get('pc/twice');
+-- malformed batches
+select sqlstate_of($$select docstore.commit('{"set": "pc/a"}')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "pc/a"}]')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "pc/a", "data": {}, "delete": "pc/a"}]')$$);
+select sqlstate_of($$select docstore.commit('[{"upsert": "pc/a", "data": {}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "pc/a", "data": {}, "merge": "yes"}]')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "pc/a", "data": {}, "precondition": {"exists": true, "updateTime": "x"}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "pc", "data": {}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "pc/a", "data": {}, "extra": 1}]')$$);
+select sqlstate_of(format($$select docstore.commit('%s')$$, (select jsonb_agg(jsonb_build_object('delete', 'pc/d' || i)) from generate_series(1, 501) i)));
+select * from docstore.check_indexes();

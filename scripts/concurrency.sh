@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Real concurrency with pgbench: N clients hammer one counter and race to create the same
+# documents; the totals must be exact. Usage: scripts/concurrency.sh [transactions per client]
+source "$(dirname "$0")/lib.sh"
+N="${1:-300}"
+CLIENTS=4
+DB=docstore_concurrency
+"${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" -c "create database ${DB}"
+"${PSQL[@]}" -d "${DB}" -q <<'SQL'
+create extension pg_docstore;
+select docstore.set('race/counter', '{"n": 0}');
+create table created (path text, ok boolean);
+create function try_create(p text) returns boolean language plpgsql as $$
+begin
+  perform docstore.create(p, '{"v": 1}');
+  return true;
+exception when unique_violation then
+  return false;
+end $$;
+SQL
+tmp="$(mktemp -d)"
+trap 'rm -rf "${tmp}"' EXIT
+echo "select docstore.update('race/counter', '{\"n\": {\"\$increment\": 1}}');" > "${tmp}/increment.sql"
+printf '%s\n' '\set p random(1, 40)' \
+  "insert into created select 'race/d' || :p, try_create('race/d' || :p);" > "${tmp}/create.sql"
+PGBENCH=(pgbench -n -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres -c "${CLIENTS}" -j 2 -t "${N}")
+"${PGBENCH[@]}" -f "${tmp}/increment.sql" "${DB}" > "${tmp}/increment.log" 2>&1 || { cat "${tmp}/increment.log"; die "pgbench failed"; }
+"${PGBENCH[@]}" -f "${tmp}/create.sql" "${DB}" > "${tmp}/create.log" 2>&1 || { cat "${tmp}/create.log"; die "pgbench failed"; }
+got="$("${PSQL[@]}" -d "${DB}" -Atc "select docstore.get('race/counter')->>'n'")"
+want=$((CLIENTS * N))
+[ "${got}" = "${want}" ] || die "counter is ${got}, expected ${want} (${CLIENTS} clients x ${N} increments)"
+say "concurrent increments: ${got} = ${CLIENTS} x ${N}"
+check="$("${PSQL[@]}" -d "${DB}" -Atc "select count(*) filter (where ok) = count(distinct path) and count(distinct path) = (select count(*) from docstore.entities where collection_id = 'race') - 1 from created")"
+[ "${check}" = t ] || die "create races: some path was created twice or not at all"
+say "concurrent creates: every path created exactly once, the rest got 23505"
+problems="$("${PSQL[@]}" -d "${DB}" -Atc "select count(*) from docstore.check_indexes()")"
+[ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems after the concurrency run"
+echo "2 passed, 0 failed"

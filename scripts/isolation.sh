@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Concurrency specs with Postgres' own isolation tester against the project cluster, in a
+# fresh database `docstore_isolation`. Usage: scripts/isolation.sh [spec ...]
+source "$(dirname "$0")/lib.sh"
+
+SPEC_DIR="${ROOT}/pg_docstore/tests/isolation"
+OUT_DIR="${ROOT}/target/isolation"
+PG_ISOLATION="$("${PG_CONFIG}" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress"
+[ -x "${PG_ISOLATION}" ] || die "pg_isolation_regress not found (install postgresql-server-dev-${PG_MAJOR})"
+cluster_running || die "the cluster is not running: run 'make up' first"
+
+if [ "$#" -gt 0 ]; then
+  specs=("$@")
+else
+  mapfile -t specs < <(find "${SPEC_DIR}/specs" -name '*.spec' -printf '%f\n' | sed 's/\.spec$//' | sort)
+fi
+"${PSQL[@]}" -d postgres -qc "drop database if exists docstore_isolation" -c "create database docstore_isolation"
+"${PSQL[@]}" -d docstore_isolation -qc "create extension pg_docstore"
+mkdir -p "${OUT_DIR}"
+"${PG_ISOLATION}" --use-existing --host=127.0.0.1 --port="${DOCSTORE_PG_PORT}" --user=postgres \
+  --dbname=docstore_isolation --inputdir="${SPEC_DIR}" --outputdir="${OUT_DIR}" \
+  --bindir="${PG_BIN}" "${specs[@]}"

@@ -1,0 +1,81 @@
+-- pg_docstore storage: Firestore's fixed Entities / IndexEntries layout (docs/storage.md).
+-- Hand-written; loaded first when the extension is created. Objects live in schema docstore.
+-- Every table carries the database id: several Firestore databases share one Postgres database.
+
+-- The database of this session: `set docstore.database = 'name'`; default '(default)'.
+create function docstore.current_database_id() returns text
+language sql stable parallel safe
+as $$ select coalesce(nullif(current_setting('docstore.database', true), ''), '(default)') $$;
+
+-- One row per document.
+create table docstore.entities (
+    database_id   text collate "C" not null,
+    -- encoded document name: segment by segment, so byte order is Firestore's name order
+    name          bytea not null,
+    -- encoded parent collection path: one collection is one range of (database_id, parent, name)
+    parent        bytea not null,
+    -- last segment of the parent path: one collection group is one range of
+    -- (database_id, collection_id, name)
+    collection_id text collate "C" not null,
+    path          text collate "C" not null,
+    data          jsonb not null,
+    create_time   timestamptz not null,
+    update_time   timestamptz not null,
+    primary key (database_id, name)
+) with (fillfactor = 90);
+create index entities_by_collection on docstore.entities (database_id, parent, name);
+create index entities_by_group on docstore.entities (database_id, collection_id, name);
+
+-- One row per index entry; the key's byte order is the index order (docs/storage.md).
+create table docstore.index_entries (
+    database_id text collate "C" not null,
+    key         bytea not null,
+    -- the entity this entry points at (entities.name)
+    name        bytea not null,
+    primary key (database_id, key)
+);
+
+-- Composite (and collection-group single-field) index definitions and their build state.
+create table docstore.indexes (
+    id               serial primary key,
+    database_id      text collate "C" not null,
+    collection_group text collate "C" not null,
+    scope            text not null check (scope in ('collection', 'collection_group')),
+    fields           jsonb not null,
+    -- CREATING: maintained by writes, being backfilled, not used by queries.
+    -- READY: maintained and used. DELETING: neither; entries being removed.
+    state            text not null default 'CREATING'
+                     check (state in ('CREATING', 'READY', 'DELETING')),
+    -- backfill progress: the last entity name done (resumable after a crash or cancel)
+    backfill_cursor  bytea,
+    documents_done   bigint not null default 0,
+    created_at       timestamptz not null default clock_timestamp(),
+    ready_at         timestamptz
+);
+create unique index indexes_unique_definition
+    on docstore.indexes (database_id, collection_group, scope, fields) where state <> 'DELETING';
+
+-- Field paths with no automatic index entries (inherited by subfields).
+create table docstore.field_exemptions (
+    database_id      text collate "C" not null,
+    collection_group text collate "C" not null,
+    field_path       text collate "C" not null,
+    created_at       timestamptz not null default clock_timestamp(),
+    primary key (database_id, collection_group, field_path)
+);
+
+-- Ad-hoc SQL over the documents of the session's database.
+create view docstore.documents as
+select e.path,
+       -- the collection path: the path without its last segment
+       left(e.path, length(e.path) - length(regexp_replace(e.path, '^.*/', '')) - 1) as collection,
+       e.collection_id,
+       e.data,
+       e.create_time,
+       e.update_time
+from docstore.entities e
+where e.database_id = docstore.current_database_id();
+
+comment on table docstore.entities is 'pg_docstore documents (write through docstore.set/update/commit, never directly)';
+comment on table docstore.index_entries is 'pg_docstore index entries (maintained by every docstore write)';
+comment on view docstore.documents is 'The documents of the current docstore database (SET docstore.database)';
