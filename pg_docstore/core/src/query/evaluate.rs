@@ -1,0 +1,184 @@
+//! A naive evaluator: filter, sort, offset, limit, project and aggregate a slice of documents
+//! in memory. It is the oracle the planner's differential tests compare against, never the
+//! way queries are served.
+
+use crate::path::{FieldPath, ResourcePath};
+use crate::value::{Map, Value};
+
+use super::ast::{AggregateFunction, Limit, Query, Selection};
+use super::matcher::{field_value, Matcher};
+
+/// The results of `query` over `docs`, in the query's order: matching documents (see
+/// [`super::matches`]) sorted by [`super::compare_results`], then offset and limit applied
+/// (`limit last n` keeps the last `n` after skipping `offset` from the end, as Firestore's
+/// reversed query does), then the projection. For an aggregation query these are the
+/// documents the aggregates are computed over (unprojected).
+pub fn evaluate(query: &Query, docs: &[(ResourcePath, Map)]) -> Vec<(ResourcePath, Map)> {
+    let window = result_window(query, docs);
+    match &query.selection {
+        Selection::Fields(fields) => window
+            .into_iter()
+            .map(|(path, doc)| {
+                let projected = project(path, doc, fields);
+                (path.clone(), projected)
+            })
+            .collect(),
+        Selection::Documents | Selection::Aggregations(_) => window
+            .into_iter()
+            .map(|(path, doc)| (path.clone(), doc.clone()))
+            .collect(),
+    }
+}
+
+fn result_window<'d>(
+    query: &Query,
+    docs: &'d [(ResourcePath, Map)],
+) -> Vec<(&'d ResourcePath, &'d Map)> {
+    let matcher = Matcher::new(query);
+    let mut results: Vec<(&ResourcePath, &Map)> = docs
+        .iter()
+        .filter(|(path, doc)| matcher.matches(path, doc))
+        .map(|(path, doc)| (path, doc))
+        .collect();
+    results.sort_by(|a, b| matcher.compare(*a, *b));
+    let offset = usize::try_from(query.offset).unwrap_or(usize::MAX);
+    match query.limit {
+        None => results.into_iter().skip(offset).collect(),
+        Some(Limit::First(n)) => results
+            .into_iter()
+            .skip(offset)
+            .take(usize::try_from(n).unwrap_or(usize::MAX))
+            .collect(),
+        Some(Limit::Last(n)) => {
+            let mut last: Vec<_> = results
+                .into_iter()
+                .rev()
+                .skip(offset)
+                .take(usize::try_from(n).unwrap_or(usize::MAX))
+                .collect();
+            last.reverse();
+            last
+        }
+    }
+}
+
+/// The document with only the given fields (nested paths keep their enclosing maps).
+pub fn project(path: &ResourcePath, doc: &Map, fields: &[FieldPath]) -> Map {
+    let mut out = Map::new();
+    for field in fields {
+        if field.is_document_id() {
+            continue;
+        }
+        if let Some(value) = field_value(path, doc, field) {
+            insert_at(&mut out, field.segments(), value.into_owned());
+        }
+    }
+    out
+}
+
+fn insert_at(map: &mut Map, segments: &[String], value: Value) {
+    match segments {
+        [] => {}
+        [last] => {
+            map.insert(last.clone(), value);
+        }
+        [first, rest @ ..] => {
+            let entry = map
+                .entry(first.clone())
+                .or_insert_with(|| Value::Map(Map::new()));
+            if !matches!(entry, Value::Map(_)) {
+                *entry = Value::Map(Map::new());
+            }
+            if let Value::Map(inner) = entry {
+                insert_at(inner, rest, value);
+            }
+        }
+    }
+}
+
+/// The aggregates of an aggregation query over `docs` (empty for other queries), by alias.
+///
+/// Computed over the documents [`evaluate`] returns (so offset and limit apply first):
+/// - `count(*)`: their number, at most `up_to`;
+/// - `sum(f)`: the sum of the numeric values of `f` (others and missing ones ignored): an
+///   integer while every value is an integer and the sum fits int64, else a double (the
+///   exact integer sum rounded once plus the doubles summed in result order); 0 when there
+///   are none;
+/// - `avg(f)`: the mean of the numeric values as a double, `null` when there are none.
+pub fn aggregate(query: &Query, docs: &[(ResourcePath, Map)]) -> Map {
+    let Selection::Aggregations(aggregations) = &query.selection else {
+        return Map::new();
+    };
+    let window = result_window(query, docs);
+    let mut out = Map::new();
+    for aggregation in aggregations {
+        let value = match &aggregation.function {
+            AggregateFunction::Count { up_to } => {
+                let count = u64::try_from(window.len()).unwrap_or(u64::MAX);
+                let count = up_to.map_or(count, |limit| count.min(limit));
+                Value::Integer(i64::try_from(count).unwrap_or(i64::MAX))
+            }
+            AggregateFunction::Sum(field) => {
+                let sum = numeric_sum(&window, field);
+                match i64::try_from(sum.integers) {
+                    Ok(i) if !sum.saw_double => Value::Integer(i),
+                    _ => Value::Double(sum.total()),
+                }
+            }
+            AggregateFunction::Avg(field) => {
+                let sum = numeric_sum(&window, field);
+                if sum.count == 0 {
+                    Value::Null
+                } else {
+                    #[allow(clippy::cast_precision_loss)]
+                    let n = sum.count as f64;
+                    Value::Double(sum.total() / n)
+                }
+            }
+        };
+        out.insert(aggregation.alias.clone(), value);
+    }
+    out
+}
+
+struct NumericSum {
+    /// Exact sum of the integers (an i128 cannot overflow: that needs 2^64 values).
+    integers: i128,
+    /// Sum of the doubles, accumulated in result order.
+    doubles: f64,
+    saw_double: bool,
+    count: usize,
+}
+
+impl NumericSum {
+    /// The sum as a double: the exact integer sum rounded once, plus the doubles.
+    fn total(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let integers = self.integers as f64;
+        integers + self.doubles
+    }
+}
+
+fn numeric_sum(window: &[(&ResourcePath, &Map)], field: &FieldPath) -> NumericSum {
+    let mut sum = NumericSum {
+        integers: 0,
+        doubles: 0.0,
+        saw_double: false,
+        count: 0,
+    };
+    for (path, doc) in window {
+        match field_value(path, doc, field).as_deref() {
+            Some(Value::Integer(i)) => {
+                sum.integers += i128::from(*i);
+                sum.count += 1;
+            }
+            Some(Value::Double(d)) => {
+                sum.saw_double = true;
+                sum.doubles += d;
+                sum.count += 1;
+            }
+            _ => {}
+        }
+    }
+    sum
+}

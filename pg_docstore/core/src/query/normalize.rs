@@ -1,0 +1,559 @@
+//! Canonicalisation and validation (Firestore's rules), and the normalised order.
+//!
+//! Both front ends end in [`Query::validate`], so a query means the same whichever way it was
+//! written. Canonicalisation, as Firestore's SDKs do before sending a query:
+//! - `= null` / `!= null` become `is null` / `is not null`, `= NaN` / `!= NaN` become
+//!   `is nan` / `is not nan`;
+//! - nested ANDs (ORs) are flattened into their parent AND (OR); a one-filter AND/OR is its
+//!   filter;
+//! - strings compared with `__name__` (filters and cursor positions) become references: a
+//!   plain ID is a document of the queried collection, a string with `/` a full path;
+//! - `__name__` is dropped from projections (names are always returned).
+
+use std::collections::BTreeSet;
+
+use crate::path::{FieldPath, ResourcePath};
+use crate::value::Value;
+
+use super::ast::{
+    AggregateFunction, Cursor, Direction, FieldOp, Filter, Limit, Order, Query, Selection, Source,
+    UnaryOp, MAX_AGGREGATIONS, MAX_DISJUNCTIONS, MAX_LIMIT, MAX_NOT_IN_VALUES,
+};
+use super::error::QueryError;
+
+impl Query {
+    /// Canonicalise the query and check every Firestore rule (see the module docs). Both
+    /// front ends call this; a query built by hand should be passed through it too.
+    ///
+    /// # Errors
+    /// The first rule broken, as a [`QueryError`] variant naming it.
+    pub fn validate(mut self) -> Result<Query, QueryError> {
+        check_source(&self.source)?;
+        if let Some(filter) = self.filter.take() {
+            let filter = canonical_filter(filter, &self.source)?;
+            check_filter(&filter)?;
+            self.filter = Some(filter);
+        }
+        let mut seen = BTreeSet::new();
+        for order in &self.order_by {
+            if !seen.insert(&order.field) {
+                return Err(QueryError::DuplicateOrder {
+                    field: order.field.to_string(),
+                });
+            }
+        }
+        let order = self.normalized_order();
+        for (clause, cursor) in [("start", &mut self.start), ("end", &mut self.end)] {
+            if let Some(cursor) = cursor {
+                canonical_cursor(cursor, clause, &order, &self.source)?;
+            }
+        }
+        check_offset_and_limit(&self)?;
+        match &mut self.selection {
+            Selection::Documents => {}
+            Selection::Fields(fields) => fields.retain(|f| !f.is_document_id()),
+            Selection::Aggregations(aggregations) => check_aggregations(aggregations)?,
+        }
+        Ok(self)
+    }
+
+    /// The order the query runs in (Firestore's normalisation): the explicit orders, then
+    /// every inequality field not already ordered (in field-path order), then `__name__`;
+    /// the added ones take the direction of the last explicit order (ascending if none).
+    pub fn normalized_order(&self) -> Vec<Order> {
+        let mut order = self.order_by.clone();
+        let direction = order
+            .last()
+            .map_or(Direction::Ascending, |last| last.direction);
+        let explicit: BTreeSet<&FieldPath> = self.order_by.iter().map(|o| &o.field).collect();
+        let mut inequality_fields = BTreeSet::new();
+        if let Some(filter) = &self.filter {
+            for leaf in filter.leaves() {
+                if let Some(field) = leaf.leaf_field() {
+                    if leaf.is_inequality() && !field.is_document_id() && !explicit.contains(field)
+                    {
+                        inequality_fields.insert(field.clone());
+                    }
+                }
+            }
+        }
+        order.extend(
+            inequality_fields
+                .into_iter()
+                .map(|field| Order::new(field, direction)),
+        );
+        if !explicit.iter().any(|f| f.is_document_id()) {
+            order.push(Order::new(document_id(), direction));
+        }
+        order
+    }
+}
+
+/// The field path `__name__`.
+pub(crate) fn document_id() -> FieldPath {
+    FieldPath::single(crate::path::DOCUMENT_ID_FIELD)
+}
+
+fn check_source(source: &Source) -> Result<(), QueryError> {
+    let shown = || match (&source.parent, source.all_descendants) {
+        (Some(p), false) => format!("{p}/{}", source.collection_id),
+        (None, false) => source.collection_id.clone(),
+        (Some(p), true) => format!("{p}/group({})", source.collection_id),
+        (None, true) => format!("group({})", source.collection_id),
+    };
+    let invalid = |reason: String| QueryError::InvalidCollection {
+        path: shown(),
+        reason,
+    };
+    if let Some(parent) = &source.parent {
+        if !parent.is_document() {
+            return Err(invalid(format!(
+                "the parent \"{parent}\" is a collection; a collection hangs from a document"
+            )));
+        }
+    }
+    let mut segments = source
+        .parent
+        .as_ref()
+        .map_or_else(Vec::new, |p| p.segments().to_vec());
+    segments.push(source.collection_id.clone());
+    ResourcePath::from_segments(segments).map_err(|e| invalid(e.to_string()))?;
+    Ok(())
+}
+
+fn is_nan(value: &Value) -> bool {
+    matches!(value, Value::Double(d) if d.is_nan())
+}
+
+/// Canonical form of a filter (see the module docs).
+fn canonical_filter(filter: Filter, source: &Source) -> Result<Filter, QueryError> {
+    Ok(match filter {
+        Filter::Field { field, op, value } => {
+            let unary = match (op, &value) {
+                (FieldOp::Eq, Value::Null) => Some(UnaryOp::IsNull),
+                (FieldOp::Ne, Value::Null) => Some(UnaryOp::IsNotNull),
+                (FieldOp::Eq, v) if is_nan(v) => Some(UnaryOp::IsNan),
+                (FieldOp::Ne, v) if is_nan(v) => Some(UnaryOp::IsNotNan),
+                _ => None,
+            };
+            match unary {
+                Some(op) => Filter::Unary { field, op },
+                None if field.is_document_id() => {
+                    let value = match value {
+                        Value::Array(items) if op.takes_list() => Value::Array(
+                            items
+                                .into_iter()
+                                .map(|v| name_value(v, source))
+                                .collect::<Result<_, _>>()?,
+                        ),
+                        other => name_value(other, source)?,
+                    };
+                    Filter::Field { field, op, value }
+                }
+                None => Filter::Field { field, op, value },
+            }
+        }
+        unary @ Filter::Unary { .. } => unary,
+        Filter::And(children) => composite(children, source, true)?,
+        Filter::Or(children) => composite(children, source, false)?,
+    })
+}
+
+fn composite(children: Vec<Filter>, source: &Source, and: bool) -> Result<Filter, QueryError> {
+    let mut flat = Vec::with_capacity(children.len());
+    for child in children {
+        match canonical_filter(child, source)? {
+            Filter::And(grand) if and => flat.extend(grand),
+            Filter::Or(grand) if !and => flat.extend(grand),
+            other => flat.push(other),
+        }
+    }
+    match flat.len() {
+        0 => Err(QueryError::EmptyComposite {
+            op: if and { "and" } else { "or" },
+        }),
+        1 => Ok(flat.remove(0)),
+        _ => Ok(if and {
+            Filter::And(flat)
+        } else {
+            Filter::Or(flat)
+        }),
+    }
+}
+
+/// A value compared with `__name__`: strings become references.
+fn name_value(value: Value, source: &Source) -> Result<Value, QueryError> {
+    let Value::String(name) = value else {
+        return Ok(value);
+    };
+    let invalid = |reason: String| QueryError::InvalidDocumentName {
+        name: name.clone(),
+        reason,
+    };
+    let path = if name.contains('/') {
+        ResourcePath::parse_document(&name).map_err(|e| invalid(e.to_string()))?
+    } else {
+        match source.collection_path() {
+            Some(collection) => collection
+                .child(&name)
+                .map_err(|e| invalid(e.to_string()))?,
+            None => {
+                return Err(invalid(
+                    "in a collection group query a document name must be a full path".into(),
+                ))
+            }
+        }
+    };
+    Ok(Value::Reference(path))
+}
+
+fn describe_leaf(filter: &Filter) -> String {
+    match filter {
+        Filter::Field { field, op, .. } => format!("{field} {}", op.text()),
+        Filter::Unary { field, op } => format!("{field} {}", op.text()),
+        Filter::And(_) => "and".into(),
+        Filter::Or(_) => "or".into(),
+    }
+}
+
+fn check_filter(filter: &Filter) -> Result<(), QueryError> {
+    let leaves = filter.leaves();
+    for leaf in &leaves {
+        check_leaf(leaf)?;
+    }
+    // At most one of != / not in / is not null / is not nan.
+    let negative: Vec<&&Filter> = leaves
+        .iter()
+        .filter(|f| {
+            matches!(
+                f,
+                Filter::Field {
+                    op: FieldOp::Ne | FieldOp::NotIn,
+                    ..
+                } | Filter::Unary {
+                    op: UnaryOp::IsNotNull | UnaryOp::IsNotNan,
+                    ..
+                }
+            )
+        })
+        .collect();
+    if let [first, second, ..] = negative.as_slice() {
+        return Err(QueryError::ConflictingFilters {
+            first: describe_leaf(first),
+            second: describe_leaf(second),
+            rule: "a query has at most one of !=, not in, is not null and is not nan",
+        });
+    }
+    if let Some(not_in) = leaves.iter().find(|f| {
+        matches!(
+            f,
+            Filter::Field {
+                op: FieldOp::NotIn,
+                ..
+            }
+        )
+    }) {
+        let other = leaves.iter().find(|f| {
+            matches!(
+                f,
+                Filter::Field {
+                    op: FieldOp::In | FieldOp::ArrayContainsAny,
+                    ..
+                }
+            )
+        });
+        if let Some(other) = other {
+            return Err(QueryError::ConflictingFilters {
+                first: describe_leaf(not_in),
+                second: describe_leaf(other),
+                rule: "not in cannot be combined with in, array_contains_any or or",
+            });
+        }
+        if contains_or(filter) {
+            return Err(QueryError::ConflictingFilters {
+                first: describe_leaf(not_in),
+                second: "or".into(),
+                rule: "not in cannot be combined with in, array_contains_any or or",
+            });
+        }
+    }
+    let count = dnf_size(filter);
+    if count > MAX_DISJUNCTIONS {
+        return Err(QueryError::TooManyDisjunctions { count });
+    }
+    for term in dnf_terms(filter) {
+        let arrays: Vec<&&Filter> = term
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f,
+                    Filter::Field {
+                        op: FieldOp::ArrayContains | FieldOp::ArrayContainsAny,
+                        ..
+                    }
+                )
+            })
+            .collect();
+        if let [first, second, ..] = arrays.as_slice() {
+            return Err(QueryError::ConflictingFilters {
+                first: describe_leaf(first),
+                second: describe_leaf(second),
+                rule: "a disjunction has at most one array_contains or array_contains_any",
+            });
+        }
+    }
+    Ok(())
+}
+
+fn contains_or(filter: &Filter) -> bool {
+    match filter {
+        Filter::Or(_) => true,
+        Filter::And(children) => children.iter().any(contains_or),
+        _ => false,
+    }
+}
+
+fn check_leaf(leaf: &Filter) -> Result<(), QueryError> {
+    match leaf {
+        Filter::Unary { field, op } if field.is_document_id() => Err(QueryError::InvalidOperand {
+            field: field.to_string(),
+            op: op.text(),
+            reason: "a document name is never null or NaN".into(),
+        }),
+        Filter::Field { field, op, value } => {
+            let invalid = |reason: String| QueryError::InvalidOperand {
+                field: field.to_string(),
+                op: op.text(),
+                reason,
+            };
+            if op.takes_list() {
+                let Value::Array(items) = value else {
+                    return Err(invalid(format!(
+                        "needs a list of values, not a {}",
+                        value.type_name()
+                    )));
+                };
+                if items.is_empty() {
+                    return Err(invalid("needs a non-empty list of values".into()));
+                }
+                let max = if *op == FieldOp::NotIn {
+                    MAX_NOT_IN_VALUES
+                } else {
+                    MAX_DISJUNCTIONS
+                };
+                if items.len() > max {
+                    return Err(QueryError::TooManyValues {
+                        field: field.to_string(),
+                        op: op.text(),
+                        count: items.len(),
+                        max,
+                    });
+                }
+            }
+            if (op.is_range() || *op == FieldOp::ArrayContains)
+                && (matches!(value, Value::Null) || is_nan(value))
+            {
+                return Err(invalid(format!(
+                    "{} matches no document; null and NaN are only found with = and != (is null, is nan)",
+                    if is_nan(value) { "NaN" } else { "null" }
+                )));
+            }
+            if field.is_document_id() {
+                if matches!(op, FieldOp::ArrayContains | FieldOp::ArrayContainsAny) {
+                    return Err(invalid("a document name is not an array".into()));
+                }
+                let operands: &[Value] = match value {
+                    Value::Array(items) if op.takes_list() => items,
+                    other => std::slice::from_ref(other),
+                };
+                if let Some(bad) = operands.iter().find(|v| !matches!(v, Value::Reference(_))) {
+                    return Err(invalid(format!(
+                        "__name__ is compared with document names (a reference or a string), not a {}",
+                        bad.type_name()
+                    )));
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Number of disjunctions of the filter in disjunctive normal form; each value of an `in` or
+/// `array_contains_any` list is one.
+pub(crate) fn dnf_size(filter: &Filter) -> usize {
+    match filter {
+        Filter::Field {
+            op: FieldOp::In | FieldOp::ArrayContainsAny,
+            value: Value::Array(items),
+            ..
+        } => items.len(),
+        Filter::Field { .. } | Filter::Unary { .. } => 1,
+        Filter::And(children) => children
+            .iter()
+            .fold(1usize, |acc, c| acc.saturating_mul(dnf_size(c))),
+        Filter::Or(children) => children
+            .iter()
+            .fold(0usize, |acc, c| acc.saturating_add(dnf_size(c))),
+    }
+}
+
+/// The conjunctions of the filter's disjunctive normal form (lists kept as one leaf). Only
+/// called once [`dnf_size`] is at most 30, which bounds every intermediate product.
+pub(crate) fn dnf_terms(filter: &Filter) -> Vec<Vec<&Filter>> {
+    match filter {
+        Filter::And(children) => {
+            let mut terms: Vec<Vec<&Filter>> = vec![Vec::new()];
+            for child in children {
+                let child_terms = dnf_terms(child);
+                let mut next = Vec::with_capacity(terms.len() * child_terms.len());
+                for term in &terms {
+                    for child_term in &child_terms {
+                        let mut joined = term.clone();
+                        joined.extend(child_term.iter().copied());
+                        next.push(joined);
+                    }
+                }
+                terms = next;
+            }
+            terms
+        }
+        Filter::Or(children) => children.iter().flat_map(dnf_terms).collect(),
+        leaf => vec![vec![leaf]],
+    }
+}
+
+fn describe_order(order: &[Order]) -> String {
+    order
+        .iter()
+        .map(|o| match o.direction {
+            Direction::Ascending => o.field.to_string(),
+            Direction::Descending => format!("{} desc", o.field),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn canonical_cursor(
+    cursor: &mut Cursor,
+    clause: &'static str,
+    order: &[Order],
+    source: &Source,
+) -> Result<(), QueryError> {
+    if cursor.values.is_empty() {
+        return Err(QueryError::InvalidCursor {
+            clause,
+            reason: "a cursor needs at least one value".into(),
+        });
+    }
+    if cursor.values.len() > order.len() {
+        return Err(QueryError::CursorTooLong {
+            clause,
+            count: cursor.values.len(),
+            max: order.len(),
+            order: describe_order(order),
+        });
+    }
+    for (value, component) in cursor.values.iter_mut().zip(order) {
+        if component.field.is_document_id() {
+            let named = name_value(std::mem::replace(value, Value::Null), source)?;
+            if !matches!(named, Value::Reference(_)) {
+                return Err(QueryError::InvalidCursor {
+                    clause,
+                    reason: format!(
+                        "the value at the __name__ position must be a document name (a reference or a string), not a {}",
+                        named.type_name()
+                    ),
+                });
+            }
+            *value = named;
+        }
+    }
+    Ok(())
+}
+
+fn check_offset_and_limit(query: &Query) -> Result<(), QueryError> {
+    const RANGE: &str = "must be between 0 and 2147483647";
+    if query.offset > MAX_LIMIT {
+        return Err(QueryError::InvalidLimit {
+            what: "offset",
+            value: query.offset.to_string(),
+            reason: RANGE,
+        });
+    }
+    if let Some(limit) = query.limit {
+        if limit.count() > MAX_LIMIT {
+            return Err(QueryError::InvalidLimit {
+                what: "limit",
+                value: limit.count().to_string(),
+                reason: RANGE,
+            });
+        }
+        if matches!(limit, Limit::Last(_)) && query.order_by.is_empty() {
+            return Err(QueryError::LimitToLastWithoutOrder);
+        }
+    }
+    Ok(())
+}
+
+fn check_aggregations(aggregations: &[super::ast::Aggregation]) -> Result<(), QueryError> {
+    if aggregations.is_empty() {
+        return Err(QueryError::InvalidAggregation {
+            alias: String::new(),
+            reason: "an aggregation query needs at least one aggregation".into(),
+        });
+    }
+    if aggregations.len() > MAX_AGGREGATIONS {
+        return Err(QueryError::TooManyAggregations {
+            count: aggregations.len(),
+        });
+    }
+    let mut aliases = BTreeSet::new();
+    for aggregation in aggregations {
+        let invalid = |reason: &str| QueryError::InvalidAggregation {
+            alias: aggregation.alias.clone(),
+            reason: reason.to_owned(),
+        };
+        let alias = &aggregation.alias;
+        if alias.is_empty() {
+            return Err(invalid("the alias is empty"));
+        }
+        if crate::path::is_reserved_name(alias) {
+            return Err(invalid(
+                "the alias is reserved (names matching __.*__ are not allowed)",
+            ));
+        }
+        if alias.len() > crate::path::MAX_NAME_BYTES {
+            return Err(invalid("the alias is longer than 1500 bytes"));
+        }
+        if alias.contains('\0') {
+            return Err(invalid("the alias contains U+0000"));
+        }
+        if !aliases.insert(alias) {
+            return Err(invalid("the alias is used twice"));
+        }
+        match &aggregation.function {
+            AggregateFunction::Count { up_to: Some(0) } => {
+                return Err(QueryError::InvalidLimit {
+                    what: "count_up_to",
+                    value: "0".into(),
+                    reason: "must be greater than 0",
+                })
+            }
+            AggregateFunction::Count { up_to: Some(n) } if *n > i64::MAX as u64 => {
+                return Err(QueryError::InvalidLimit {
+                    what: "count_up_to",
+                    value: n.to_string(),
+                    reason: "must be at most 9223372036854775807",
+                })
+            }
+            AggregateFunction::Sum(field) | AggregateFunction::Avg(field)
+                if field.is_document_id() =>
+            {
+                return Err(invalid("__name__ is not a number"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
