@@ -64,6 +64,9 @@ max_replication_slots = 16
 max_wal_senders = 16
 shared_buffers = 512MB
 max_connections = 200
+# Index entries have random keys, so right after a checkpoint most btree inserts log a full
+# page image; compressing those cuts WAL volume several-fold (BENCHMARKS.md).
+wal_compression = lz4
 CONF
   grep -q "^include_if_exists = 'docstore.conf'" "${PGDATA}/postgresql.conf" ||
     echo "include_if_exists = 'docstore.conf'" | as_postgres tee -a "${PGDATA}/postgresql.conf" >/dev/null
@@ -74,6 +77,9 @@ start_cluster() {
     if [ "${LIBRARY_CHANGED}" = 1 ]; then
       say "the extension library changed: restarting the cluster"
       as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" -l "${PGLOG}" -w -m fast restart >/dev/null
+    else
+      # Pick up settings changed in docstore.conf (those that need a restart say so in the log).
+      as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" reload >/dev/null
     fi
   else
     say "starting Postgres on 127.0.0.1:${DOCSTORE_PG_PORT}"
@@ -100,18 +106,27 @@ create_database() {
   echo "${stamp}" > "${PGSTATE}/extension.sha256"
 }
 
+load_demo() {
+  if [ "$("${PSQL[@]}" -d "${DATABASE}" -Atc "select count(*) from docstore.entities where database_id = '(default)'")" = 0 ]; then
+    say "loading the demo dataset (demo/restaurants.sql)"
+    "${PSQL[@]}" -d "${DATABASE}" -q -f "${ROOT}/demo/restaurants.sql" >/dev/null
+  fi
+}
+
 install_packages
 install_rust_tools
 install_extension
 init_cluster
 start_cluster
 create_database
+load_demo
 
 cat <<DONE
 
 pg_docstore is up.
   psql:    psql -h 127.0.0.1 -p ${DOCSTORE_PG_PORT} -U postgres ${DATABASE}
-  try:     select docstore.compare_values('1', '1.0');
+  try:     select docstore.get('restaurants/one');
+           select path, data->>'name' from docstore.documents where collection = 'restaurants';
   logs:    ${PGLOG}
   stop:    make down
 DONE

@@ -26,6 +26,7 @@ pgrx::extension_sql_file!(
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
+    pg::catalog_cache::register();
 }
 
 /// Required by `cargo pgrx test`.

@@ -89,6 +89,7 @@ fn create_index(
                 collection_group: collection_group.to_owned(),
             });
         }
+        crate::pg::catalog_cache::invalidate(client)?;
         let rows = client.update(
             "insert into docstore.indexes (database_id, collection_group, scope, fields) values ($1, $2, $3, $4) returning id",
             Some(1),
@@ -111,6 +112,7 @@ fn create_index(
 fn drop_index(id: i32) -> Result<(), ErrorReport> {
     let database = database_id()?;
     let changed = Spi::connect_mut(|client| -> Result<usize, DocstoreError> {
+        crate::pg::catalog_cache::invalidate(client)?;
         Ok(client
             .update(
                 "update docstore.indexes set state = 'DELETING' where id = $1 and database_id = $2 and state <> 'DELETING' returning id",
@@ -223,6 +225,9 @@ fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport>
                     )?;
                 }
                 let done = count < limit;
+                if done {
+                    crate::pg::catalog_cache::invalidate(client)?;
+                }
                 client.update(
                     "update docstore.indexes set backfill_cursor = coalesce($2, backfill_cursor), \
                      documents_done = documents_done + $3, \
@@ -302,6 +307,7 @@ fn exempt_field(collection_group: &str, field_path: &str) -> Result<(), ErrorRep
         if inserted == 0 {
             return Ok(());
         }
+        crate::pg::catalog_cache::invalidate(client)?;
         let parents: Vec<Vec<u8>> = client
             .select(
                 "select distinct parent from docstore.entities where database_id = $1 and collection_id = $2",
@@ -347,6 +353,7 @@ fn remove_exemption(collection_group: &str, field_path: &str) -> Result<bool, Er
         if removed == 0 {
             return Ok(false);
         }
+        crate::pg::catalog_cache::invalidate(client)?;
         let config = catalog::index_config(client, &database, collection_group)?;
         let docs = client.select(
             "select name, path, data from docstore.entities where database_id = $1 and collection_id = $2",

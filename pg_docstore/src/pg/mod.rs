@@ -1,5 +1,6 @@
 //! Datum and SPI glue. All `unsafe` of the extension lives under this module.
 
+pub mod catalog_cache;
 pub mod jsonb;
 pub mod random;
 pub mod spi;

@@ -37,6 +37,17 @@ fn definition(
     })
 }
 
+/// What writes to `collection_group` must maintain, from the per-backend cache.
+pub fn index_config_cached(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    collection_group: &str,
+) -> Result<IndexConfig, DocstoreError> {
+    crate::pg::catalog_cache::get_or_load(client, database, collection_group, |client| {
+        index_config(client, database, collection_group)
+    })
+}
+
 /// What writes to `collection_group` must maintain: composite indexes that are CREATING or
 /// READY, and the exempted fields. One statement.
 pub fn index_config(

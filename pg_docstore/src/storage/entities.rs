@@ -122,75 +122,115 @@ pub fn read(
     }
 }
 
-/// Insert a new document. Returns false when it exists already (a concurrent creator won).
+const BYTEA_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAARRAYOID);
+
+fn data_arg(fields: &Map) -> TypedJsonb {
+    TypedJsonb(typed_json::to_string(&docstore_core::Value::Map(
+        fields.clone(),
+    )))
+}
+
+/// Insert a new document and its index entries, in one statement. Returns false (and writes
+/// nothing) when the document exists already: a concurrent creator won, or it was never read.
 pub fn insert(
     client: &mut SpiClient<'_>,
     database: &str,
     path: &ResourcePath,
     fields: &Map,
     time: i64,
+    entries: Vec<Vec<u8>>,
 ) -> Result<bool, DocstoreError> {
-    let sql = "insert into docstore.entities \
-               (database_id, name, parent, collection_id, path, data, create_time, update_time) \
-               values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing";
+    let sql = "with e as ( \
+                 insert into docstore.entities \
+                 (database_id, name, parent, collection_id, path, data, create_time, update_time) \
+                 values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing returning 1), \
+               x as (insert into docstore.index_entries (database_id, key, name) \
+                 select $1, k, $2 from unnest($8::bytea[]) k where exists (select from e)) \
+               select count(*) from e";
     let stmt = plan(
         client,
         sql,
-        &[TEXT, BYTEA, BYTEA, TEXT, TEXT, JSONB, TIMESTAMPTZ],
-    )?;
-    let keys = Keys::of(path);
-    let rows = client.update(
-        &*stmt,
-        None,
         &[
-            database.into(),
-            keys.name.into(),
-            keys.parent.into(),
-            keys.collection_id.into(),
-            path.to_string().into(),
-            TypedJsonb(typed_json::to_string(&docstore_core::Value::Map(
-                fields.clone(),
-            )))
-            .into(),
-            to_timestamptz(time)?.into(),
+            TEXT,
+            BYTEA,
+            BYTEA,
+            TEXT,
+            TEXT,
+            JSONB,
+            TIMESTAMPTZ,
+            BYTEA_ARRAY,
         ],
     )?;
-    Ok(rows.len() == 1)
+    let keys = Keys::of(path);
+    let inserted = client
+        .update(
+            &*stmt,
+            None,
+            &[
+                database.into(),
+                keys.name.into(),
+                keys.parent.into(),
+                keys.collection_id.into(),
+                path.to_string().into(),
+                data_arg(fields).into(),
+                to_timestamptz(time)?.into(),
+                entries.into(),
+            ],
+        )?
+        .first()
+        .get_one::<i64>()?;
+    Ok(inserted == Some(1))
 }
 
-/// Replace a document's data and update time.
+/// Replace a document's data and update time and apply its index-entry delta, in one statement.
 pub fn update(
     client: &mut SpiClient<'_>,
     database: &str,
     name: &[u8],
     fields: &Map,
     time: i64,
+    removed: Vec<Vec<u8>>,
+    added: Vec<Vec<u8>>,
 ) -> Result<(), DocstoreError> {
-    let sql = "update docstore.entities set data = $3, update_time = $4 where database_id = $1 and name = $2";
-    let stmt = plan(client, sql, &[TEXT, BYTEA, JSONB, TIMESTAMPTZ])?;
+    let sql = "with u as (update docstore.entities set data = $3, update_time = $4 \
+                 where database_id = $1 and name = $2), \
+               d as (delete from docstore.index_entries where database_id = $1 and key = any($5)) \
+               insert into docstore.index_entries (database_id, key, name) \
+               select $1, k, $2 from unnest($6::bytea[]) k";
+    let stmt = plan(
+        client,
+        sql,
+        &[TEXT, BYTEA, JSONB, TIMESTAMPTZ, BYTEA_ARRAY, BYTEA_ARRAY],
+    )?;
     client.update(
         &*stmt,
         None,
         &[
             database.into(),
             name.to_vec().into(),
-            TypedJsonb(typed_json::to_string(&docstore_core::Value::Map(
-                fields.clone(),
-            )))
-            .into(),
+            data_arg(fields).into(),
             to_timestamptz(time)?.into(),
+            removed.into(),
+            added.into(),
         ],
     )?;
     Ok(())
 }
 
+/// Delete a document and its index entries, in one statement.
 pub fn delete(
     client: &mut SpiClient<'_>,
     database: &str,
     name: &[u8],
+    entries: Vec<Vec<u8>>,
 ) -> Result<(), DocstoreError> {
-    let sql = "delete from docstore.entities where database_id = $1 and name = $2";
-    let stmt = plan(client, sql, &[TEXT, BYTEA])?;
-    client.update(&*stmt, None, &[database.into(), name.to_vec().into()])?;
+    let sql = "with d as (delete from docstore.entities where database_id = $1 and name = $2) \
+               delete from docstore.index_entries where database_id = $1 and key = any($3)";
+    let stmt = plan(client, sql, &[TEXT, BYTEA, BYTEA_ARRAY])?;
+    client.update(
+        &*stmt,
+        None,
+        &[database.into(), name.to_vec().into(), entries.into()],
+    )?;
     Ok(())
 }

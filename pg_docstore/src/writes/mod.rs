@@ -88,6 +88,28 @@ pub fn commit(
     let mut slots: HashMap<Vec<u8>, Slot> = HashMap::with_capacity(order.len());
     let mut latest = i64::MIN;
     for (name, path) in order {
+        // A document whose first write is a plain create is not read: the insert itself
+        // decides (ON CONFLICT), which is exact even against concurrent creators.
+        let first = writes.iter().find(|w| w.path == path);
+        let create_first = first.is_some_and(|w| {
+            w.precondition.is_none()
+                && matches!(&w.operation, Operation::Mutate(m) if *m.kind() == WriteKind::Create)
+        });
+        if create_first {
+            let keys = Keys::of(&path);
+            slots.insert(
+                name,
+                Slot {
+                    current: None,
+                    current_time: None,
+                    stored: None,
+                    path,
+                    keys,
+                    written: false,
+                },
+            );
+            continue;
+        }
         let mut stored = entities::read_for_update(client, database, &name)?;
         if stored.is_none() {
             entities::lock_missing(client, database, &name)?;
@@ -176,7 +198,7 @@ pub fn commit(
         }
         let group = &slot.keys.collection_id;
         if !configs.contains_key(group) {
-            let config = catalog::index_config(client, database, group)?;
+            let config = catalog::index_config_cached(client, database, group)?;
             configs.insert(group.clone(), config);
         }
         let config = configs.get(group).cloned().unwrap_or_default();
@@ -188,24 +210,32 @@ pub fn commit(
             Some(fields) => document_entries(&slot.path, fields, &config)?,
             None => Vec::new(),
         };
-        let (removed, added) = entries::delta(&old, &new);
         match (&slot.stored, &slot.current) {
-            (None, None) => continue,
-            (Some(_), None) => entities::delete(client, database, name)?,
+            (None, None) => {}
+            (Some(_), None) => entities::delete(client, database, name, old)?,
             (Some(_), Some(fields)) => {
-                entities::update(client, database, name, fields, commit_time)?
+                let (removed, added) = entries::delta(&old, &new);
+                entities::update(client, database, name, fields, commit_time, removed, added)?;
             }
             (None, Some(fields)) => {
-                if !entities::insert(client, database, &slot.path, fields, commit_time)? {
-                    // Only possible when our snapshot predates a concurrent creator's commit
-                    // (REPEATABLE READ): the transaction cannot be serialised.
-                    return Err(DocstoreError::Contention {
-                        path: slot.path.to_string(),
+                if !entities::insert(client, database, &slot.path, fields, commit_time, new)? {
+                    // Either the first write was a create and the document exists, or our
+                    // snapshot predates a concurrent creator's commit (REPEATABLE READ).
+                    let created_first = writes.iter().find(|w| w.path == slot.path).is_some_and(|w| {
+                        matches!(&w.operation, Operation::Mutate(m) if *m.kind() == WriteKind::Create)
+                    });
+                    return Err(if created_first {
+                        DocstoreError::AlreadyExists {
+                            path: slot.path.to_string(),
+                        }
+                    } else {
+                        DocstoreError::Contention {
+                            path: slot.path.to_string(),
+                        }
                     });
                 }
             }
         }
-        entries::apply(client, database, name, removed, added)?;
     }
     Ok(CommitResult {
         commit_time,
