@@ -220,17 +220,27 @@ pub fn ordered_f64(d: f64) -> u64 {
     }
 }
 
-fn unordered_f64(bits: u64) -> f64 {
+/// The inverse of [`ordered_f64`], refusing the bit patterns it never produces (the
+/// negative zero and NaNs other than the canonical one), so every decoded value re-encodes to
+/// the same bytes.
+fn unordered_f64(bits: u64) -> Result<f64, DecodeError> {
+    const NEGATIVE_ZERO: u64 = 0x7FFF_FFFF_FFFF_FFFF;
+    const CANONICAL_NAN: u64 = 0x0007_FFFF_FFFF_FFFF;
+    if bits == NEGATIVE_ZERO {
+        return Err(DecodeError::Invalid("negative zero is encoded as zero"));
+    }
     let d = if bits >> 63 == 1 {
         f64::from_bits(bits & !(1 << 63))
     } else {
         f64::from_bits(!bits)
     };
     if d.is_nan() {
-        f64::NAN
-    } else {
-        d
+        if bits != CANONICAL_NAN {
+            return Err(DecodeError::Invalid("NaN is not in canonical form"));
+        }
+        return Ok(f64::NAN);
     }
+    Ok(d)
 }
 
 /// A nonzero finite number as `M * 2^(E - 63)` with `M` normalised (top bit set).
@@ -482,8 +492,8 @@ impl Reader<'_> {
                 Value::Reference(path)
             }
             tag::GEOPOINT => {
-                let latitude = unordered_f64(self.u64()?);
-                let longitude = unordered_f64(self.u64()?);
+                let latitude = unordered_f64(self.u64()?)?;
+                let longitude = unordered_f64(self.u64()?)?;
                 if !(-90.0..=90.0).contains(&latitude) || !(-180.0..=180.0).contains(&longitude) {
                     return Err(DecodeError::Invalid("geopoint out of range"));
                 }
@@ -507,7 +517,7 @@ impl Reader<'_> {
                 }
                 let mut items = Vec::with_capacity(len);
                 for _ in 0..len {
-                    items.push(unordered_f64(self.u64()?));
+                    items.push(unordered_f64(self.u64()?)?);
                 }
                 Value::Vector(items)
             }

@@ -100,7 +100,12 @@ pub fn map_from_json(json: &Json) -> Result<Map, TypedJsonError> {
             at: "<root>".into(),
             tag: "$map",
             reason: format!(
-                "a document must be a JSON object, not a {}",
+                "a document must be a JSON object, not {} {}",
+                if other.type_name().starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                },
                 other.type_name()
             ),
         }),
@@ -128,7 +133,8 @@ fn at(trail: &[Step]) -> String {
                 }
                 match FieldPath::new(vec![key.clone()]) {
                     Ok(p) => out.push_str(&p.to_string()),
-                    Err(_) => out.push_str(key),
+                    // Never put a raw U+0000 into a message (it would cut a Postgres error short).
+                    Err(_) => out.push_str(&key.replace('\0', "\\u0000")),
                 }
             }
             Step::Index(i) => {

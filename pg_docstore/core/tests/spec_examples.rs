@@ -429,7 +429,6 @@ fn typed_json_examples_are_exact() -> Result<(), String> {
 /// `-0.0` inside a geopoint (and a vector), because what it returns does not survive
 /// re-encoding. Ignored until `encoding.rs` is fixed; run with `--ignored` to see it fail.
 #[test]
-#[ignore = "known gap in encoding.rs: decode accepts -0.0 inside geopoints and vectors"]
 fn decode_refuses_non_canonical_doubles() {
     let geo = parse_hex("80 7F FF FF FF FF FF FF FF 80 00 00 00 00 00 00 00");
     let vector = parse_hex("A0 00 00 00 01 7F FF FF FF FF FF FF FF");
