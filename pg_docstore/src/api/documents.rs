@@ -135,3 +135,56 @@ fn commit(writes: TypedJsonb) -> Result<TypedJsonb, ErrorReport> {
     let out = serde_json::json!({"commitTime": time, "updateTimes": times});
     Ok(TypedJsonb(out.to_string()))
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    fn get(path: &str) -> Option<String> {
+        Spi::get_one::<String>(&format!("select docstore.get('{path}')::text")).ok().flatten()
+    }
+
+    #[pg_test]
+    fn set_get_update_delete() {
+        Spi::run("select docstore.set('pt/a', '{\"n\": 1, \"m\": {\"x\": true}}')").unwrap();
+        assert_eq!(get("pt/a").as_deref(), Some("{\"m\": {\"x\": true}, \"n\": 1}"));
+        Spi::run("select docstore.update('pt/a', '{\"n\": {\"$increment\": 2}, \"m.y\": \"z\"}')").unwrap();
+        assert_eq!(get("pt/a").as_deref(), Some("{\"m\": {\"x\": true, \"y\": \"z\"}, \"n\": 3}"));
+        assert_eq!(Spi::get_one::<bool>("select docstore.delete('pt/a')"), Ok(Some(true)));
+        assert_eq!(get("pt/a"), None);
+        let leftovers = Spi::get_one::<i64>("select count(*) from docstore.index_entries");
+        assert_eq!(leftovers, Ok(Some(0)), "deleting a document removes its entries");
+    }
+
+    #[pg_test]
+    fn entries_follow_every_write() {
+        Spi::run("select docstore.set('pt/b', '{\"a\": 1, \"tags\": [\"x\", \"y\"]}')").unwrap();
+        Spi::run("select docstore.set('pt/b', '{\"tags\": [\"y\"], \"b\": {\"c\": 2}}', merge => true)").unwrap();
+        let problems = Spi::get_one::<i64>("select count(*) from docstore.check_indexes()");
+        assert_eq!(problems, Ok(Some(0)));
+        let entries = Spi::get_one::<i64>("select count(*) from docstore.index_entries");
+        // a, tags, tags contains y, b, b.c
+        assert_eq!(entries, Ok(Some(5)));
+    }
+
+    #[pg_test(error = "document not found: pt/missing")]
+    fn update_of_a_missing_document() {
+        Spi::run("select docstore.update('pt/missing', '{\"n\": 1}')").unwrap();
+    }
+
+    #[pg_test(error = "document already exists: pt/c")]
+    fn create_of_an_existing_document() {
+        Spi::run("select docstore.create('pt/c', '{}')").unwrap();
+        Spi::run("select docstore.create('pt/c', '{}')").unwrap();
+    }
+
+    #[pg_test(error = "write 1: precondition failed for pt/none: the document does not exist")]
+    fn failed_precondition_names_the_write() {
+        Spi::run(
+            "select docstore.commit('[{\"set\": \"pt/d\", \"data\": {}}, \
+             {\"update\": \"pt/none\", \"fields\": {}, \"precondition\": {\"exists\": true}}]')",
+        )
+        .unwrap();
+    }
+}
