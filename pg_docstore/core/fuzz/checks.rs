@@ -14,6 +14,7 @@ use std::cmp::Ordering;
 use docstore_core::encoding::{self, DecodeError};
 use docstore_core::index::{IndexDefinition, Scope};
 use docstore_core::mutation::{Mutation, MutationError, WriteKind};
+use docstore_core::query::{self, Query};
 use docstore_core::value::{Map, Timestamp};
 use docstore_core::{compare, typed_json, FieldPath, ResourcePath, Value};
 
@@ -24,12 +25,13 @@ pub type Failure = String;
 pub type Check = fn(&[u8]) -> Result<(), Failure>;
 
 /// Every fuzz target, by the name of its binary and of its directory under `fuzz/corpus/`.
-pub const TARGETS: [(&str, Check); 5] = [
+pub const TARGETS: [(&str, Check); 6] = [
     ("typed_json", check_typed_json),
     ("decode", check_decode),
     ("paths", check_paths),
     ("mutation", check_mutation),
     ("index_fields", check_index_fields),
+    ("query", check_query),
 ];
 
 /// Target `typed_json`: [`typed_json::parse`] on UTF-8 text. A value it accepts must print
@@ -296,6 +298,47 @@ fn index_fields_round_trip(data: &[u8]) -> Result<(), Failure> {
     match IndexDefinition::parse_fields(&printed) {
         Ok(again) if again == fields => Ok(()),
         again => Err(format!("index fields {text:?} parse to {fields:?}, print as {printed}, which parse to {again:?}")),
+    }
+}
+
+/// Target `query`: both front ends of the query model on UTF-8 text, the text dialect
+/// ([`query::parse_query`]) and the structured JSON form ([`query::parse_structured_str`]). A
+/// query either accepts must print in both forms ([`Query`]'s `Display`,
+/// [`query::to_structured`]) to something that parses back to the same query.
+pub fn check_query(data: &[u8]) -> Result<(), Failure> {
+    queries_round_trip(data).map_err(elide)
+}
+
+fn queries_round_trip(data: &[u8]) -> Result<(), Failure> {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return Ok(());
+    };
+    if let Ok(parsed) = query::parse_query(text) {
+        query_round_trips(text, &parsed)?;
+    }
+    if let Ok(parsed) = query::parse_structured_str(text) {
+        query_round_trips(text, &parsed)?;
+    }
+    Ok(())
+}
+
+fn query_round_trips(text: &str, parsed: &Query) -> Result<(), Failure> {
+    let _ = parsed.normalized_order();
+    let printed = parsed.to_string();
+    match query::parse_query(&printed) {
+        Ok(again) if &again == parsed => {}
+        again => {
+            return Err(format!(
+            "query {text:?} parses to {parsed:?}, prints as {printed:?}, which parses to {again:?}"
+        ))
+        }
+    }
+    let structured = query::to_structured(parsed);
+    match query::parse_structured(&structured) {
+        Ok(again) if &again == parsed => Ok(()),
+        again => Err(format!(
+            "query {text:?} parses to {parsed:?}, whose structured form {structured} parses to {again:?}"
+        )),
     }
 }
 
