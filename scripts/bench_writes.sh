@@ -21,6 +21,8 @@ create index plain_gin on plain using gin (data jsonb_path_ops);
 create table counter (id int primary key, n bigint not null);
 insert into counter values (1, 0);
 select docstore.set('counters/hot', '{"n": 0}') is not null as ready;
+select count(docstore.add('restaurants', jsonb_build_object('warm', i))) from generate_series(1, 2000) i;
+analyze;
 SQL
 tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT

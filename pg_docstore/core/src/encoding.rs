@@ -54,7 +54,7 @@ const TERMINATOR: u8 = 0x01;
 const EXPONENT_BIAS: i32 = 1_075;
 /// Deepest nesting the decoder accepts (values are at most 20 deep; headroom for
 /// non-document values such as query literals).
-const MAX_DECODE_DEPTH: usize = 64;
+pub const MAX_DECODE_DEPTH: usize = 64;
 
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -556,6 +556,10 @@ fn locate(error: TypedJsonError, base: &str) -> MutationError {
             at: join_location(base, &at),
         }
         .into(),
+        TypedJsonError::TooDeep { at } => TypedJsonError::TooDeep {
+            at: join_location(base, &at),
+        }
+        .into(),
         TypedJsonError::Syntax(text) => TypedJsonError::Syntax(text).into(),
     }
 }

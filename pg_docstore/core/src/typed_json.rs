@@ -67,6 +67,8 @@ pub enum TypedJsonError {
     },
     #[error("field transform {tag} at {at} is only allowed in writes")]
     TransformNotAllowed { at: String, tag: String },
+    #[error("value at {at} is nested more than 64 levels deep")]
+    TooDeep { at: String },
     #[error("string at {at} contains U+0000, which cannot be stored")]
     NulCharacter { at: String },
 }
@@ -154,6 +156,11 @@ fn check_string(s: &str, trail: &[Step]) -> Result<(), TypedJsonError> {
 }
 
 fn convert(json: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJsonError> {
+    // Values deeper than the decoder accepts could be stored but never read back from an index
+    // key; documents are limited to 20 levels anyway (limits.rs).
+    if trail.len() > crate::encoding::MAX_DECODE_DEPTH {
+        return Err(TypedJsonError::TooDeep { at: at(trail) });
+    }
     Ok(match json {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Boolean(*b),

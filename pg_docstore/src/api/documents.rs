@@ -42,6 +42,7 @@ fn get(path: &str) -> Result<Option<TypedJsonb>, ErrorReport> {
     let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
     let database = database_id()?;
     let name = Keys::of(&path).name;
+    let _generic = crate::pg::spi::GenericPlans::new();
     let found = Spi::connect(|client| entities::read(client, &database, &name))?;
     Ok(found.map(|(data, _, _)| data))
 }
@@ -142,25 +143,44 @@ mod tests {
     use pgrx::prelude::*;
 
     fn get(path: &str) -> Option<String> {
-        Spi::get_one::<String>(&format!("select docstore.get('{path}')::text")).ok().flatten()
+        Spi::get_one::<String>(&format!("select docstore.get('{path}')::text"))
+            .ok()
+            .flatten()
     }
 
     #[pg_test]
     fn set_get_update_delete() {
         Spi::run("select docstore.set('pt/a', '{\"n\": 1, \"m\": {\"x\": true}}')").unwrap();
-        assert_eq!(get("pt/a").as_deref(), Some("{\"m\": {\"x\": true}, \"n\": 1}"));
-        Spi::run("select docstore.update('pt/a', '{\"n\": {\"$increment\": 2}, \"m.y\": \"z\"}')").unwrap();
-        assert_eq!(get("pt/a").as_deref(), Some("{\"m\": {\"x\": true, \"y\": \"z\"}, \"n\": 3}"));
-        assert_eq!(Spi::get_one::<bool>("select docstore.delete('pt/a')"), Ok(Some(true)));
+        assert_eq!(
+            get("pt/a").as_deref(),
+            Some("{\"m\": {\"x\": true}, \"n\": 1}")
+        );
+        Spi::run("select docstore.update('pt/a', '{\"n\": {\"$increment\": 2}, \"m.y\": \"z\"}')")
+            .unwrap();
+        assert_eq!(
+            get("pt/a").as_deref(),
+            Some("{\"m\": {\"x\": true, \"y\": \"z\"}, \"n\": 3}")
+        );
+        assert_eq!(
+            Spi::get_one::<bool>("select docstore.delete('pt/a')"),
+            Ok(Some(true))
+        );
         assert_eq!(get("pt/a"), None);
         let leftovers = Spi::get_one::<i64>("select count(*) from docstore.index_entries");
-        assert_eq!(leftovers, Ok(Some(0)), "deleting a document removes its entries");
+        assert_eq!(
+            leftovers,
+            Ok(Some(0)),
+            "deleting a document removes its entries"
+        );
     }
 
     #[pg_test]
     fn entries_follow_every_write() {
         Spi::run("select docstore.set('pt/b', '{\"a\": 1, \"tags\": [\"x\", \"y\"]}')").unwrap();
-        Spi::run("select docstore.set('pt/b', '{\"tags\": [\"y\"], \"b\": {\"c\": 2}}', merge => true)").unwrap();
+        Spi::run(
+            "select docstore.set('pt/b', '{\"tags\": [\"y\"], \"b\": {\"c\": 2}}', merge => true)",
+        )
+        .unwrap();
         let problems = Spi::get_one::<i64>("select count(*) from docstore.check_indexes()");
         assert_eq!(problems, Ok(Some(0)));
         let entries = Spi::get_one::<i64>("select count(*) from docstore.index_entries");

@@ -78,6 +78,7 @@ pub fn commit(
     database: &str,
     writes: &[Write],
 ) -> Result<CommitResult, DocstoreError> {
+    let _generic = crate::pg::spi::GenericPlans::new();
     // Lock and read every document once, in name order.
     let mut order: BTreeMap<Vec<u8>, ResourcePath> = BTreeMap::new();
     for write in writes {
