@@ -3,8 +3,8 @@
 //!
 //! Stages, each a module:
 //! - [`ast`]: the AST.
-//! - `prepass` + `text`: the text dialect (`select * from /restaurants where ...`), lexed by
-//!   sqlparser; `print`: `Display` back into it.
+//! - `prepass` + `text` (+ `literal`): the text dialect (`select * from /restaurants where
+//!   ...`), lexed by sqlparser; `print`: `Display` back into it.
 //! - [`structured`]: the structured JSON form (Firestore's `StructuredQuery` with typed JSON
 //!   values), both ways.
 //! - `normalize`: [`Query::validate`] (canonical form and Firestore's rules) and
@@ -17,6 +17,7 @@
 pub mod ast;
 pub mod error;
 pub mod evaluate;
+mod literal;
 pub mod matcher;
 mod normalize;
 mod prepass;

@@ -557,3 +557,81 @@ fn check_aggregations(aggregations: &[super::ast::Aggregation]) -> Result<(), Qu
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(field: &str, op: FieldOp, value: Value) -> Filter {
+        Filter::field(FieldPath::single(field), op, value)
+    }
+
+    fn list(n: i64) -> Value {
+        Value::Array((0..n).map(Value::Integer).collect())
+    }
+
+    #[test]
+    fn dnf_counts_list_values_as_disjunctions() {
+        let a = leaf("a", FieldOp::Eq, Value::Integer(1));
+        let b = leaf("b", FieldOp::In, list(3));
+        let c = leaf("c", FieldOp::ArrayContainsAny, list(2));
+        let d = leaf("d", FieldOp::NotIn, list(5));
+        assert_eq!(dnf_size(&a), 1);
+        assert_eq!(dnf_size(&b), 3);
+        assert_eq!(dnf_size(&d), 1);
+        let and = Filter::And(vec![a.clone(), b.clone(), c.clone()]);
+        assert_eq!(dnf_size(&and), 6);
+        let or = Filter::Or(vec![and.clone(), a.clone(), b.clone()]);
+        assert_eq!(dnf_size(&or), 10);
+        // (a or b) and (c or d) has four conjunctions (lists kept whole).
+        let both = Filter::And(vec![
+            Filter::Or(vec![a.clone(), b.clone()]),
+            Filter::Or(vec![c.clone(), d.clone()]),
+        ]);
+        let terms = dnf_terms(&both);
+        assert_eq!(terms.len(), 4);
+        assert_eq!(terms[0], vec![&a, &c]);
+        assert_eq!(terms[3], vec![&b, &d]);
+        // Saturates instead of overflowing.
+        let huge = Filter::And(vec![leaf("x", FieldOp::In, list(30)); 20]);
+        assert_eq!(dnf_size(&huge), usize::MAX);
+    }
+
+    #[test]
+    fn canonical_filters() {
+        let source = Source::collection(&ResourcePath::parse("c").unwrap()).unwrap();
+        let nested = Filter::And(vec![
+            Filter::And(vec![leaf("a", FieldOp::Eq, Value::Null)]),
+            Filter::Or(vec![
+                leaf("b", FieldOp::Ne, Value::Double(f64::NAN)),
+                Filter::Or(vec![leaf(
+                    "__name__",
+                    FieldOp::Lt,
+                    Value::String("x".into()),
+                )]),
+            ]),
+        ]);
+        let expected = Filter::And(vec![
+            Filter::Unary {
+                field: FieldPath::single("a"),
+                op: UnaryOp::IsNull,
+            },
+            Filter::Or(vec![
+                Filter::Unary {
+                    field: FieldPath::single("b"),
+                    op: UnaryOp::IsNotNan,
+                },
+                leaf(
+                    "__name__",
+                    FieldOp::Lt,
+                    Value::Reference(ResourcePath::parse("c/x").unwrap()),
+                ),
+            ]),
+        ]);
+        assert_eq!(canonical_filter(nested, &source), Ok(expected));
+        assert_eq!(
+            canonical_filter(Filter::Or(vec![]), &source),
+            Err(QueryError::EmptyComposite { op: "or" })
+        );
+    }
+}

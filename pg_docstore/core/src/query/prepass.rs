@@ -14,53 +14,62 @@ use crate::path::ResourcePath;
 use super::ast::Source;
 use super::error::QueryError;
 
-/// The query text with line starts, to turn byte offsets into lines and columns and back.
+/// The query text with its character and line starts, to turn byte offsets into lines and
+/// columns and back in constant or logarithmic time (tokens are located one by one).
 pub(crate) struct SourceText<'a> {
     pub text: &'a str,
+    /// Byte offset of every character, then the length of the text.
+    char_starts: Vec<usize>,
+    /// Character index of the first character of every line.
     line_starts: Vec<usize>,
 }
 
 impl<'a> SourceText<'a> {
     pub fn new(text: &'a str) -> SourceText<'a> {
+        let mut char_starts = Vec::with_capacity(text.len() + 1);
         let mut line_starts = vec![0];
-        line_starts.extend(
-            text.char_indices()
-                .filter(|(_, c)| *c == '\n')
-                .map(|(i, _)| i + 1),
-        );
-        SourceText { text, line_starts }
+        for (index, (byte, c)) in text.char_indices().enumerate() {
+            char_starts.push(byte);
+            if c == '\n' {
+                line_starts.push(index + 1);
+            }
+        }
+        char_starts.push(text.len());
+        SourceText {
+            text,
+            char_starts,
+            line_starts,
+        }
     }
 
     /// Line and column (from 1, columns in characters) of a byte offset.
     pub fn location(&self, offset: usize) -> (u64, u64) {
-        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let index = self.char_starts.partition_point(|&b| b < offset);
+        let line = self.line_starts.partition_point(|&start| start <= index);
         let start = self
             .line_starts
             .get(line.saturating_sub(1))
             .copied()
             .unwrap_or(0);
-        let column = self
-            .text
-            .get(start..offset)
-            .map_or(0, |prefix| prefix.chars().count());
-        (line as u64, column as u64 + 1)
+        (line as u64, (index - start) as u64 + 1)
     }
 
     /// Byte offset of a line and column (from 1, columns in characters); the end of the text
     /// when out of range.
     pub fn offset(&self, line: u64, column: u64) -> usize {
-        let Some(&start) = usize::try_from(line)
+        let line_start = usize::try_from(line)
             .ok()
             .and_then(|l| l.checked_sub(1))
-            .and_then(|l| self.line_starts.get(l))
-        else {
-            return self.text.len();
-        };
-        let skip = usize::try_from(column.saturating_sub(1)).unwrap_or(usize::MAX);
-        self.text
-            .get(start..)
-            .and_then(|rest| rest.char_indices().nth(skip).map(|(i, _)| start + i))
-            .unwrap_or(self.text.len())
+            .and_then(|l| self.line_starts.get(l));
+        let column = usize::try_from(column.saturating_sub(1)).ok();
+        match (line_start, column) {
+            (Some(start), Some(column)) => start
+                .checked_add(column)
+                .and_then(|index| self.char_starts.get(index))
+                .copied()
+                .unwrap_or(self.text.len()),
+            _ => self.text.len(),
+        }
     }
 
     /// A syntax error at a byte offset.
@@ -327,5 +336,70 @@ fn build_source(
                 invalid("this is a document path; from needs a collection path (an odd number of segments) or group(...)".into())
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_and_offsets_agree() {
+        let text = "ab\nçd\n\nx😀y";
+        let src = SourceText::new(text);
+        for (offset, _) in text.char_indices() {
+            let (line, column) = src.location(offset);
+            assert_eq!(src.offset(line, column), offset, "{offset}");
+        }
+        assert_eq!(src.location(0), (1, 1));
+        assert_eq!(src.location(3), (2, 1));
+        assert_eq!(src.location(5), (2, 2));
+        assert_eq!(src.location(8), (4, 1));
+        assert_eq!(src.location(13), (4, 3));
+        assert_eq!(src.location(text.len()), (4, 4));
+        assert_eq!(src.offset(9, 1), text.len());
+        assert_eq!(src.offset(1, 99), text.len());
+    }
+
+    #[test]
+    fn from_clause_is_found_and_blanked() {
+        let text = "select `from`, 'from' -- from\n FROM /a/`b c`/ü where x = 'from'";
+        let src = SourceText::new(text);
+        let (blanked, from) = prepass(&src).unwrap();
+        let from = from.unwrap();
+        assert_eq!(&text[from.keyword_offset..from.keyword_offset + 4], "FROM");
+        assert_eq!(
+            from.source,
+            Source::collection(
+                &ResourcePath::from_segments(vec!["a".into(), "b c".into(), "ü".into()]).unwrap()
+            )
+            .unwrap()
+        );
+        assert_eq!(blanked.chars().count(), text.chars().count());
+        assert!(blanked.contains("FROM            where"), "{blanked}");
+        let (_, none) = prepass(&SourceText::new("select 'from' /* from */")).unwrap();
+        assert!(none.is_none());
+    }
+
+    #[test]
+    fn groups() {
+        let group = |text: &str| {
+            prepass(&SourceText::new(text))
+                .map(|(_, from)| from.map(|f| f.source))
+                .unwrap()
+        };
+        assert_eq!(
+            group("select * from group(`a)b`)"),
+            Some(Source::group(None, "a)b"))
+        );
+        assert_eq!(
+            group("select * from a/b/group (c)"),
+            Some(Source::group(
+                Some(ResourcePath::parse("a/b").unwrap()),
+                "c"
+            ))
+        );
+        assert!(prepass(&SourceText::new("select * from a/group(c)")).is_err());
+        assert!(prepass(&SourceText::new("select * from group(c")).is_err());
     }
 }

@@ -22,6 +22,7 @@ use super::ast::{
     Selection, UnaryOp, MAX_LIMIT,
 };
 use super::error::QueryError;
+use super::literal::{number, unescape};
 use super::prepass::{prepass, FromClause, SourceText};
 
 /// The tokenizer dialect of the query text.
@@ -74,6 +75,7 @@ pub fn parse_query(text: &str) -> Result<Query> {
         tokens,
         pos: 0,
         from,
+        depth: 0,
     };
     parser.query()?.validate()
 }
@@ -97,7 +99,13 @@ struct Parser<'s> {
     tokens: Vec<Tok>,
     pos: usize,
     from: Option<FromClause>,
+    /// Nesting of parentheses, `not` and arrays, bounded by [`MAX_NESTING`].
+    depth: usize,
 }
+
+/// Deepest nesting of parentheses, `not` and array literals the parser accepts (it recurses;
+/// a bound keeps hostile input from exhausting the stack).
+const MAX_NESTING: usize = 64;
 
 type Result<T> = std::result::Result<T, QueryError>;
 
@@ -473,17 +481,31 @@ impl Parser<'_> {
     }
 
     fn not_filter(&mut self) -> Result<Filter> {
-        if self.eat_word("not") {
-            let inner = self.not_filter()?;
-            return negate(inner);
-        }
-        if self.eat(&Token::LParen) {
-            let inner = self.or_filter()?;
-            self.expect(&Token::RParen)?;
-            return Ok(inner);
+        if self.is_word("not") || self.peek() == Some(&Token::LParen) {
+            self.enter()?;
+            let result = if self.eat_word("not") {
+                self.not_filter().and_then(negate)
+            } else {
+                self.pos += 1;
+                self.or_filter()
+                    .and_then(|inner| self.expect(&Token::RParen).map(|()| inner))
+            };
+            self.depth -= 1;
+            return result;
         }
         let field = self.field()?;
         self.predicate(field)
+    }
+
+    /// One level deeper; an error past [`MAX_NESTING`].
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(self.error_here(format!(
+                "the query nests parentheses, not and arrays more than {MAX_NESTING} deep"
+            )));
+        }
+        Ok(())
     }
 
     fn predicate(&mut self, field: FieldPath) -> Result<Filter> {
@@ -589,7 +611,12 @@ impl Parser<'_> {
             Token::Number(text, false) => self.number(&text, start),
             Token::SingleQuotedString(raw) => self.string(&raw, '\'', start),
             Token::DoubleQuotedString(raw) => self.string(&raw, '"', start),
-            Token::LBracket => Ok(Value::Array(self.values_until(&Token::RBracket)?)),
+            Token::LBracket => {
+                self.enter()?;
+                let items = self.values_until(&Token::RBracket);
+                self.depth -= 1;
+                Ok(Value::Array(items?))
+            }
             Token::LBrace => self.json_object(start),
             Token::Word(Word {
                 value,
@@ -615,20 +642,9 @@ impl Parser<'_> {
         }
     }
 
-    /// A number by the typed-JSON rule: integer syntax that fits int64 is an integer.
+    /// A number by the typed-JSON rule (see [`super::literal::number`]).
     fn number(&self, text: &str, start: usize) -> Result<Value> {
-        if !text.contains(['.', 'e', 'E']) {
-            if let Ok(i) = text.parse::<i64>() {
-                return Ok(Value::Integer(i));
-            }
-        }
-        match text.parse::<f64>() {
-            Ok(d) if d.is_finite() => Ok(Value::Double(d)),
-            _ => Err(self.src.error_at(
-                start,
-                format!("number {text} is out of range for a double (use {{\"$double\": \"Infinity\"}})"),
-            )),
-        }
+        number(text).map_err(|message| self.src.error_at(start, message))
     }
 
     fn string(&self, raw: &str, quote: char, start: usize) -> Result<Value> {
@@ -679,72 +695,6 @@ impl Parser<'_> {
         }
         Ok(value)
     }
-}
-
-/// The text of a string literal from its raw form: a doubled quote is one quote; backslash
-/// escapes as in JSON (`\" \' \\ \/ \b \f \n \r \t \uXXXX`).
-fn unescape(raw: &str, quote: char) -> std::result::Result<String, String> {
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let escaped = match chars.next() {
-                    Some('n') => '\n',
-                    Some('t') => '\t',
-                    Some('r') => '\r',
-                    Some('b') => '\u{8}',
-                    Some('f') => '\u{c}',
-                    Some(c @ ('\\' | '/' | '\'' | '"')) => c,
-                    Some('u') => unicode_escape(&mut chars)?,
-                    Some(other) => {
-                        return Err(format!(
-                            "unknown escape \\{other} in a string (use \\\\ for a backslash)"
-                        ))
-                    }
-                    None => return Err("a string ends with a lone backslash".into()),
-                };
-                out.push(escaped);
-            }
-            c if c == quote => {
-                // The tokenizer only leaves doubled quotes inside a string.
-                chars.next();
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    if out.contains('\0') {
-        return Err("a string contains U+0000, which cannot be stored".into());
-    }
-    Ok(out)
-}
-
-fn hex4(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> std::result::Result<u32, String> {
-    let digits: String = (0..4).filter_map(|_| chars.next()).collect();
-    if digits.len() != 4 {
-        return Err("\\u needs four hex digits".into());
-    }
-    u32::from_str_radix(&digits, 16).map_err(|_| format!("\\u{digits} is not four hex digits"))
-}
-
-fn unicode_escape(
-    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
-) -> std::result::Result<char, String> {
-    let first = hex4(chars)?;
-    let code = if (0xD800..0xDC00).contains(&first) {
-        if chars.next() != Some('\\') || chars.next() != Some('u') {
-            return Err("a \\u high surrogate must be followed by a \\u low surrogate".into());
-        }
-        let second = hex4(chars)?;
-        if !(0xDC00..0xE000).contains(&second) {
-            return Err("a \\u high surrogate must be followed by a \\u low surrogate".into());
-        }
-        0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
-    } else {
-        first
-    };
-    char::from_u32(code).ok_or_else(|| format!("\\u{first:04x} is not a character"))
 }
 
 /// `not` pushed into the filter: `=` and `!=`, `in` and `not in`, `is` and `is not` swap;
