@@ -12,6 +12,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::encoding::MAX_DECODE_DEPTH;
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::Value;
 
@@ -350,6 +351,15 @@ fn check_leaf(leaf: &Filter) -> Result<(), QueryError> {
                     });
                 }
             }
+            let operands: &[Value] = match value {
+                Value::Array(items) if op.takes_list() => items,
+                other => std::slice::from_ref(other),
+            };
+            if operands.iter().any(|v| height(v) > MAX_DECODE_DEPTH) {
+                return Err(invalid(format!(
+                    "a value nested more than {MAX_DECODE_DEPTH} levels deep cannot be compared with indexed values"
+                )));
+            }
             if (op.is_range() || *op == FieldOp::ArrayContains)
                 && (matches!(value, Value::Null) || is_nan(value))
             {
@@ -362,10 +372,6 @@ fn check_leaf(leaf: &Filter) -> Result<(), QueryError> {
                 if matches!(op, FieldOp::ArrayContains | FieldOp::ArrayContainsAny) {
                     return Err(invalid("a document name is not an array".into()));
                 }
-                let operands: &[Value] = match value {
-                    Value::Array(items) if op.takes_list() => items,
-                    other => std::slice::from_ref(other),
-                };
                 if let Some(bad) = operands.iter().find(|v| !matches!(v, Value::Reference(_))) {
                     return Err(invalid(format!(
                         "__name__ is compared with document names (a reference or a string), not a {}",
@@ -376,6 +382,16 @@ fn check_leaf(leaf: &Filter) -> Result<(), QueryError> {
             Ok(())
         }
         _ => Ok(()),
+    }
+}
+
+/// How deeply a value nests arrays and maps (a scalar or an empty container is 0), as typed
+/// JSON and the index encoding bound it.
+fn height(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => items.iter().map(|v| 1 + height(v)).max().unwrap_or(0),
+        Value::Map(map) => map.values().map(|v| 1 + height(v)).max().unwrap_or(0),
+        _ => 0,
     }
 }
 
@@ -452,6 +468,12 @@ fn canonical_cursor(
             count: cursor.values.len(),
             max: order.len(),
             order: describe_order(order),
+        });
+    }
+    if cursor.values.iter().any(|v| height(v) > MAX_DECODE_DEPTH) {
+        return Err(QueryError::InvalidCursor {
+            clause,
+            reason: format!("a value nested more than {MAX_DECODE_DEPTH} levels deep"),
         });
     }
     for (value, component) in cursor.values.iter_mut().zip(order) {
