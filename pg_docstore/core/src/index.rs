@@ -128,9 +128,11 @@ impl IndexDefinition {
                 (Some("asc" | "ascending"), None) | (None, None) => IndexMode::Ascending,
                 (Some("desc" | "descending"), None) => IndexMode::Descending,
                 (None, Some("contains")) => IndexMode::ArrayContains,
-                _ => return Err(bad(format!(
+                _ => {
+                    return Err(bad(format!(
                     "field {path_text}: use \"order\": \"asc\"|\"desc\" or \"array\": \"contains\""
-                ))),
+                )))
+                }
             };
             if let Some(unknown) = obj
                 .keys()
