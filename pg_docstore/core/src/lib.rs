@@ -17,6 +17,7 @@ pub mod index;
 pub mod limits;
 pub mod mutation;
 pub mod path;
+pub mod plan;
 pub mod query;
 pub mod typed_json;
 pub mod value;
