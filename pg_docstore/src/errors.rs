@@ -11,6 +11,8 @@
 //! | failed precondition | 55000 |
 //! | contention (REPEATABLE READ conflict) | 40001 |
 //! | too large (document, nesting, index entries) | 54000 |
+//! | query syntax | 42601 (message has line and column) |
+//! | missing index | 55000 (message has the `create_index` call) |
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::spi::SpiError;
@@ -19,6 +21,8 @@ use pgrx::PgSqlErrorCode;
 use docstore_core::index::IndexError;
 use docstore_core::limits::LimitError;
 use docstore_core::mutation::{ErrorClass, MutationError};
+use docstore_core::plan::PlanError;
+use docstore_core::query::QueryError;
 use docstore_core::{PathError, TypedJsonError};
 
 /// Every error the SQL functions raise.
@@ -53,6 +57,10 @@ pub enum DocstoreError {
         index: usize,
         error: Box<DocstoreError>,
     },
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
     #[error("internal error: {0}")]
     Internal(String),
     #[error("SPI: {0}")]
@@ -94,6 +102,15 @@ impl DocstoreError {
             DocstoreError::PreconditionFailed { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             DocstoreError::Contention { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
             DocstoreError::InWrite { error, .. } => error.sqlstate(),
+            DocstoreError::Query(e) => match e.sqlstate() {
+                "42601" => ERRCODE_SYNTAX_ERROR,
+                "22P02" => ERRCODE_INVALID_TEXT_REPRESENTATION,
+                _ => ERRCODE_INVALID_PARAMETER_VALUE,
+            },
+            DocstoreError::Plan(PlanError::MissingIndex { .. }) => {
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+            }
+            DocstoreError::Plan(PlanError::Unsupported(_)) => ERRCODE_FEATURE_NOT_SUPPORTED,
             DocstoreError::Internal(_) | DocstoreError::Spi(_) => ERRCODE_INTERNAL_ERROR,
         }
     }
@@ -109,6 +126,10 @@ impl DocstoreError {
             }
             DocstoreError::Contention { .. } => Some("retry the transaction"),
             DocstoreError::InWrite { error, .. } => error.hint(),
+            DocstoreError::Plan(PlanError::MissingIndex { .. }) => {
+                Some("run the create_index call above, then CALL docstore.build_indexes(); see docs/query.md")
+            }
+            DocstoreError::Query(QueryError::Syntax { .. }) => Some("the query dialect is described in docs/query.md"),
             _ => None,
         }
     }

@@ -9,6 +9,7 @@
 
 mod api;
 mod errors;
+mod executor;
 mod guc;
 mod pg;
 mod storage;

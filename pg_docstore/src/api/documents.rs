@@ -139,6 +139,7 @@ fn commit(writes: TypedJsonb) -> Result<TypedJsonb, ErrorReport> {
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use pgrx::prelude::*;
 

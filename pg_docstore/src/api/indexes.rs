@@ -314,7 +314,6 @@ fn exempt_field(collection_group: &str, field_path: &str) -> Result<(), ErrorRep
                 None,
                 &[database.as_str().into(), collection_group.into()],
             )?
-            .into_iter()
             .filter_map(|r| r.get::<Vec<u8>>(1).ok().flatten())
             .collect();
         for parent in parents {
@@ -437,7 +436,6 @@ fn check_indexes(
                 None,
                 &[database.as_str().into()],
             )?
-            .into_iter()
             .filter_map(|r| r.get::<i32>(1).ok().flatten())
             .map(|id| {
                 let mut p = vec![kind::COMPOSITE];

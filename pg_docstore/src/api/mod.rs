@@ -2,4 +2,5 @@
 
 mod documents;
 mod indexes;
+mod query;
 mod values;

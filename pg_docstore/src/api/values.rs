@@ -52,6 +52,7 @@ fn typed_json(v: TypedJsonb) -> Result<TypedJsonb, ErrorReport> {
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use pgrx::prelude::*;
 

@@ -80,3 +80,18 @@ pub fn get_or_load(
     CONFIGS.with(|c| c.borrow_mut().insert(key, (generation, config.clone())));
     Ok(config)
 }
+
+/// The current catalog generation (changes whenever the index catalog may have changed).
+pub fn generation() -> u64 {
+    GENERATION.with(Cell::get)
+}
+
+/// Make sure invalidations of the catalog table reach [`generation`] (the callback matches
+/// the table's oid, learnt on first use).
+pub fn watch_catalog(client: &SpiClient<'_>) -> Result<(), DocstoreError> {
+    if CATALOG_OID.with(Cell::get) == pg_sys::InvalidOid {
+        let oid = catalog_oid(client)?;
+        CATALOG_OID.with(|c| c.set(oid));
+    }
+    Ok(())
+}

@@ -20,7 +20,7 @@ pub struct IndexRow {
     pub state: String,
 }
 
-fn definition(
+pub fn definition(
     id: i32,
     group: String,
     scope: &str,

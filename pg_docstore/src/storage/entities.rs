@@ -234,3 +234,44 @@ pub fn delete(
     )?;
     Ok(())
 }
+
+/// A document as a query returns it.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub path: String,
+    pub data: TypedJsonb,
+    /// Postgres microseconds.
+    pub update_time: i64,
+}
+
+/// Fetch documents by name (one statement); missing names are absent from the result.
+pub fn fetch_many(
+    client: &SpiClient<'_>,
+    database: &str,
+    names: Vec<Vec<u8>>,
+) -> Result<std::collections::HashMap<Vec<u8>, Fetched>, DocstoreError> {
+    let mut out = std::collections::HashMap::with_capacity(names.len());
+    if names.is_empty() {
+        return Ok(out);
+    }
+    let sql = "select name, path, data, update_time from docstore.entities \
+               where database_id = $1 and name = any($2)";
+    let stmt = plan(client, sql, &[TEXT, BYTEA_ARRAY])?;
+    for row in client.select(&*stmt, None, &[database.into(), names.into()])? {
+        let name: Vec<u8> = row.get(1)?.unwrap_or_default();
+        let path: String = row.get(2)?.unwrap_or_default();
+        let data: Option<TypedJsonb> = row.get(3)?;
+        let update: Option<TimestampWithTimeZone> = row.get(4)?;
+        if let Some(data) = data {
+            out.insert(
+                name,
+                Fetched {
+                    path,
+                    data,
+                    update_time: update.map(from_timestamptz).unwrap_or_default(),
+                },
+            );
+        }
+    }
+    Ok(out)
+}

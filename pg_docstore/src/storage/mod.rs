@@ -4,3 +4,4 @@
 pub mod catalog;
 pub mod entities;
 pub mod entries;
+pub mod scan;

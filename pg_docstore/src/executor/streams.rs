@@ -1,0 +1,297 @@
+//! Row streams of one plan branch, in the plan's order: a scan over several key ranges, the
+//! zig-zag merge join of several scans, and a collection listing. The same algorithm as
+//! `docstore_core::plan::simulate`, over SPI instead of an in-memory key set.
+
+use std::cmp::Ordering;
+
+use pgrx::spi::SpiClient;
+
+use docstore_core::encoding::encode_segments;
+use docstore_core::plan::{
+    collection_bounds, key_matches, name_order_key, order_key, scan_bounds, seek_key,
+    CollectionScan, KeyCheck, KeyRange, OrderKey, Plan, Scan,
+};
+use docstore_core::ResourcePath;
+
+use crate::errors::DocstoreError;
+use crate::storage::scan::{KeyStream, ScanStats, Source};
+
+/// A row of a branch: its position in the plan's order, and whether the document must be
+/// checked with the matcher (an indexed value was truncated).
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub key: OrderKey,
+    pub recheck: bool,
+}
+
+fn key_error(e: impl std::fmt::Display) -> DocstoreError {
+    DocstoreError::Internal(format!("index key does not decode: {e}"))
+}
+
+/// One stream per key range, read in scan direction (backward: last range first).
+pub struct Ranges {
+    streams: Vec<KeyStream>,
+    current: usize,
+    backward: bool,
+}
+
+impl Ranges {
+    fn new(
+        source: Source,
+        database: &str,
+        fixed: Vec<u8>,
+        ranges: Vec<KeyRange>,
+        backward: bool,
+        batch: i64,
+    ) -> Self {
+        let mut streams: Vec<KeyStream> = ranges
+            .into_iter()
+            .map(|r| {
+                KeyStream::new(
+                    source,
+                    database,
+                    fixed.clone(),
+                    r.start,
+                    r.end,
+                    backward,
+                    batch,
+                )
+            })
+            .collect();
+        if backward {
+            streams.reverse();
+        }
+        Ranges {
+            streams,
+            current: 0,
+            backward,
+        }
+    }
+
+    fn peek(&mut self, client: &SpiClient<'_>) -> Result<Option<Vec<u8>>, DocstoreError> {
+        while let Some(stream) = self.streams.get_mut(self.current) {
+            if let Some((key, _)) = stream.peek(client)? {
+                return Ok(Some(key.clone()));
+            }
+            self.current += 1;
+        }
+        Ok(None)
+    }
+
+    fn advance(&mut self) {
+        if let Some(stream) = self.streams.get_mut(self.current) {
+            stream.advance();
+        }
+    }
+
+    /// Skip to keys at or beyond `target` in scan direction.
+    fn seek(&mut self, target: &[u8]) {
+        while let Some(stream) = self.streams.get_mut(self.current) {
+            let (lower, upper) = stream.bounds();
+            // The whole range is before the boundary in scan direction: nothing to keep.
+            let past = if self.backward {
+                target <= lower
+            } else {
+                target >= upper
+            };
+            if past {
+                self.current += 1;
+                continue;
+            }
+            stream.seek(target);
+            return;
+        }
+    }
+
+    fn stats(&self) -> ScanStats {
+        self.streams
+            .iter()
+            .fold(ScanStats::default(), |acc, s| ScanStats {
+                queries: acc.queries + s.stats.queries,
+                rows: acc.rows + s.stats.rows,
+            })
+    }
+}
+
+/// The rows of one scan that pass its key filters, from `Ranges`.
+pub struct ScanRows<'p> {
+    scan: &'p Scan,
+    ranges: Ranges,
+}
+
+impl ScanRows<'_> {
+    /// The first passing row at the current position (not consumed).
+    fn current(&mut self, client: &SpiClient<'_>) -> Result<Option<Row>, DocstoreError> {
+        while let Some(key) = self.ranges.peek(client)? {
+            let position = order_key(self.scan, &key).map_err(key_error)?;
+            match key_matches(self.scan, &position) {
+                KeyCheck::Fail => self.ranges.advance(),
+                check => {
+                    return Ok(Some(Row {
+                        key: position,
+                        recheck: check == KeyCheck::Recheck,
+                    }))
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A branch's rows in the plan's order.
+pub enum BranchStream<'p> {
+    Join {
+        plan: &'p Plan,
+        scans: Vec<ScanRows<'p>>,
+        done: bool,
+    },
+    Listing {
+        ranges: Ranges,
+        filter: Listing,
+    },
+}
+
+/// Which listed names belong to the branch (a group under a parent document).
+pub struct Listing {
+    under: Option<ResourcePath>,
+}
+
+impl<'p> BranchStream<'p> {
+    pub fn scans(plan: &'p Plan, scans: &'p [Scan], database: &str, batch: i64) -> Self {
+        let rows = scans
+            .iter()
+            .map(|scan| ScanRows {
+                scan,
+                ranges: Ranges::new(
+                    Source::Entries,
+                    database,
+                    Vec::new(),
+                    scan_bounds(plan, scan),
+                    scan.backward,
+                    batch,
+                ),
+            })
+            .collect();
+        BranchStream::Join {
+            plan,
+            scans: rows,
+            done: false,
+        }
+    }
+
+    pub fn listing(
+        plan: &Plan,
+        collection: &CollectionScan,
+        database: &str,
+        batch: i64,
+    ) -> Result<Self, DocstoreError> {
+        let bounds = collection_bounds(plan, collection);
+        let (source, fixed, under) = if collection.all_descendants {
+            (
+                Source::Group,
+                collection.collection_id.as_bytes().to_vec(),
+                collection.parent.clone(),
+            )
+        } else {
+            let path = match &collection.parent {
+                Some(p) => p.child(&collection.collection_id)?,
+                None => ResourcePath::from_segments(vec![collection.collection_id.clone()])?,
+            };
+            let mut fixed = Vec::new();
+            encode_segments(&mut fixed, path.segments());
+            (Source::Collection, fixed, None)
+        };
+        Ok(BranchStream::Listing {
+            ranges: Ranges::new(source, database, fixed, bounds, collection.backward, batch),
+            filter: Listing { under },
+        })
+    }
+
+    /// The next row, consumed.
+    pub fn next(&mut self, client: &SpiClient<'_>) -> Result<Option<Row>, DocstoreError> {
+        match self {
+            BranchStream::Listing { ranges, filter } => {
+                while let Some(name) = ranges.peek(client)? {
+                    ranges.advance();
+                    let key = name_order_key(&name).map_err(key_error)?;
+                    let inside = match (&filter.under, key.name()) {
+                        (None, _) => true,
+                        (Some(parent), Some(path)) => {
+                            path.segments().len() > parent.segments().len()
+                                && path.segments().starts_with(parent.segments())
+                        }
+                        (Some(_), None) => false,
+                    };
+                    if inside {
+                        return Ok(Some(Row {
+                            key,
+                            recheck: false,
+                        }));
+                    }
+                }
+                Ok(None)
+            }
+            BranchStream::Join { plan, scans, done } => {
+                if *done {
+                    return Ok(None);
+                }
+                let n = scans.len();
+                let Some(lead) = scans.first_mut() else {
+                    return Ok(None);
+                };
+                let Some(mut candidate) = lead.current(client)? else {
+                    *done = true;
+                    return Ok(None);
+                };
+                let mut agreed = 1;
+                let mut i = 1;
+                while agreed < n {
+                    let s = i % n;
+                    let scan = &mut scans[s];
+                    let target = seek_key(scan.scan, &candidate.key, false);
+                    scan.ranges.seek(&target);
+                    let Some(found) = scan.current(client)? else {
+                        *done = true;
+                        return Ok(None);
+                    };
+                    match plan.compare(&found.key, &candidate.key) {
+                        Ordering::Equal => {
+                            candidate.recheck |= found.recheck;
+                            agreed += 1;
+                        }
+                        Ordering::Greater => {
+                            candidate = found;
+                            agreed = 1;
+                        }
+                        Ordering::Less => {
+                            return Err(DocstoreError::Internal(
+                                "zig-zag seek went backwards".into(),
+                            ));
+                        }
+                    }
+                    i += 1;
+                }
+                // Consume the lead past the candidate.
+                let lead = &mut scans[0];
+                let after = seek_key(lead.scan, &candidate.key, true);
+                lead.ranges.seek(&after);
+                Ok(Some(candidate))
+            }
+        }
+    }
+
+    pub fn stats(&self) -> ScanStats {
+        match self {
+            BranchStream::Listing { ranges, .. } => ranges.stats(),
+            BranchStream::Join { scans, .. } => {
+                scans.iter().fold(ScanStats::default(), |acc, s| {
+                    let st = s.ranges.stats();
+                    ScanStats {
+                        queries: acc.queries + st.queries,
+                        rows: acc.rows + st.rows,
+                    }
+                })
+            }
+        }
+    }
+}
