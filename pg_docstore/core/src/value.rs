@@ -11,8 +11,10 @@ pub type Map = BTreeMap<String, Value>;
 /// One Firestore value.
 ///
 /// `PartialEq` is *identity* (same type, same bits), not Firestore equality: `Integer(1)` and
-/// `Double(1.0)` are different values that compare equal under [`crate::compare()`], and a NaN is
-/// identical to itself. Use [`crate::compare()`] for query semantics.
+/// `Double(1.0)` are different values that compare equal under [`crate::compare()`], `-0.0` is
+/// not `0.0`, and every NaN is identical to every other (NaN payloads carry no meaning in
+/// Firestore and typed JSON has one spelling for them). Use [`crate::compare()`] for query
+/// semantics.
 #[derive(Debug, Clone)]
 pub enum Value {
     Null,
@@ -37,7 +39,7 @@ impl PartialEq for Value {
             (Null, Null) => true,
             (Boolean(a), Boolean(b)) => a == b,
             (Integer(a), Integer(b)) => a == b,
-            (Double(a), Double(b)) => a.to_bits() == b.to_bits(),
+            (Double(a), Double(b)) => same_double(*a, *b),
             (Timestamp(a), Timestamp(b)) => a == b,
             (String(a), String(b)) => a == b,
             (Bytes(a), Bytes(b)) => a == b,
@@ -48,12 +50,17 @@ impl PartialEq for Value {
             }
             (Array(a), Array(b)) => a == b,
             (Vector(a), Vector(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_double(*x, *y))
             }
             (Map(a), Map(b)) => a == b,
             _ => false,
         }
     }
+}
+
+/// Identity of doubles: the same bits, or both NaN.
+fn same_double(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
 /// The type of a value, in Firestore's cross-type order.
