@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|pgrx|regress|isolation|concurrency ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency ...]  (default: all, in this order)
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 
@@ -39,6 +39,15 @@ regress() {
   bash scripts/regress.sh
 }
 
+differential() {
+  say "differential: docstore.query against the naive evaluator (query::evaluate) on random documents and queries"
+  cluster_running || die "the cluster is not running: run 'make up' first"
+  # The test drops and recreates this database. DOCSTORE_DIFFERENTIAL_CASES (default 2000) and
+  # DOCSTORE_DIFFERENTIAL_SEED (default 1) pass through.
+  DOCSTORE_TEST_DSN="host=127.0.0.1 port=${DOCSTORE_PG_PORT} user=postgres dbname=docstore_differential" \
+    cargo test -p docstore-core --test differential
+}
+
 isolation() {
   say "concurrency specs (pg_isolation_regress against the project cluster)"
   bash scripts/isolation.sh
@@ -50,7 +59,7 @@ concurrency() {
 }
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress isolation concurrency)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency)
 for step in "${steps[@]}"; do
   "${step}"
 done
