@@ -56,6 +56,7 @@ pub fn catalog(
                  union all \
                  select 'exemption', null, null, null, field_path from docstore.field_exemptions \
                  where database_id = $1 and collection_group = $2) c";
+    let _owner = crate::pg::owner::AsOwner::new(client)?;
     let stmt = prepared(client, sql, &[TEXT, TEXT])?;
     let mut out = Catalog::default();
     for row in client.select(&*stmt, None, &[database.into(), group.into()])? {
@@ -137,7 +138,14 @@ pub fn run(
 ) -> Result<(Vec<ResultRow>, RunStats), DocstoreError> {
     let _generic = GenericPlans::new();
     let mut stats = RunStats::default();
-    if let Some(rows) = fast::documents(client, database, query, plan)? {
+    // The fast paths read index entries and documents in one statement (or only the entries),
+    // which would bypass the caller's rights on entities: only for callers that have them.
+    let privileged = crate::pg::owner::caller_is_privileged(client)?;
+    if let Some(rows) = privileged
+        .then(|| fast::documents(client, database, query, plan))
+        .transpose()?
+        .flatten()
+    {
         stats.results = u64::try_from(rows.len()).unwrap_or(0);
         stats.documents_fetched = stats.results;
         stats.index_queries = 1;
@@ -160,7 +168,7 @@ pub fn run(
             .limit
             .map(|l| u64::from(query.offset) + u64::from(l.count()))
     };
-    let fast_count = if count_only {
+    let fast_count = if count_only && privileged {
         fast::count(client, database, query, plan)?
     } else {
         None
@@ -214,7 +222,9 @@ pub fn run(
                 continue;
             }
             let recheck = plan.recheck || row.recheck;
-            if count_only && !recheck {
+            // Counting from the index alone is only for callers who may read the documents
+            // anyway; everyone else's rows are fetched, so their rights (and RLS) apply.
+            if count_only && !recheck && privileged {
                 counted += 1;
                 continue;
             }

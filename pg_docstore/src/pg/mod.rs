@@ -2,6 +2,7 @@
 
 pub mod catalog_cache;
 pub mod jsonb;
+pub mod owner;
 pub mod random;
 pub mod spi;
 pub mod time;

@@ -116,6 +116,11 @@ impl KeyStream {
             (Some(after), false) => (after.clone(), self.upper.clone(), 1),
             (Some(after), true) => (self.lower.clone(), after.clone(), 1),
         };
+        // Index entries are read as the extension owner; listings of entities as the caller.
+        let _owner = match self.source {
+            Source::Entries => Some(crate::pg::owner::AsOwner::new(client)?),
+            Source::Collection | Source::Group => None,
+        };
         let stmt = plan(client, self.sql(), &[TEXT, BYTEA, BYTEA, INT8, BYTEA, INT8])?;
         let rows = client.select(
             &*stmt,

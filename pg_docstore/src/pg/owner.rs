@@ -1,0 +1,76 @@
+//! Internal tables are the extension's, not the caller's: `index_entries` holds field values
+//! of every document, so client roles must never read it directly, yet their queries must use
+//! it. While an [`AsOwner`] guard lives, statements run as the owner of `docstore.index_entries`
+//! (the role that created the extension); everything else (reading `entities`, where row-level
+//! security applies) runs as the caller. The guard restores the caller on drop, which also
+//! runs when a Postgres error unwinds through us, and it marks the switch as a local user-id
+//! change so the security context is as strict as in a SECURITY DEFINER function.
+
+use std::cell::Cell;
+
+use pgrx::pg_sys;
+use pgrx::spi::SpiClient;
+
+use crate::errors::DocstoreError;
+
+thread_local! {
+    static OWNER: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+}
+
+/// The owner of `docstore.index_entries` (looked up once per backend).
+fn owner(client: &SpiClient<'_>) -> Result<pg_sys::Oid, DocstoreError> {
+    let known = OWNER.with(Cell::get);
+    if known != pg_sys::InvalidOid {
+        return Ok(known);
+    }
+    let oid = client
+        .select(
+            "select relowner from pg_class where oid = 'docstore.index_entries'::regclass",
+            Some(1),
+            &[],
+        )?
+        .first()
+        .get_one::<pg_sys::Oid>()?
+        .ok_or_else(|| DocstoreError::Internal("docstore.index_entries has no owner".into()))?;
+    OWNER.with(|o| o.set(oid));
+    Ok(oid)
+}
+
+/// Whether the caller may read the internal tables itself (superuser or their owner): then
+/// queries may join them with `entities` in one statement.
+pub fn caller_is_privileged(client: &SpiClient<'_>) -> Result<bool, DocstoreError> {
+    // SAFETY: reads the current user of this backend.
+    let (is_superuser, user) = unsafe { (pg_sys::superuser(), pg_sys::GetUserId()) };
+    Ok(is_superuser || user == owner(client)?)
+}
+
+/// While alive, statements run as the owner of the internal tables.
+pub struct AsOwner {
+    user: pg_sys::Oid,
+    context: core::ffi::c_int,
+}
+
+impl AsOwner {
+    /// # Errors
+    /// When the owner cannot be looked up.
+    pub fn new(client: &SpiClient<'_>) -> Result<Self, DocstoreError> {
+        let owner = owner(client)?;
+        let mut user = pg_sys::InvalidOid;
+        let mut context: core::ffi::c_int = 0;
+        // SAFETY: out-pointers to locals; the call only reads backend state.
+        unsafe { pg_sys::GetUserIdAndSecContext(&mut user, &mut context) };
+        #[allow(clippy::cast_possible_wrap)]
+        let local = pg_sys::SECURITY_LOCAL_USERID_CHANGE as core::ffi::c_int;
+        // SAFETY: switches to an existing role for the statements run while the guard lives;
+        // restored in Drop (also on error unwinding).
+        unsafe { pg_sys::SetUserIdAndSecContext(owner, context | local) };
+        Ok(AsOwner { user, context })
+    }
+}
+
+impl Drop for AsOwner {
+    fn drop(&mut self) {
+        // SAFETY: restores exactly the user and context read in `new`.
+        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
+    }
+}
