@@ -61,16 +61,20 @@ fn create_index(
     let json: serde_json::Value = serde_json::from_str(&fields.0)
         .map_err(|e| DocstoreError::InvalidArgument(format!("fields: {e}")))?;
     let parsed = IndexDefinition::parse_fields(&json).map_err(DocstoreError::from)?;
-    if scope == Scope::Collection && parsed.len() == 1 {
-        return Err(DocstoreError::InvalidArgument(format!(
-            "field {} already has automatic single-field indexes in every collection; composite indexes need two or more fields (or scope => 'collection_group')",
-            parsed[0].path
-        ))
-        .into());
-    }
     let database = database_id()?;
     let canonical = TypedJsonb(IndexDefinition::fields_json(&parsed).to_string());
     let id = Spi::connect_mut(|client| -> Result<i32, DocstoreError> {
+        // A single field already has automatic indexes in every collection, unless it (or a
+        // parent field) is exempted in this group: then a single-field index is how it gets one.
+        if scope == Scope::Collection && parsed.len() == 1 {
+            let field = &parsed[0].path;
+            let config = catalog::index_config(client, &database, collection_group)?;
+            if !config.exemptions.iter().any(|e| field.starts_with(e)) {
+                return Err(DocstoreError::InvalidArgument(format!(
+                    "field {field} already has automatic single-field indexes in every collection; composite indexes need two or more fields (or scope => 'collection_group', or an exemption of the field)"
+                )));
+            }
+        }
         let existing = client.select(
             "select id from docstore.indexes where database_id = $1 and collection_group = $2 \
              and scope = $3 and fields = $4 and state <> 'DELETING'",

@@ -115,7 +115,13 @@ pub(super) fn branch(
         return collection(&shape);
     }
     let chosen = choose(&shape, catalog)?;
-    let mut recheck = term.pins.iter().any(|(_, v)| OrderValue::of(v).truncated);
+    // A pinned value or an array_contains operand cut at 1,500 bytes matches every indexed
+    // value sharing those bytes: the documents must be checked with the matcher.
+    let mut recheck = term.pins.iter().any(|(_, v)| OrderValue::of(v).truncated)
+        || term
+            .contains
+            .as_ref()
+            .is_some_and(|(_, v)| OrderValue::of(v).truncated);
     let mut scans = Vec::with_capacity(chosen.len());
     for candidate in chosen {
         match scan(&shape, order, candidate)? {
