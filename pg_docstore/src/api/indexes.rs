@@ -12,7 +12,7 @@ use docstore_core::{typed_json, FieldPath, ResourcePath};
 use crate::errors::DocstoreError;
 use crate::guc::database_id;
 use crate::pg::jsonb::TypedJsonb;
-use crate::storage::catalog;
+use crate::storage::{catalog, entries};
 
 fn validate_group(group: &str) -> Result<(), DocstoreError> {
     // A collection group is a collection ID: one valid path segment.
@@ -220,14 +220,7 @@ fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport>
                     }
                     last = Some(name);
                 }
-                if !keys.is_empty() {
-                    client.update(
-                        "insert into docstore.index_entries (database_id, key, name) \
-                         select $1, k, n from unnest($2::bytea[], $3::bytea[]) as u(k, n) on conflict do nothing",
-                        None,
-                        &[database.into(), keys.into(), names.into()],
-                    )?;
-                }
+                entries::insert_missing(client, database, keys, names)?;
                 let done = count < limit;
                 if done {
                     crate::pg::catalog_cache::invalidate(client)?;
@@ -382,14 +375,7 @@ fn remove_exemption(collection_group: &str, field_path: &str) -> Result<bool, Er
                 }
             }
         }
-        if !keys.is_empty() {
-            client.update(
-                "insert into docstore.index_entries (database_id, key, name) \
-                 select $1, k, n from unnest($2::bytea[], $3::bytea[]) as u(k, n) on conflict do nothing",
-                None,
-                &[database.as_str().into(), keys.into(), names.into()],
-            )?;
-        }
+        entries::insert_missing(client, &database, keys, names)?;
         Ok(true)
     })?)
 }

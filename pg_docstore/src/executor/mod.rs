@@ -11,21 +11,18 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use pgrx::spi::SpiClient;
-use pgrx::{PgBuiltInOids, PgOid};
 
 use docstore_core::plan::{self, Branch, Catalog, Plan};
 use docstore_core::query::{aggregate, matches, project, AggregateFunction, Query, Selection};
 use docstore_core::value::Map;
-use docstore_core::{FieldPath, ResourcePath, Value};
+use docstore_core::{ResourcePath, Value};
 
 use crate::errors::DocstoreError;
 use crate::pg::jsonb::TypedJsonb;
-use crate::pg::spi::{plan as prepared, GenericPlans};
+use crate::pg::spi::GenericPlans;
 use crate::storage::entities::fetch_many;
 use crate::storage::scan::ScanStats;
 use streams::{BranchStream, Row};
-
-const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 
 /// One result row.
 pub struct ResultRow {
@@ -50,31 +47,17 @@ pub fn catalog(
     database: &str,
     group: &str,
 ) -> Result<Catalog, DocstoreError> {
-    let sql = "select kind, id, scope, fields, field_path from ( \
-                 select 'index' as kind, id, scope, fields, null::text as field_path from docstore.indexes \
-                 where database_id = $1 and collection_group = $2 and state = 'READY' \
-                 union all \
-                 select 'exemption', null, null, null, field_path from docstore.field_exemptions \
-                 where database_id = $1 and collection_group = $2) c";
     let _owner = crate::pg::owner::AsOwner::new(client)?;
-    let stmt = prepared(client, sql, &[TEXT, TEXT])?;
-    let mut out = Catalog::default();
-    for row in client.select(&*stmt, None, &[database.into(), group.into()])? {
-        if row.get::<String>(1)?.as_deref() == Some("index") {
-            let id: i32 = row.get(2)?.unwrap_or_default();
-            let scope: String = row.get(3)?.unwrap_or_default();
-            let fields: TypedJsonb = row.get(4)?.unwrap_or(TypedJsonb("[]".into()));
-            out.composites.push(crate::storage::catalog::definition(
-                id,
-                group.to_owned(),
-                &scope,
-                &fields,
-            )?);
-        } else if let Some(path) = row.get::<String>(5)? {
-            out.exemptions.push(FieldPath::parse(&path)?);
-        }
-    }
-    Ok(out)
+    let config = crate::storage::catalog::index_config_in(
+        client,
+        database,
+        group,
+        crate::storage::catalog::States::Usable,
+    )?;
+    Ok(Catalog {
+        composites: config.composites,
+        exemptions: config.exemptions,
+    })
 }
 
 /// Plan a query against the current catalog.

@@ -48,18 +48,48 @@ pub fn index_config_cached(
     })
 }
 
+/// Which composite indexes a caller wants from the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum States {
+    /// CREATING and READY: what writes must maintain.
+    Maintained,
+    /// READY only: what queries may use.
+    Usable,
+}
+
 /// What writes to `collection_group` must maintain: composite indexes that are CREATING or
 /// READY, and the exempted fields. One statement.
 pub fn index_config(
-    client: &mut SpiClient<'_>,
+    client: &SpiClient<'_>,
     database: &str,
     collection_group: &str,
 ) -> Result<IndexConfig, DocstoreError> {
-    let sql = "select 'index' as kind, id, scope, fields, null::text as field_path from docstore.indexes \
-                 where database_id = $1 and collection_group = $2 and state in ('CREATING', 'READY') \
-               union all \
-               select 'exemption', null, null, null, field_path from docstore.field_exemptions \
-                 where database_id = $1 and collection_group = $2";
+    index_config_in(client, database, collection_group, States::Maintained)
+}
+
+/// The composite indexes of `collection_group` in `states`, and its exempted fields.
+pub fn index_config_in(
+    client: &SpiClient<'_>,
+    database: &str,
+    collection_group: &str,
+    states: States,
+) -> Result<IndexConfig, DocstoreError> {
+    let sql = match states {
+        States::Maintained => {
+            "select 'index' as kind, id, scope, fields, null::text as field_path from docstore.indexes \
+               where database_id = $1 and collection_group = $2 and state in ('CREATING', 'READY') \
+             union all \
+             select 'exemption', null, null, null, field_path from docstore.field_exemptions \
+               where database_id = $1 and collection_group = $2"
+        }
+        States::Usable => {
+            "select 'index' as kind, id, scope, fields, null::text as field_path from docstore.indexes \
+               where database_id = $1 and collection_group = $2 and state = 'READY' \
+             union all \
+             select 'exemption', null, null, null, field_path from docstore.field_exemptions \
+               where database_id = $1 and collection_group = $2"
+        }
+    };
     let stmt = plan(client, sql, &[TEXT, TEXT])?;
     let rows = client.select(&*stmt, None, &[database.into(), collection_group.into()])?;
     let mut config = IndexConfig::default();
