@@ -9,14 +9,14 @@ use docstore_core::query::{parse_query, parse_structured, Query};
 use crate::errors::DocstoreError;
 use crate::executor;
 use crate::guc::database_id;
-use crate::pg::jsonb::TypedJsonb;
+use crate::pg::jsonb::{JsonbOut, TypedJsonb};
 use crate::pg::time::to_timestamptz;
 
 pub(crate) type Rows = TableIterator<
     'static,
     (
         name!(path, String),
-        name!(data, TypedJsonb),
+        name!(data, JsonbOut),
         name!(update_time, Option<TimestampWithTimeZone>),
     ),
 >;
@@ -57,7 +57,7 @@ fn query(
         'static,
         (
             name!(path, String),
-            name!(data, TypedJsonb),
+            name!(data, JsonbOut),
             name!(update_time, Option<TimestampWithTimeZone>),
         ),
     >,
@@ -81,7 +81,7 @@ fn run_query(
         'static,
         (
             name!(path, String),
-            name!(data, TypedJsonb),
+            name!(data, JsonbOut),
             name!(update_time, Option<TimestampWithTimeZone>),
         ),
     >,

@@ -13,7 +13,7 @@ use docstore_core::query::{AggregateFunction, Query, Selection};
 
 use super::ResultRow;
 use crate::errors::DocstoreError;
-use crate::pg::jsonb::TypedJsonb;
+use crate::pg::jsonb::{JsonbOut, StoredJsonb};
 use crate::pg::spi::plan as prepared;
 use crate::pg::time::from_timestamptz;
 
@@ -74,11 +74,13 @@ pub fn documents(
         ],
     )? {
         let path: String = row.get(1)?.unwrap_or_default();
-        let data: TypedJsonb = row.get(2)?.unwrap_or(TypedJsonb("{}".into()));
+        let Some(data) = row.get::<StoredJsonb>(2)? else {
+            return Err(DocstoreError::Internal("entity without data".into()));
+        };
         let time: Option<TimestampWithTimeZone> = row.get(3)?;
         rows.push(ResultRow {
             path,
-            data,
+            data: JsonbOut::Stored(data),
             update_time: time.map(from_timestamptz).unwrap_or_default(),
         });
     }

@@ -18,7 +18,7 @@ use docstore_core::value::Map;
 use docstore_core::{ResourcePath, Value};
 
 use crate::errors::DocstoreError;
-use crate::pg::jsonb::TypedJsonb;
+use crate::pg::jsonb::{JsonbOut, TypedJsonb};
 use crate::pg::spi::GenericPlans;
 use crate::storage::entities::fetch_many;
 use crate::storage::scan::ScanStats;
@@ -27,7 +27,8 @@ use streams::{BranchStream, Row};
 /// One result row.
 pub struct ResultRow {
     pub path: String,
-    pub data: TypedJsonb,
+    /// The stored document when returned whole, else the computed value.
+    pub data: JsonbOut,
     /// Postgres microseconds; 0 for aggregation rows.
     pub update_time: i64,
 }
@@ -171,7 +172,10 @@ pub fn run(
         heads.push(b.next(client)?);
     }
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
-    let mut docs: Vec<(ResourcePath, Map, ResultRow)> = Vec::new();
+    // Documents returned whole are passed through as stored; projections and aggregations
+    // need the fields.
+    let needs_fields = aggregations.is_some() || !matches!(query.selection, Selection::Documents);
+    let mut docs: Vec<(ResourcePath, Option<Map>, ResultRow)> = Vec::new();
     let mut counted: u64 = fast_count.unwrap_or(0);
     let mut skip = u64::from(query.offset);
     // Rows past the plan and the re-check so far: skipped by the offset, or kept.
@@ -226,11 +230,15 @@ pub fn run(
                 let Some(f) = fetched.get(&name) else {
                     continue;
                 };
-                let fields = match f.data.value()? {
-                    Value::Map(m) => m,
-                    _ => continue,
+                let fields = if recheck || needs_fields {
+                    match f.data.text().value()? {
+                        Value::Map(m) => Some(m),
+                        _ => continue,
+                    }
+                } else {
+                    None
                 };
-                if recheck && !matches(query, &path, &fields) {
+                if recheck && !fields.as_ref().is_some_and(|m| matches(query, &path, m)) {
                     continue;
                 }
                 if count_only {
@@ -244,7 +252,7 @@ pub fn run(
                 }
                 let row = ResultRow {
                     path: f.path.clone(),
-                    data: TypedJsonb(String::new()),
+                    data: JsonbOut::Stored(f.data.clone()),
                     update_time: f.update_time,
                 };
                 docs.push((path, fields, row));
@@ -278,13 +286,16 @@ pub fn run(
             }
             out
         } else {
-            let all: Vec<(ResourcePath, Map)> = docs.into_iter().map(|(p, m, _)| (p, m)).collect();
+            let all: Vec<(ResourcePath, Map)> = docs
+                .into_iter()
+                .filter_map(|(p, m, _)| m.map(|m| (p, m)))
+                .collect();
             aggregate(query, &all)
         };
         stats.results = 1;
         let row = ResultRow {
             path: String::new(),
-            data: TypedJsonb::from_value(&Value::Map(result)),
+            data: JsonbOut::Text(TypedJsonb::from_value(&Value::Map(result))),
             update_time: 0,
         };
         return Ok((vec![row], stats));
@@ -299,11 +310,10 @@ pub fn run(
     let rows: Vec<ResultRow> = docs
         .into_iter()
         .map(|(path, doc, mut row)| {
-            let doc = match &fields {
-                Some(f) => project(&path, &doc, f),
-                None => doc,
-            };
-            row.data = TypedJsonb::from_value(&Value::Map(doc));
+            if let (Some(f), Some(doc)) = (&fields, &doc) {
+                row.data =
+                    JsonbOut::Text(TypedJsonb::from_value(&Value::Map(project(&path, doc, f))));
+            }
             row
         })
         .collect();

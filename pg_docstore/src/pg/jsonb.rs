@@ -1,8 +1,11 @@
-//! `jsonb` in and out as typed-JSON text.
+//! `jsonb` in and out: as typed-JSON text, or as the stored bytes.
 //!
 //! pgrx's own `JsonB` parses through serde and `expect`s success, which turns a deeply
 //! nested input into an XX000 panic. [`TypedJsonb`] instead carries the text `jsonb_out`
 //! prints, and docstore-core parses it with a proper error.
+//!
+//! [`StoredJsonb`] carries a document exactly as `entities` stores it, so a query that returns
+//! documents unchanged passes them through without `jsonb_out` and `jsonb_in` per row.
 
 use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
 use pgrx::nullable::Nullable;
@@ -92,6 +95,109 @@ unsafe impl<'fcx> ArgAbi<'fcx> for TypedJsonb {
 
 // SAFETY: the datum returned is a freshly built jsonb, the declared return type.
 unsafe impl BoxRet for TypedJsonb {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+        match self.into_datum() {
+            // SAFETY: returned straight to the function manager, as box_into requires.
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}
+
+/// A `jsonb` datum's bytes (a detoasted varlena, header included), copied out of the memory
+/// context it was read in (SPI's is gone by the time a function returns).
+#[derive(Debug, Clone)]
+pub struct StoredJsonb(Vec<u8>);
+
+impl StoredJsonb {
+    /// A palloc'd copy in the current memory context, as a datum.
+    fn to_datum(&self) -> pg_sys::Datum {
+        // SAFETY: palloc raises a Postgres ERROR rather than return NULL; the copy is exactly
+        // the length allocated, and the bytes are a complete varlena (see `from_polymorphic_datum`).
+        unsafe {
+            let ptr = pg_sys::palloc(self.0.len()).cast::<u8>();
+            std::ptr::copy_nonoverlapping(self.0.as_ptr(), ptr, self.0.len());
+            pg_sys::Datum::from(ptr)
+        }
+    }
+
+    /// The typed-JSON text (`jsonb_out`).
+    pub fn text(&self) -> TypedJsonb {
+        // SAFETY: the datum is a complete jsonb varlena; jsonb_out returns a palloc'd C string.
+        let text = unsafe {
+            direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(self.to_datum())])
+        };
+        TypedJsonb(
+            text.map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "null".to_owned()),
+        )
+    }
+}
+
+impl FromDatum for StoredJsonb {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: the datum is a jsonb varlena (the column's type); pg_detoast_datum returns it
+        // (or a palloc'd copy) with a 4-byte header, whose size covers the whole value.
+        unsafe {
+            let detoasted = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
+            let len = pgrx::varlena::varsize_any(detoasted);
+            Some(StoredJsonb(
+                std::slice::from_raw_parts(detoasted.cast::<u8>(), len).to_vec(),
+            ))
+        }
+    }
+}
+
+impl IntoDatum for StoredJsonb {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(self.to_datum())
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+/// A `jsonb` result: computed (typed-JSON text) or a stored document passed through.
+#[derive(Debug, Clone)]
+pub enum JsonbOut {
+    Text(TypedJsonb),
+    Stored(StoredJsonb),
+}
+
+impl IntoDatum for JsonbOut {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        match self {
+            JsonbOut::Text(t) => t.into_datum(),
+            JsonbOut::Stored(s) => s.into_datum(),
+        }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+// SAFETY: JsonbOut is returned exactly as the SQL type `jsonb` (both variants build one).
+unsafe impl SqlTranslatable for JsonbOut {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbOut);
+    const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
+        pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+}
+
+// SAFETY: the datum returned is a jsonb built in the current memory context, the declared
+// return type.
+unsafe impl BoxRet for JsonbOut {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
         match self.into_datum() {
             // SAFETY: returned straight to the function manager, as box_into requires.

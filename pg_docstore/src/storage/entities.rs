@@ -9,7 +9,7 @@ use docstore_core::value::Map;
 use docstore_core::{typed_json, ResourcePath};
 
 use crate::errors::DocstoreError;
-use crate::pg::jsonb::TypedJsonb;
+use crate::pg::jsonb::{StoredJsonb, TypedJsonb};
 use crate::pg::spi::plan;
 use crate::pg::time::{from_timestamptz, to_timestamptz};
 
@@ -239,7 +239,7 @@ pub fn delete(
 #[derive(Debug, Clone)]
 pub struct Fetched {
     pub path: String,
-    pub data: TypedJsonb,
+    pub data: StoredJsonb,
     /// Postgres microseconds.
     pub update_time: i64,
 }
@@ -260,7 +260,7 @@ pub fn fetch_many(
     for row in client.select(&*stmt, None, &[database.into(), names.into()])? {
         let name: Vec<u8> = row.get(1)?.unwrap_or_default();
         let path: String = row.get(2)?.unwrap_or_default();
-        let data: Option<TypedJsonb> = row.get(3)?;
+        let data: Option<StoredJsonb> = row.get(3)?;
         let update: Option<TimestampWithTimeZone> = row.get(4)?;
         if let Some(data) = data {
             out.insert(
