@@ -73,17 +73,18 @@ run() { # script -> transactions per second
     -T "${SECONDS_PER_RUN}" -f "$1" "${DB}" 2>&1 | awk '/^tps = /{print int($3)}'
 }
 ratio() { awk "BEGIN{printf \"%.2f\", $1/$2}"; }
+rounds() { # kind (create|counter): one table row per round, baseline, floor and docstore back to back
+  local round p f d
+  for round in $(seq 1 "${ROUNDS}"); do
+    p="$(run "${tmp}/plain_$1.sql")"; f="$(run "${tmp}/floor_$1.sql")"; d="$(run "${tmp}/docstore_$1.sql")"
+    echo "| ${round} | ${p} | ${f} | ${d} | $(ratio "${f}" "${p}") | $(ratio "${d}" "${p}") | $(ratio "${d}" "${f}") |"
+  done
+}
 echo "| round | plain insert + GIN | SQL floor: entity + 10 entries | docstore.add | floor / plain | docstore / plain | docstore / floor |"
 echo "|---|---|---|---|---|---|---|"
-for round in $(seq 1 "${ROUNDS}"); do
-  p="$(run "${tmp}/plain_create.sql")"; f="$(run "${tmp}/floor_create.sql")"; d="$(run "${tmp}/docstore_create.sql")"
-  echo "| ${round} | ${p} | ${f} | ${d} | $(ratio "${f}" "${p}") | $(ratio "${d}" "${p}") | $(ratio "${d}" "${f}") |"
-done
+rounds create
 echo
 "${PSQL[@]}" -d "${DB}" -qc analyze
 echo "| round | plain UPDATE n+1 | SQL floor: lock, update, swap entry | docstore \$increment | floor / plain | docstore / plain | docstore / floor |"
 echo "|---|---|---|---|---|---|---|"
-for round in $(seq 1 "${ROUNDS}"); do
-  p="$(run "${tmp}/plain_counter.sql")"; f="$(run "${tmp}/floor_counter.sql")"; d="$(run "${tmp}/docstore_counter.sql")"
-  echo "| ${round} | ${p} | ${f} | ${d} | $(ratio "${f}" "${p}") | $(ratio "${d}" "${p}") | $(ratio "${d}" "${f}") |"
-done
+rounds counter

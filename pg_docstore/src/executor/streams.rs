@@ -1,15 +1,13 @@
 //! Row streams of one plan branch, in the plan's order: a scan over several key ranges, the
-//! zig-zag merge join of several scans, and a collection listing. The same algorithm as
-//! `docstore_core::plan::simulate`, over SPI instead of an in-memory key set.
-
-use std::cmp::Ordering;
+//! zig-zag merge join of several scans (`docstore_core::plan::next_agreed`, the step the
+//! simulator runs too), and a collection listing, over SPI.
 
 use pgrx::spi::SpiClient;
 
 use docstore_core::encoding::encode_segments;
 use docstore_core::plan::{
-    collection_bounds, key_matches, name_order_key, order_key, scan_bounds, seek_key,
-    CollectionScan, KeyCheck, KeyRange, OrderKey, Plan, Scan,
+    collection_bounds, key_matches, name_order_key, next_agreed, order_key, scan_bounds,
+    CollectionScan, JoinRow, KeyCheck, KeyRange, Plan, Scan, StepError,
 };
 use docstore_core::ResourcePath;
 
@@ -18,11 +16,7 @@ use crate::storage::scan::{KeyStream, ScanStats, Source};
 
 /// A row of a branch: its position in the plan's order, and whether the document must be
 /// checked with the matcher (an indexed value was truncated).
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub key: OrderKey,
-    pub recheck: bool,
-}
+pub type Row = JoinRow;
 
 fn key_error(e: impl std::fmt::Display) -> DocstoreError {
     DocstoreError::Internal(format!("index key does not decode: {e}"))
@@ -142,7 +136,10 @@ impl ScanRows<'_> {
 pub enum BranchStream<'p> {
     Join {
         plan: &'p Plan,
+        definitions: &'p [Scan],
         scans: Vec<ScanRows<'p>>,
+        /// Where the lead resumes: past the last row returned.
+        resume: Option<Vec<u8>>,
         done: bool,
     },
     Listing {
@@ -174,7 +171,9 @@ impl<'p> BranchStream<'p> {
             .collect();
         BranchStream::Join {
             plan,
+            definitions: scans,
             scans: rows,
+            resume: None,
             done: false,
         }
     }
@@ -231,51 +230,39 @@ impl<'p> BranchStream<'p> {
                 }
                 Ok(None)
             }
-            BranchStream::Join { plan, scans, done } => {
+            BranchStream::Join {
+                plan,
+                definitions,
+                scans,
+                resume,
+                done,
+            } => {
                 if *done {
                     return Ok(None);
                 }
-                let n = scans.len();
-                let Some(lead) = scans.first_mut() else {
-                    return Ok(None);
-                };
-                let Some(mut candidate) = lead.current(client)? else {
-                    *done = true;
-                    return Ok(None);
-                };
-                let mut agreed = 1;
-                let mut i = 1;
-                while agreed < n {
-                    let s = i % n;
-                    let scan = &mut scans[s];
-                    let target = seek_key(scan.scan, &candidate.key, false);
-                    scan.ranges.seek(&target);
-                    let Some(found) = scan.current(client)? else {
-                        *done = true;
+                let step = next_agreed(plan, definitions, resume.as_deref(), |s, seek| {
+                    let Some(scan) = scans.get_mut(s) else {
                         return Ok(None);
                     };
-                    match plan.compare(&found.key, &candidate.key) {
-                        Ordering::Equal => {
-                            candidate.recheck |= found.recheck;
-                            agreed += 1;
-                        }
-                        Ordering::Greater => {
-                            candidate = found;
-                            agreed = 1;
-                        }
-                        Ordering::Less => {
-                            return Err(DocstoreError::Internal(
-                                "zig-zag seek went backwards".into(),
-                            ));
-                        }
+                    if let Some(target) = seek {
+                        scan.ranges.seek(target);
                     }
-                    i += 1;
+                    scan.current(client)
+                });
+                match step {
+                    Ok(Some((row, after))) => {
+                        *resume = Some(after);
+                        Ok(Some(row))
+                    }
+                    Ok(None) => {
+                        *done = true;
+                        Ok(None)
+                    }
+                    Err(StepError::Source(e)) => Err(e),
+                    Err(StepError::Backwards) => Err(DocstoreError::Internal(
+                        "zig-zag seek went backwards".into(),
+                    )),
                 }
-                // Consume the lead past the candidate.
-                let lead = &mut scans[0];
-                let after = seek_key(lead.scan, &candidate.key, true);
-                lead.ranges.seek(&after);
-                Ok(Some(candidate))
             }
         }
     }

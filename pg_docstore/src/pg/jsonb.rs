@@ -69,15 +69,37 @@ impl IntoDatum for TypedJsonb {
     }
 }
 
-// SAFETY: TypedJsonb is passed and returned exactly as the SQL type `jsonb`.
-unsafe impl SqlTranslatable for TypedJsonb {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(TypedJsonb);
-    const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
-        pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+/// The SQL type `jsonb` for a Rust type whose `IntoDatum` builds a jsonb datum in the current
+/// memory context: how pgrx names it in SQL, and how a function returns it.
+macro_rules! sql_jsonb {
+    ($t:ty) => {
+        // SAFETY: the type is passed and returned exactly as the SQL type `jsonb`.
+        unsafe impl SqlTranslatable for $t {
+            const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($t);
+            const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
+                pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
+            const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
+                Ok(SqlMappingRef::literal("jsonb"));
+            const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+                Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+        }
+
+        // SAFETY: the datum returned is a jsonb built in the current memory context, the
+        // declared return type.
+        unsafe impl BoxRet for $t {
+            unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+                match self.into_datum() {
+                    // SAFETY: returned straight to the function manager, as box_into requires.
+                    Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+                    None => fcinfo.return_null(),
+                }
+            }
+        }
+    };
 }
+
+sql_jsonb!(TypedJsonb);
+sql_jsonb!(JsonbOut);
 
 // SAFETY: arguments are unboxed through `FromDatum` above, exactly as pgrx does for its own
 // varlena types; docstore functions are STRICT, so a NULL never reaches `unbox_arg_unchecked`.
@@ -90,17 +112,6 @@ unsafe impl<'fcx> ArgAbi<'fcx> for TypedJsonb {
     unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
         // SAFETY: as above.
         unsafe { arg.unbox_arg_using_from_datum() }.into()
-    }
-}
-
-// SAFETY: the datum returned is a freshly built jsonb, the declared return type.
-unsafe impl BoxRet for TypedJsonb {
-    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
-        match self.into_datum() {
-            // SAFETY: returned straight to the function manager, as box_into requires.
-            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
-            None => fcinfo.return_null(),
-        }
     }
 }
 
@@ -182,27 +193,5 @@ impl IntoDatum for JsonbOut {
 
     fn type_oid() -> pg_sys::Oid {
         pg_sys::JSONBOID
-    }
-}
-
-// SAFETY: JsonbOut is returned exactly as the SQL type `jsonb` (both variants build one).
-unsafe impl SqlTranslatable for JsonbOut {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbOut);
-    const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
-        pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
-}
-
-// SAFETY: the datum returned is a jsonb built in the current memory context, the declared
-// return type.
-unsafe impl BoxRet for JsonbOut {
-    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
-        match self.into_datum() {
-            // SAFETY: returned straight to the function manager, as box_into requires.
-            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
-            None => fcinfo.return_null(),
-        }
     }
 }

@@ -46,6 +46,7 @@ mod ranges;
 mod select;
 pub mod simulate;
 mod terms;
+mod zigzag;
 
 use std::cmp::Ordering;
 
@@ -62,6 +63,7 @@ pub use keys::{
     collection_bounds, key_matches, name_order_key, order_key, scan_bounds, seek_key, KeyCheck,
     KeyError,
 };
+pub use zigzag::{next_agreed, JoinRow, StepError};
 
 /// The indexes a query may use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

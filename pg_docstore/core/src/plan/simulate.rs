@@ -21,8 +21,8 @@ use crate::query::{matches, project, Query, Selection};
 use crate::value::Map;
 
 use super::{
-    collection_bounds, key_matches, name_order_key, order_key, scan_bounds, seek_key, Branch,
-    CollectionScan, KeyCheck, KeyError, KeyRange, OrderKey, Plan, Scan,
+    collection_bounds, key_matches, name_order_key, next_agreed, order_key, scan_bounds, Branch,
+    CollectionScan, JoinRow, KeyCheck, KeyError, KeyRange, Plan, Scan, StepError,
 };
 
 /// Documents and their index entries, as `docstore.entities` and `docstore.index_entries`
@@ -92,11 +92,7 @@ pub enum SimulateError {
 }
 
 /// One row of a branch: its position, and whether the matcher must confirm it.
-#[derive(Debug, Clone)]
-struct Row {
-    key: OrderKey,
-    recheck: bool,
-}
+type Row = JoinRow;
 
 /// Run `plan` (made for `query`) over `store`: the query's rows, projected as
 /// [`crate::query::evaluate()`] returns them.
@@ -290,40 +286,26 @@ fn first_from(
     Ok(None)
 }
 
-/// One scan, or the zig-zag merge join of several.
+/// One scan, or the zig-zag merge join of several ([`next_agreed`]).
 fn join(plan: &Plan, scans: &[Scan], store: &MemoryStore) -> Result<Vec<Row>, SimulateError> {
     let bounds: Vec<Vec<KeyRange>> = scans.iter().map(|s| scan_bounds(plan, s)).collect();
     let mut rows = Vec::new();
-    let (Some(lead), Some(lead_ranges)) = (scans.first(), bounds.first()) else {
-        return Ok(rows);
-    };
     let mut resume: Option<Vec<u8>> = None;
     loop {
-        let Some(mut candidate) = first_from(store, lead, lead_ranges, resume.as_deref())? else {
-            return Ok(rows);
-        };
-        let mut agreed = 1;
-        let mut i = 1;
-        while agreed < scans.len() {
-            let s = i % scans.len();
-            let target = seek_key(&scans[s], &candidate.key, false);
-            let Some(found) = first_from(store, &scans[s], &bounds[s], Some(&target))? else {
-                return Ok(rows);
-            };
-            match plan.compare(&found.key, &candidate.key) {
-                Ordering::Equal => {
-                    candidate.recheck |= found.recheck;
-                    agreed += 1;
-                }
-                Ordering::Greater => {
-                    candidate = found;
-                    agreed = 1;
-                }
-                Ordering::Less => return Err(SimulateError::Seek),
+        let step = next_agreed(plan, scans, resume.as_deref(), |s, seek| {
+            match (scans.get(s), bounds.get(s)) {
+                (Some(scan), Some(ranges)) => first_from(store, scan, ranges, seek),
+                _ => Ok(None),
             }
-            i += 1;
+        });
+        match step {
+            Ok(Some((row, after))) => {
+                rows.push(row);
+                resume = Some(after);
+            }
+            Ok(None) => return Ok(rows),
+            Err(StepError::Source(e)) => return Err(e),
+            Err(StepError::Backwards) => return Err(SimulateError::Seek),
         }
-        resume = Some(seek_key(lead, &candidate.key, true));
-        rows.push(candidate);
     }
 }

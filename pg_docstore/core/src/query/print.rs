@@ -80,27 +80,6 @@ pub(crate) fn write_field(out: &mut String, field: &FieldPath) {
     }
 }
 
-fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 /// A value as a literal of the text dialect: JSON-style strings, numbers keeping their type
 /// (`1` integer, `1.0` double), `timestamp "..."`, arrays in brackets, and typed JSON for
 /// the other types (`{"$bytes": ".."}`, `{"$double": "NaN"}`, maps).
@@ -112,10 +91,10 @@ pub fn write_value(out: &mut String, value: &Value) {
             let _ = write!(out, "{i}");
         }
         Value::Double(d) => typed_json::write_double(out, *d),
-        Value::String(s) => write_string(out, s),
+        Value::String(s) => typed_json::write_str(out, s),
         Value::Timestamp(t) => {
             out.push_str("timestamp ");
-            write_string(out, &t.to_rfc3339());
+            typed_json::write_str(out, &t.to_rfc3339());
         }
         Value::Array(items) => {
             out.push('[');
