@@ -75,16 +75,17 @@ impl KeyStream {
     }
 
     fn sql(&self) -> &'static str {
-        // $2 lower bound, $3 upper bound, $4 limit, $5 fixed column, $6 0 = inclusive start
+        // $2 lower bound, $3 upper bound, $4 limit, $5 fixed column (unused for entries; parameters
+        // have declared types, so SPI prepares them anyway), $6 0 = inclusive start
         // (range start) / 1 = exclusive (resume after a key). Bounds are in scan direction.
         match (self.source, self.backward) {
             (Source::Entries, false) => {
                 "select key, name from docstore.index_entries where database_id = $1 \
-                 and key >= $2 and key < $3 and ($6 = 0 or key > $2) and $5 = $5 order by key limit $4"
+                 and key >= $2 and key < $3 and ($6 = 0 or key > $2) order by key limit $4"
             }
             (Source::Entries, true) => {
                 "select key, name from docstore.index_entries where database_id = $1 \
-                 and key >= $2 and key < $3 and ($6 = 0 or key < $3) and $5 = $5 order by key desc limit $4"
+                 and key >= $2 and key < $3 and ($6 = 0 or key < $3) order by key desc limit $4"
             }
             (Source::Collection, false) => {
                 "select name, name from docstore.entities where database_id = $1 and parent = $5 \

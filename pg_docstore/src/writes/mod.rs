@@ -11,6 +11,7 @@
 
 pub mod batch;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 use pgrx::spi::SpiClient;
@@ -198,17 +199,16 @@ pub fn commit(
             continue;
         }
         let group = &slot.keys.collection_id;
-        if !configs.contains_key(group) {
-            let config = catalog::index_config_cached(client, database, group)?;
-            configs.insert(group.clone(), config);
-        }
-        let config = configs.get(group).cloned().unwrap_or_default();
+        let config = match configs.entry(group.clone()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(catalog::index_config_cached(client, database, group)?),
+        };
         let old = match &slot.stored {
-            Some(s) => document_entries(&slot.path, &s.fields, &config)?,
+            Some(s) => document_entries(&slot.path, &s.fields, config)?,
             None => Vec::new(),
         };
         let new = match &slot.current {
-            Some(fields) => document_entries(&slot.path, fields, &config)?,
+            Some(fields) => document_entries(&slot.path, fields, config)?,
             None => Vec::new(),
         };
         match (&slot.stored, &slot.current) {
