@@ -13,7 +13,7 @@
 
 use crate::compare;
 use crate::path::{FieldPath, ResourcePath};
-use crate::query::{filter_matches, FieldOp, Filter, UnaryOp, MAX_DISJUNCTIONS};
+use crate::query::{and_product, filter_matches, FieldOp, Filter, UnaryOp, MAX_DISJUNCTIONS};
 use crate::value::{Map, Value};
 
 use super::PlanError;
@@ -107,22 +107,7 @@ fn dnf(filter: &Filter) -> Vec<Vec<Filter>> {
             }
             out
         }
-        Filter::And(children) => {
-            let mut acc: Vec<Vec<Filter>> = vec![Vec::new()];
-            for child in children {
-                let child_terms = dnf(child);
-                let mut next = Vec::with_capacity(acc.len() * child_terms.len());
-                for left in &acc {
-                    for right in &child_terms {
-                        let mut joined = left.clone();
-                        joined.extend(right.iter().cloned());
-                        next.push(joined);
-                    }
-                }
-                acc = next;
-            }
-            acc
-        }
+        Filter::And(children) => and_product(children.iter().map(dnf)),
         Filter::Or(children) => children.iter().flat_map(dnf).collect(),
         leaf => vec![vec![leaf.clone()]],
     }

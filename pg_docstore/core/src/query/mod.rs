@@ -35,3 +35,5 @@ pub use matcher::{compare_results, field_value, filter_matches, matches, Matcher
 pub use print::write_value;
 pub use structured::{parse_structured, parse_structured_str, to_structured};
 pub use text::parse_query;
+
+pub(crate) use normalize::and_product;

@@ -418,25 +418,30 @@ pub(crate) fn dnf_size(filter: &Filter) -> usize {
 /// called once [`dnf_size`] is at most 30, which bounds every intermediate product.
 pub(crate) fn dnf_terms(filter: &Filter) -> Vec<Vec<&Filter>> {
     match filter {
-        Filter::And(children) => {
-            let mut terms: Vec<Vec<&Filter>> = vec![Vec::new()];
-            for child in children {
-                let child_terms = dnf_terms(child);
-                let mut next = Vec::with_capacity(terms.len() * child_terms.len());
-                for term in &terms {
-                    for child_term in &child_terms {
-                        let mut joined = term.clone();
-                        joined.extend(child_term.iter().copied());
-                        next.push(joined);
-                    }
-                }
-                terms = next;
-            }
-            terms
-        }
+        Filter::And(children) => and_product(children.iter().map(dnf_terms)),
         Filter::Or(children) => children.iter().flat_map(dnf_terms).collect(),
         leaf => vec![vec![leaf]],
     }
+}
+
+/// The conjunctions of an AND of children given as their own DNF terms: every choice of one
+/// term per child, joined (the distributive law). An AND of nothing is one empty term.
+pub(crate) fn and_product<T: Clone>(
+    children: impl IntoIterator<Item = Vec<Vec<T>>>,
+) -> Vec<Vec<T>> {
+    let mut terms: Vec<Vec<T>> = vec![Vec::new()];
+    for child_terms in children {
+        let mut next = Vec::with_capacity(terms.len() * child_terms.len());
+        for term in &terms {
+            for child_term in &child_terms {
+                let mut joined = term.clone();
+                joined.extend(child_term.iter().cloned());
+                next.push(joined);
+            }
+        }
+        terms = next;
+    }
+    terms
 }
 
 fn describe_order(order: &[Order]) -> String {
