@@ -360,6 +360,13 @@ pub fn to_string(value: &Value) -> String {
     out
 }
 
+/// [`to_string`] of `Value::Map(map)`, without building that value (a document's fields).
+pub fn map_to_string(map: &Map) -> String {
+    let mut out = String::new();
+    write_map_value(&mut out, map);
+    out
+}
+
 /// Convert a value to a `serde_json::Value` holding exactly the text [`to_string`] prints.
 pub fn to_json(value: &Value) -> Json {
     // Numbers keep their printed text (arbitrary_precision), so this cannot fail for text we
@@ -461,14 +468,17 @@ fn write_value(out: &mut String, value: &Value) {
             }
             o.push(']');
         }),
-        Value::Map(map) => {
-            let needs_wrap = map.len() == 1 && map.keys().next().is_some_and(|k| is_tag(k));
-            if needs_wrap {
-                write_tagged(out, "$map", |o| write_map(o, map));
-            } else {
-                write_map(out, map);
-            }
-        }
+        Value::Map(map) => write_map_value(out, map),
+    }
+}
+
+/// A map as a value: wrapped in `{"$map": ..}` when its only key is a type tag.
+fn write_map_value(out: &mut String, map: &Map) {
+    let needs_wrap = map.len() == 1 && map.keys().next().is_some_and(|k| is_tag(k));
+    if needs_wrap {
+        write_tagged(out, "$map", |o| write_map(o, map));
+    } else {
+        write_map(out, map);
     }
 }
 
@@ -491,6 +501,21 @@ mod tests {
 
     fn round(text: &str) -> String {
         to_string(&parse(text).unwrap())
+    }
+
+    #[test]
+    fn map_to_string_prints_what_to_string_prints() {
+        for text in [
+            r#"{"a":1,"b":{"c":"d"}}"#,
+            r#"{"$map":{"$timestamp":1}}"#,
+            "{}",
+        ] {
+            let Value::Map(map) = parse(text).unwrap() else {
+                panic!("{text} is a map");
+            };
+            assert_eq!(map_to_string(&map), to_string(&Value::Map(map.clone())));
+            assert_eq!(map_to_string(&map), text);
+        }
     }
 
     #[test]

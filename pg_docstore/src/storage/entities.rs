@@ -125,9 +125,7 @@ pub fn read(
 const BYTEA_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAARRAYOID);
 
 fn data_arg(fields: &Map) -> TypedJsonb {
-    TypedJsonb(typed_json::to_string(&docstore_core::Value::Map(
-        fields.clone(),
-    )))
+    TypedJsonb(typed_json::map_to_string(fields))
 }
 
 /// Insert a new document and its index entries, in one statement. Returns false (and writes
