@@ -9,7 +9,7 @@ use docstore_core::ResourcePath;
 
 use crate::errors::DocstoreError;
 use crate::guc::database_id;
-use crate::pg::jsonb::TypedJsonb;
+use crate::pg::jsonb::{JsonbOut, TypedJsonb};
 use crate::pg::random::auto_id;
 use crate::pg::time::{to_timestamp, to_timestamptz};
 use crate::storage::entities::{self, Keys};
@@ -38,13 +38,13 @@ fn write_one(
 /// select docstore.get('restaurants/one');
 /// ```
 #[pg_extern(stable, parallel_safe)]
-fn get(path: &str) -> Result<Option<TypedJsonb>, ErrorReport> {
+fn get(path: &str) -> Result<Option<JsonbOut>, ErrorReport> {
     let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
     let database = database_id()?;
     let name = Keys::of(&path).name;
     let _generic = crate::pg::spi::GenericPlans::new();
     let found = Spi::connect(|client| entities::read(client, &database, &name))?;
-    Ok(found.map(|(data, _, _)| data))
+    Ok(found.map(|(data, _, _)| JsonbOut::Stored(data)))
 }
 
 /// Write a whole document (or, with `merge`, only the given fields). Returns the update time.

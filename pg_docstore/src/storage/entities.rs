@@ -100,14 +100,14 @@ pub fn read(
     client: &SpiClient<'_>,
     database: &str,
     name: &[u8],
-) -> Result<Option<(TypedJsonb, i64, i64)>, DocstoreError> {
+) -> Result<Option<(StoredJsonb, i64, i64)>, DocstoreError> {
     let sql = "select data, create_time, update_time from docstore.entities where database_id = $1 and name = $2";
     let stmt = plan(client, sql, &[TEXT, BYTEA])?;
     let rows = client.select(&*stmt, Some(1), &[database.into(), name.to_vec().into()])?;
     match rows.into_iter().next() {
         None => Ok(None),
         Some(row) => {
-            let data: Option<TypedJsonb> = row.get(1)?;
+            let data: Option<StoredJsonb> = row.get(1)?;
             let create: Option<TimestampWithTimeZone> = row.get(2)?;
             let update: Option<TimestampWithTimeZone> = row.get(3)?;
             match data {
