@@ -13,7 +13,9 @@
 
 use crate::compare;
 use crate::path::{FieldPath, ResourcePath};
-use crate::query::{and_product, filter_matches, FieldOp, Filter, UnaryOp, MAX_DISJUNCTIONS};
+use crate::query::{
+    and_product, dnf_size, filter_matches, FieldOp, Filter, UnaryOp, MAX_DISJUNCTIONS,
+};
 use crate::value::{Map, Value};
 
 use super::PlanError;
@@ -43,7 +45,7 @@ pub(super) fn terms(filter: Option<&Filter>) -> Result<Vec<Term>, PlanError> {
             rest: Vec::new(),
         }]);
     };
-    if size(filter) > MAX_DISJUNCTIONS {
+    if dnf_size(filter) > MAX_DISJUNCTIONS {
         return Err(PlanError::Unsupported(format!(
             "more than {MAX_DISJUNCTIONS} disjunctions"
         )));
@@ -55,24 +57,6 @@ pub(super) fn terms(filter: Option<&Filter>) -> Result<Vec<Term>, PlanError> {
         }
     }
     Ok(out)
-}
-
-/// Number of disjunctions, lists counted value by value (saturating).
-fn size(filter: &Filter) -> usize {
-    match filter {
-        Filter::Field {
-            op: FieldOp::In | FieldOp::ArrayContainsAny,
-            value: Value::Array(items),
-            ..
-        } => items.len(),
-        Filter::Field { .. } | Filter::Unary { .. } => 1,
-        Filter::And(children) => children
-            .iter()
-            .fold(1usize, |acc, c| acc.saturating_mul(size(c))),
-        Filter::Or(children) => children
-            .iter()
-            .fold(0usize, |acc, c| acc.saturating_add(size(c))),
-    }
 }
 
 fn is_nan(value: &Value) -> bool {

@@ -36,4 +36,4 @@ pub use print::write_value;
 pub use structured::{parse_structured, parse_structured_str, to_structured};
 pub use text::parse_query;
 
-pub(crate) use normalize::and_product;
+pub(crate) use normalize::{and_product, dnf_size};
