@@ -14,7 +14,7 @@ ROUNDS="${2:-2}"
 CLIENTS=16
 DB=docstore_floor
 cluster_running || die "the cluster is not running: run 'make up' first"
-"${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" -c "create database ${DB}"
+fresh_database "${DB}"
 "${PSQL[@]}" -d "${DB}" -q <<'SQL'
 create extension pg_docstore;
 -- The documents of scripts/bench_writes.sh (~1 KB, 10 top-level fields), written by docstore

@@ -12,7 +12,7 @@ SECONDS_PER_RUN="${1:-10}"
 MODE="${2:-full}"
 DB=docstore_qbench
 cluster_running || die "the cluster is not running: run 'make up' first"
-[ "${MODE}" = remeasure ] || "${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" -c "create database ${DB}"
+[ "${MODE}" = remeasure ] || fresh_database "${DB}"
 [ "${MODE}" = remeasure ] || "${PSQL[@]}" -d "${DB}" -q <<'SQL'
 create extension pg_docstore;
 create table plain (id int primary key, data jsonb not null);

@@ -13,7 +13,7 @@ ROUNDS="${2:-2}"
 CLIENTS=16
 DB=docstore_bench
 cluster_running || die "the cluster is not running: run 'make up' first"
-"${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" -c "create database ${DB}"
+fresh_database "${DB}"
 "${PSQL[@]}" -d "${DB}" -q <<'SQL'
 create extension pg_docstore;
 create table plain (id bigserial primary key, data jsonb not null);

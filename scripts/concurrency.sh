@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh"
 N="${1:-300}"
 CLIENTS=4
 DB=docstore_concurrency
-"${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" -c "create database ${DB}"
+fresh_database "${DB}"
 "${PSQL[@]}" -d "${DB}" -q <<'SQL'
 create extension pg_docstore;
 select docstore.set('race/counter', '{"n": 0}');

@@ -5,16 +5,15 @@ source "$(dirname "$0")/lib.sh"
 
 SPEC_DIR="${ROOT}/pg_docstore/tests/isolation"
 OUT_DIR="${ROOT}/target/isolation"
-PG_ISOLATION="$("${PG_CONFIG}" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress"
-[ -x "${PG_ISOLATION}" ] || die "pg_isolation_regress not found (install postgresql-server-dev-${PG_MAJOR})"
+PG_ISOLATION="$(pgxs_tool isolation/pg_isolation_regress)"
 cluster_running || die "the cluster is not running: run 'make up' first"
 
 if [ "$#" -gt 0 ]; then
   specs=("$@")
 else
-  mapfile -t specs < <(find "${SPEC_DIR}/specs" -name '*.spec' -printf '%f\n' | sed 's/\.spec$//' | sort)
+  mapfile -t specs < <(test_names "${SPEC_DIR}/specs" spec)
 fi
-"${PSQL[@]}" -d postgres -qc "drop database if exists docstore_isolation" -c "create database docstore_isolation"
+fresh_database docstore_isolation
 "${PSQL[@]}" -d docstore_isolation -qc "create extension pg_docstore"
 mkdir -p "${OUT_DIR}"
 "${PG_ISOLATION}" --use-existing --host=127.0.0.1 --port="${DOCSTORE_PG_PORT}" --user=postgres \

@@ -50,3 +50,22 @@ ensure_traversable() {
     dir="$(dirname "${dir}")"
   done
 }
+
+# Path of a test driver that postgresql-server-dev ships under pgxs/src/test (e.g.
+# regress/pg_regress), or die.
+pgxs_tool() {
+  local tool
+  tool="$("${PG_CONFIG}" --pkglibdir)/pgxs/src/test/$1"
+  [ -x "${tool}" ] || die "$(basename "$1") not found (install postgresql-server-dev-${PG_MAJOR})"
+  echo "${tool}"
+}
+
+# The tests in a directory: names of its *.$2 files without the extension, sorted, except $3.
+test_names() {
+  find "$1" -name "*.$2" ! -name "${3:-}" -printf '%f\n' | sed "s/\.$2\$//" | sort
+}
+
+# Drop and create database $1 (empty).
+fresh_database() {
+  "${PSQL[@]}" -d postgres -qc "drop database if exists $1" -c "create database $1"
+}

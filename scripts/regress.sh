@@ -6,17 +6,16 @@ source "$(dirname "$0")/lib.sh"
 
 REGRESS_DIR="${ROOT}/pg_docstore/tests/regress"
 OUT_DIR="${ROOT}/target/regress"
-PG_REGRESS="$("${PG_CONFIG}" --pkglibdir)/pgxs/src/test/regress/pg_regress"
-[ -x "${PG_REGRESS}" ] || die "pg_regress not found (install postgresql-server-dev-${PG_MAJOR})"
+PG_REGRESS="$(pgxs_tool regress/pg_regress)"
 cluster_running || die "the cluster is not running: run 'make up' first"
 
 if [ "$#" -gt 0 ]; then
   tests=("$@")
 else
-  mapfile -t tests < <(find "${REGRESS_DIR}/sql" -name '*.sql' ! -name setup.sql -printf '%f\n' | sed 's/\.sql$//' | sort)
+  mapfile -t tests < <(test_names "${REGRESS_DIR}/sql" sql setup.sql)
 fi
 
-"${PSQL[@]}" -d postgres -qc "drop database if exists docstore_regress" -c "create database docstore_regress"
+fresh_database docstore_regress
 mkdir -p "${OUT_DIR}"
 "${PG_REGRESS}" --use-existing --host=127.0.0.1 --port="${DOCSTORE_PG_PORT}" --user=postgres \
   --dbname=docstore_regress --inputdir="${REGRESS_DIR}" --outputdir="${OUT_DIR}" \
