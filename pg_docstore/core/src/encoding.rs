@@ -531,6 +531,9 @@ impl Reader<'_> {
                         other => return Err(self.invalid(other)),
                     }
                     let key = self.string()?;
+                    if key == crate::typed_json::RESERVED_KEY {
+                        return Err(DecodeError::Invalid("map key reserved by typed JSON"));
+                    }
                     if previous
                         .as_deref()
                         .is_some_and(|p| p.as_bytes() >= key.as_bytes())

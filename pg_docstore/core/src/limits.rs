@@ -28,6 +28,10 @@ pub enum LimitError {
     EmptyFieldName { at: String },
     #[error("field name \"{name}\" at {at} is reserved (names matching __.*__ are not allowed)")]
     ReservedFieldName { at: String, name: String },
+    #[error(
+        "field name \"{name}\" at {at} is reserved (typed JSON's parser uses it for exact numbers)"
+    )]
+    UnrepresentableFieldName { at: String, name: String },
     #[error("field name at {at} is {bytes} bytes; the limit is 1500 bytes")]
     FieldNameTooLong { at: String, bytes: usize },
     #[error("field path {at} is longer than 1500 bytes")]
@@ -100,6 +104,12 @@ fn check_map<'a>(map: &'a Map, trail: &mut Vec<&'a str>, depth: usize) -> Result
                 name: key.clone(),
             });
         }
+        if key == crate::typed_json::RESERVED_KEY {
+            return Err(LimitError::UnrepresentableFieldName {
+                at: shown(trail),
+                name: key.clone(),
+            });
+        }
         if trail.iter().map(|s| s.len() + 1).sum::<usize>() > MAX_FIELD_PATH_BYTES + 1 {
             return Err(LimitError::FieldPathTooLong {
                 at: shown(trail).chars().take(64).collect(),
@@ -138,6 +148,23 @@ mod tests {
 
     fn doc(json: &str) -> Map {
         map_from_json(&serde_json::from_str(json).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_key_typed_json_cannot_hold_is_refused() {
+        // Built in Rust (JSON text holding it never parses): {"m": {RESERVED_KEY: true}}.
+        let inner: Map = [(
+            crate::typed_json::RESERVED_KEY.to_owned(),
+            Value::Boolean(true),
+        )]
+        .into_iter()
+        .collect();
+        let fields: Map = [("m".to_owned(), Value::Map(inner))].into_iter().collect();
+        let path = ResourcePath::parse_document("c/d").unwrap();
+        assert!(matches!(
+            check_document(&path, &fields),
+            Err(LimitError::UnrepresentableFieldName { .. })
+        ));
     }
 
     #[test]

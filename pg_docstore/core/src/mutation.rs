@@ -561,6 +561,7 @@ fn locate(error: TypedJsonError, base: &str) -> MutationError {
         }
         .into(),
         TypedJsonError::Syntax(text) => TypedJsonError::Syntax(text).into(),
+        TypedJsonError::ReservedKey => TypedJsonError::ReservedKey.into(),
     }
 }
 

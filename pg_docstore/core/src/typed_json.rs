@@ -56,6 +56,10 @@ pub enum TypedJsonError {
     #[error("invalid JSON: {0}")]
     Syntax(String),
     #[error(
+        "\"$serde_json::private::Number\" is reserved: typed JSON cannot hold it as a key, and refuses text containing it"
+    )]
+    ReservedKey,
+    #[error(
         "number {text} at {at} is out of range for a double (use {{\"$double\": \"Infinity\"}})"
     )]
     NumberOutOfRange { at: String, text: String },
@@ -78,9 +82,40 @@ pub enum TypedJsonError {
 /// # Errors
 /// [`TypedJsonError::Syntax`] for malformed JSON, otherwise as [`from_json`].
 pub fn parse(text: &str) -> Result<Value, TypedJsonError> {
-    let json: Json =
-        serde_json::from_str(text).map_err(|e| TypedJsonError::Syntax(e.to_string()))?;
-    from_json(&json)
+    from_json(&json_from_str(text)?)
+}
+
+/// The one map key typed JSON cannot hold. serde_json (with `arbitrary_precision`, which keeps
+/// numbers exact) passes every number to its visitors as a map with this single key: a real
+/// object whose first key is this one fails to parse, or, with a numeric string value, silently
+/// reads as that number. So [`json_from_str`] refuses any text that mentions it, writes refuse
+/// it as a field name (`limits::check_document`), and the index decoder as a map key.
+pub const RESERVED_KEY: &str = "$serde_json::private::Number";
+
+/// [`RESERVED_KEY`] without its `$`: what [`json_from_str`] looks for, so that escaped forms
+/// of the `$` are caught too.
+const RESERVED_MARK: &str = "serde_json::private::Number";
+
+/// Parse JSON text, refusing text that mentions [`RESERVED_KEY`].
+///
+/// # Errors
+/// [`TypedJsonError::ReservedKey`], or [`TypedJsonError::Syntax`].
+pub fn json_from_str(text: &str) -> Result<Json, TypedJsonError> {
+    refuse_reserved(text)?;
+    serde_json::from_str(text).map_err(|e| TypedJsonError::Syntax(e.to_string()))
+}
+
+/// [`TypedJsonError::ReservedKey`] when JSON text mentions [`RESERVED_KEY`], for parsers
+/// that report JSON syntax errors their own way.
+///
+/// # Errors
+/// As said.
+pub fn refuse_reserved(text: &str) -> Result<(), TypedJsonError> {
+    if text.contains(RESERVED_MARK) {
+        Err(TypedJsonError::ReservedKey)
+    } else {
+        Ok(())
+    }
 }
 
 /// Convert parsed JSON into a value.
@@ -501,6 +536,25 @@ mod tests {
 
     fn round(text: &str) -> String {
         to_string(&parse(text).unwrap())
+    }
+
+    #[test]
+    fn the_serde_number_key_is_refused_not_misread() {
+        assert_eq!(RESERVED_KEY, format!("${RESERVED_MARK}"));
+        // serde_json would read the first as the number 5 and fail on the second.
+        for text in [
+            r#"{"a": {"$serde_json::private::Number": "5"}}"#,
+            r#"{"$serde_json::private::Number": true}"#,
+            r#"{"a": {"\u0024serde_json::private::Number": "5"}}"#,
+        ] {
+            assert_eq!(
+                json_from_str(text),
+                Err(TypedJsonError::ReservedKey),
+                "{text}"
+            );
+            assert_eq!(parse(text), Err(TypedJsonError::ReservedKey), "{text}");
+        }
+        assert!(json_from_str(r#"{"a": {"$other": "5"}}"#).is_ok());
     }
 
     #[test]

@@ -16,8 +16,7 @@ use crate::storage::entities::{self, Keys};
 use crate::writes::{self, batch, Operation, Write};
 
 fn json_of(arg: &TypedJsonb) -> Result<serde_json::Value, DocstoreError> {
-    serde_json::from_str(&arg.0)
-        .map_err(|e| DocstoreError::TypedJson(docstore_core::TypedJsonError::Syntax(e.to_string())))
+    docstore_core::typed_json::json_from_str(&arg.0).map_err(DocstoreError::TypedJson)
 }
 
 fn write_one(

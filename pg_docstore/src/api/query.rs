@@ -88,9 +88,8 @@ fn run_query(
     ErrorReport,
 > {
     Ok(rows_of(&structured.0, |text| {
-        let json: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-            DocstoreError::TypedJson(docstore_core::TypedJsonError::Syntax(e.to_string()))
-        })?;
+        let json =
+            docstore_core::typed_json::json_from_str(text).map_err(DocstoreError::TypedJson)?;
         parse_structured(&json).map_err(DocstoreError::from)
     })?)
 }

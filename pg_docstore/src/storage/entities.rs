@@ -55,7 +55,7 @@ fn parse_row(
 ) -> Result<Stored, DocstoreError> {
     let data = data.ok_or_else(|| DocstoreError::Internal("entity without data".into()))?;
     let fields = typed_json::map_from_json(
-        &serde_json::from_str(&data.0)
+        &typed_json::json_from_str(&data.0)
             .map_err(|e| DocstoreError::Internal(format!("stored data is not JSON: {e}")))?,
     )
     .map_err(|e| DocstoreError::Internal(format!("stored data is not typed JSON: {e}")))?;

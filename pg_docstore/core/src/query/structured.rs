@@ -45,6 +45,10 @@ const QUERY_MEMBERS: [&str; 11] = [
 /// [`QueryError::Syntax`] (with line and column) for malformed JSON, otherwise as
 /// [`parse_structured`].
 pub fn parse_structured_str(text: &str) -> Result<Query> {
+    crate::typed_json::refuse_reserved(text).map_err(|source| QueryError::InvalidValue {
+        at: "<root>".into(),
+        source,
+    })?;
     let json: Json = serde_json::from_str(text).map_err(|e| {
         let (line, column) = (e.line() as u64, e.column() as u64);
         let offset = text

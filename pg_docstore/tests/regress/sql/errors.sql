@@ -23,6 +23,10 @@ select sqlstate_of($$select docstore.set('er/x', '{"n": {"$delete": true}}')$$);
 -- typed JSON (22P02)
 select sqlstate_of($$select docstore.set('er/x', '{"t": {"$timestamp": "noon"}}')$$);
 select sqlstate_of($$select docstore.set('er/x', '[1, 2]')$$);
+-- the key serde_json uses for exact numbers: would read back as the number 5, or not at all
+select sqlstate_of($$select docstore.set('er/x', '{"a": {"$serde_json::private::Number": "5"}}')$$);
+select sqlstate_of($$select docstore.update('er/exists', '{"m.`$serde_json::private::Number`": true}')$$);
+select sqlstate_of($$select * from docstore.run_query('{"from": [{"collectionId": "er"}], "where": {"fieldFilter": {"field": {"fieldPath": "a"}, "op": "EQUAL", "value": {"$serde_json::private::Number": "5"}}}}')$$);
 -- not found (P0002), already exists (23505)
 select sqlstate_of($$select docstore.update('er/missing', '{"n": 1}')$$);
 select sqlstate_of($$select docstore.create('er/exists', '{"n": 2}')$$);
