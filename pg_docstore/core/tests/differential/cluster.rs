@@ -53,6 +53,14 @@ pub(crate) fn fresh_database(dsn: &str) -> Client {
     client
         .batch_execute("create extension pg_docstore")
         .expect("create extension pg_docstore");
+    // The client role of `run_query` (roles are cluster-wide; the grants are this database's).
+    client
+        .batch_execute(&format!(
+            "do $$ begin create role {READER}; exception when duplicate_object then null; end $$; \
+             grant usage on schema docstore to {READER}; \
+             grant select on docstore.entities to {READER};"
+        ))
+        .expect("creating the reader role");
     for function in ["docstore.query(text)", "docstore.commit(jsonb)"] {
         client
             .execute("select $1::text::regprocedure", &[&function])
@@ -227,11 +235,20 @@ pub(crate) fn run_query(client: &mut Client, text: &str, created: &mut usize) ->
     for _ in 0..20 {
         match client.query("select path, data::text from docstore.query($1)", &[&text]) {
             Ok(rows) => {
-                return Answer::Rows(
-                    rows.iter()
-                        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-                        .collect(),
-                )
+                let rows: Vec<(String, String)> = rows
+                    .iter()
+                    .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                    .collect();
+                // A client role reads through the general executor (no single-statement fast
+                // paths, documents fetched with its own rights): it must see the same rows.
+                let as_client = as_reader(client, text);
+                if as_client.as_ref() != Ok(&rows) {
+                    return Answer::Error(
+                        "-".into(),
+                        format!("as {READER} the rows differ: {as_client:?}"),
+                    );
+                }
+                return Answer::Rows(rows);
             }
             Err(e) => {
                 let Some(db) = e.as_db_error() else {
@@ -263,6 +280,26 @@ pub(crate) fn run_query(client: &mut Client, text: &str, created: &mut usize) ->
         "-".into(),
         "still asking for an index after 20 create_index calls".into(),
     )
+}
+
+/// A role with rights on `docstore.entities` only, as a client role would have.
+pub(crate) const READER: &str = "docstore_differential_reader";
+
+/// The rows of `text` for [`READER`], or the error message.
+fn as_reader(client: &mut Client, text: &str) -> Result<Vec<(String, String)>, String> {
+    client
+        .batch_execute(&format!("set role {READER}"))
+        .map_err(|e| message(&e))?;
+    let rows = client
+        .query("select path, data::text from docstore.query($1)", &[&text])
+        .map(|rows| {
+            rows.iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                .collect()
+        })
+        .map_err(|e| message(&e));
+    client.batch_execute("reset role").expect("reset role");
+    rows
 }
 
 /// Make the exemptions of the collection group `c` exactly `wanted`.

@@ -2,7 +2,8 @@
 //! NaN, nulls, nested maps) are written with `docstore.commit`, random valid queries are run
 //! with `docstore.query`, and every answer must be exactly what `query::evaluate` (or
 //! `query::aggregate`) computes over the same documents: same paths in the same order, same
-//! (projected) data.
+//! (projected) data. Every query also runs as a client role with rights on `docstore.entities`
+//! only (no fast paths; documents fetched with the caller's rights), which must see the same rows.
 //!
 //! When a query needs a missing composite index (SQLSTATE 55000) the test runs the
 //! `create_index` call the error names, `call docstore.build_indexes()`, and retries, as a user
