@@ -55,7 +55,7 @@ use thiserror::Error;
 use crate::encoding::{self, MAX_INDEXED_VALUE_BYTES};
 use crate::index::{IndexDefinition, IndexField, Scope};
 use crate::path::{FieldPath, ResourcePath};
-use crate::query::{Direction, Filter, Limit, Order, Query};
+use crate::query::{Filter, Limit, Order, Query};
 use crate::value::Value;
 
 pub use explain::explain;
@@ -277,10 +277,7 @@ impl Plan {
     pub fn compare(&self, a: &OrderKey, b: &OrderKey) -> Ordering {
         for ((x, y), order) in a.values.iter().zip(&b.values).zip(&self.order) {
             let o = x.encoded.cmp(&y.encoded);
-            let o = match order.direction {
-                Direction::Ascending => o,
-                Direction::Descending => o.reverse(),
-            };
+            let o = order.direction.apply(o);
             if o.is_ne() {
                 return o;
             }

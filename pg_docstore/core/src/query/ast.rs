@@ -314,6 +314,14 @@ impl Direction {
             Direction::Descending => Direction::Ascending,
         }
     }
+
+    /// An ascending comparison's result, read in this direction.
+    pub fn apply(self, ordering: std::cmp::Ordering) -> std::cmp::Ordering {
+        match self {
+            Direction::Ascending => ordering,
+            Direction::Descending => ordering.reverse(),
+        }
+    }
 }
 
 /// One `order by` component.

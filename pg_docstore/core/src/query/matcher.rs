@@ -22,7 +22,7 @@ use crate::compare::compare;
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::{Map, Value};
 
-use super::ast::{Cursor, Direction, FieldOp, Filter, Order, Query, UnaryOp};
+use super::ast::{Cursor, FieldOp, Filter, Order, Query, UnaryOp};
 
 /// The value of `field` in the document at `path`: `__name__` is the document's own name
 /// (as a reference); `None` when the field is missing.
@@ -99,10 +99,7 @@ impl<'q> Matcher<'q> {
                 // Only for documents that do not match: missing sorts first.
                 (x, y) => x.is_some().cmp(&y.is_some()),
             };
-            let o = match order.direction {
-                Direction::Ascending => o,
-                Direction::Descending => o.reverse(),
-            };
+            let o = order.direction.apply(o);
             if o.is_ne() {
                 return o;
             }
@@ -117,10 +114,7 @@ impl<'q> Matcher<'q> {
                 Some(field) => compare(value, &field),
                 None => Ordering::Less,
             };
-            let o = match order.direction {
-                Direction::Ascending => o,
-                Direction::Descending => o.reverse(),
-            };
+            let o = order.direction.apply(o);
             if o.is_ne() {
                 return o;
             }
