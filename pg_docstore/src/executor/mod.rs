@@ -172,9 +172,9 @@ pub fn run(
         heads.push(b.next(client)?);
     }
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
-    // Documents returned whole are passed through as stored; projections and aggregations
-    // need the fields.
-    let needs_fields = aggregations.is_some() || !matches!(query.selection, Selection::Documents);
+    // Documents returned whole are passed through as stored, and counts need no fields;
+    // projections and the other aggregations do.
+    let needs_fields = !count_only && !matches!(query.selection, Selection::Documents);
     let mut docs: Vec<(ResourcePath, Option<Map>, ResultRow)> = Vec::new();
     let mut counted: u64 = fast_count.unwrap_or(0);
     let mut skip = u64::from(query.offset);
@@ -224,10 +224,11 @@ pub fn run(
         let flush = finished || pending_len >= 256 || wanted.is_some_and(|w| pending_len >= w);
         if flush && !pending.is_empty() {
             let names: Vec<Vec<u8>> = pending.iter().map(|(_, n, _)| n.clone()).collect();
-            let fetched = fetch_many(client, database, names)?;
+            let mut fetched = fetch_many(client, database, names)?;
             stats.documents_fetched += u64::try_from(fetched.len()).unwrap_or(0);
             for (path, name, recheck) in pending.drain(..) {
-                let Some(f) = fetched.get(&name) else {
+                // Each name is pending once (`seen`), so its document can be moved out.
+                let Some(f) = fetched.remove(&name) else {
                     continue;
                 };
                 let fields = if recheck || needs_fields {
@@ -251,8 +252,8 @@ pub fn run(
                     continue;
                 }
                 let row = ResultRow {
-                    path: f.path.clone(),
-                    data: JsonbOut::Stored(f.data.clone()),
+                    path: f.path,
+                    data: JsonbOut::Stored(f.data),
                     update_time: f.update_time,
                 };
                 docs.push((path, fields, row));
