@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use pgrx::spi::SpiClient;
 
+use docstore_core::encoding::encode_name;
 use docstore_core::index::{document_entries, IndexConfig};
 use docstore_core::limits::check_document;
 use docstore_core::mutation::{Mutation, MutationError, WriteKind};
@@ -81,54 +82,39 @@ pub fn commit(
 ) -> Result<CommitResult, DocstoreError> {
     let _generic = crate::pg::spi::GenericPlans::new();
     // Lock and read every document once, in name order.
-    let mut order: BTreeMap<Vec<u8>, ResourcePath> = BTreeMap::new();
-    for write in writes {
-        order
-            .entry(Keys::of(&write.path).name)
-            .or_insert_with(|| write.path.clone());
+    let names: Vec<Vec<u8>> = writes.iter().map(|w| encode_name(&w.path)).collect();
+    let mut first_writes: BTreeMap<&[u8], &Write> = BTreeMap::new();
+    for (write, name) in writes.iter().zip(&names) {
+        first_writes.entry(name).or_insert(write);
     }
-    let mut slots: HashMap<Vec<u8>, Slot> = HashMap::with_capacity(order.len());
+    let mut slots: HashMap<Vec<u8>, Slot> = HashMap::with_capacity(first_writes.len());
     let mut latest = i64::MIN;
-    for (name, path) in order {
+    for (name, first) in first_writes {
         // A document whose first write is a plain create is not read: the insert itself
         // decides (ON CONFLICT), which is exact even against concurrent creators.
-        let first = writes.iter().find(|w| w.path == path);
-        let create_first = first.is_some_and(|w| {
-            w.precondition.is_none()
-                && matches!(&w.operation, Operation::Mutate(m) if *m.kind() == WriteKind::Create)
-        });
-        if create_first {
-            let keys = Keys::of(&path);
-            slots.insert(
-                name,
-                Slot {
-                    current: None,
-                    current_time: None,
-                    stored: None,
-                    path,
-                    keys,
-                    written: false,
-                },
-            );
-            continue;
-        }
-        let mut stored = entities::read_for_update(client, database, &name)?;
-        if stored.is_none() {
-            entities::lock_missing(client, database, &name)?;
-            stored = entities::read_for_update(client, database, &name)?;
-        }
+        let create_first = first.precondition.is_none()
+            && matches!(&first.operation, Operation::Mutate(m) if *m.kind() == WriteKind::Create);
+        let stored = if create_first {
+            None
+        } else {
+            let mut stored = entities::read_for_update(client, database, name)?;
+            if stored.is_none() {
+                entities::lock_missing(client, database, name)?;
+                stored = entities::read_for_update(client, database, name)?;
+            }
+            stored
+        };
         if let Some(s) = &stored {
             latest = latest.max(s.update_time);
         }
-        let keys = Keys::of(&path);
         slots.insert(
-            name,
+            name.to_vec(),
             Slot {
                 current: stored.as_ref().map(|s| s.fields.clone()),
                 current_time: stored.as_ref().map(|s| s.update_time),
                 stored,
-                path,
-                keys,
+                keys: Keys::of(&first.path),
+                path: first.path.clone(),
                 written: false,
             },
         );
@@ -148,10 +134,9 @@ pub fn commit(
             error
         }
     };
-    for (index, write) in writes.iter().enumerate() {
-        let name = Keys::of(&write.path).name;
+    for (index, (write, name)) in writes.iter().zip(&names).enumerate() {
         let slot = slots
-            .get_mut(&name)
+            .get_mut(name)
             .ok_or_else(|| DocstoreError::Internal("document of a write was not read".into()))?;
         check_precondition(&write.path, slot, write.precondition.as_ref())
             .map_err(|e| in_write(index, e))?;
