@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 
 use docstore_core::encoding::{decode_name, encode_segments};
 use docstore_core::index::{self, document_entries, kind, IndexDefinition, Scope};
-use docstore_core::{typed_json, FieldPath, ResourcePath};
+use docstore_core::{FieldPath, ResourcePath};
 
 use crate::errors::DocstoreError;
 use crate::guc::database_id;
@@ -208,10 +208,7 @@ fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport>
                     let path =
                         ResourcePath::parse_document(&doc.get::<String>(2)?.unwrap_or_default())?;
                     let data: TypedJsonb = doc.get(3)?.unwrap_or(TypedJsonb("{}".into()));
-                    let fields = typed_json::map_from_json(
-                        &serde_json::from_str(&data.0)
-                            .map_err(|e| DocstoreError::Internal(e.to_string()))?,
-                    )?;
+                    let fields = crate::storage::entities::stored_fields(&data)?;
                     let mut entries = BTreeSet::new();
                     index.entries(&path, &fields, &mut entries);
                     for key in entries {

@@ -49,18 +49,25 @@ impl Keys {
     }
 }
 
+/// The fields of a stored document (`entities.data`).
+///
+/// # Errors
+/// [`DocstoreError::Internal`]: what we stored always parses.
+pub fn stored_fields(data: &TypedJsonb) -> Result<Map, DocstoreError> {
+    typed_json::map_from_json(
+        &typed_json::json_from_str(&data.0)
+            .map_err(|e| DocstoreError::Internal(format!("stored data is not JSON: {e}")))?,
+    )
+    .map_err(|e| DocstoreError::Internal(format!("stored data is not typed JSON: {e}")))
+}
+
 fn parse_row(
     data: Option<TypedJsonb>,
     update: Option<TimestampWithTimeZone>,
 ) -> Result<Stored, DocstoreError> {
     let data = data.ok_or_else(|| DocstoreError::Internal("entity without data".into()))?;
-    let fields = typed_json::map_from_json(
-        &typed_json::json_from_str(&data.0)
-            .map_err(|e| DocstoreError::Internal(format!("stored data is not JSON: {e}")))?,
-    )
-    .map_err(|e| DocstoreError::Internal(format!("stored data is not typed JSON: {e}")))?;
     Ok(Stored {
-        fields,
+        fields: stored_fields(&data)?,
         update_time: update.map(from_timestamptz).unwrap_or_default(),
     })
 }
