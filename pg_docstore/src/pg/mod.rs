@@ -1,6 +1,7 @@
 //! Datum and SPI glue. All `unsafe` of the extension lives under this module.
 
 pub mod catalog_cache;
+pub mod heap;
 pub mod jsonb;
 pub mod owner;
 pub mod random;

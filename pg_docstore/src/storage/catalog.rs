@@ -44,6 +44,9 @@ pub fn index_config_cached(
     collection_group: &str,
 ) -> Result<IndexConfig, DocstoreError> {
     crate::pg::catalog_cache::get_or_load(client, database, collection_group, |client| {
+        // The catalog is the extension's own: a role that may write documents reads it as the
+        // extension's owner, as queries do.
+        let _owner = crate::pg::owner::AsOwner::new(client)?;
         index_config(client, database, collection_group)
     })
 }

@@ -12,6 +12,7 @@ use crate::errors::DocstoreError;
 use crate::pg::jsonb::{StoredJsonb, TypedJsonb};
 use crate::pg::spi::plan;
 use crate::pg::time::{from_timestamptz, to_timestamptz};
+use crate::storage::entries as index_entries;
 
 const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 const BYTEA: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAOID);
@@ -135,36 +136,23 @@ fn data_arg(fields: &Map) -> TypedJsonb {
     TypedJsonb(typed_json::map_to_string(fields))
 }
 
-/// Insert a new document and its index entries, in one statement. Returns false (and writes
-/// nothing) when the document exists already: a concurrent creator won, or it was never read.
+/// Insert a new document, then its index entries. Returns false (and writes nothing) when the
+/// document exists already: a concurrent creator won, or it was never read.
 pub fn insert(
     client: &mut SpiClient<'_>,
     database: &str,
     path: &ResourcePath,
     fields: &Map,
     time: i64,
-    entries: Vec<Vec<u8>>,
+    entries: &[Vec<u8>],
 ) -> Result<bool, DocstoreError> {
-    let sql = "with e as ( \
-                 insert into docstore.entities \
-                 (database_id, name, parent, collection_id, path, data, create_time, update_time) \
-                 values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing returning 1), \
-               x as (insert into docstore.index_entries (database_id, key, name) \
-                 select $1, k, $2 from unnest($8::bytea[]) k where exists (select from e)) \
-               select count(*) from e";
+    let sql = "insert into docstore.entities \
+               (database_id, name, parent, collection_id, path, data, create_time, update_time) \
+               values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing";
     let stmt = plan(
         client,
         sql,
-        &[
-            TEXT,
-            BYTEA,
-            BYTEA,
-            TEXT,
-            TEXT,
-            JSONB,
-            TIMESTAMPTZ,
-            BYTEA_ARRAY,
-        ],
+        &[TEXT, BYTEA, BYTEA, TEXT, TEXT, JSONB, TIMESTAMPTZ],
     )?;
     let keys = Keys::of(path);
     let inserted = client
@@ -173,71 +161,59 @@ pub fn insert(
             None,
             &[
                 database.into(),
-                keys.name.into(),
+                keys.name.as_slice().into(),
                 keys.parent.into(),
                 keys.collection_id.into(),
                 path.to_string().into(),
                 data_arg(fields).into(),
                 to_timestamptz(time)?.into(),
-                entries.into(),
             ],
         )?
-        .first()
-        .get_one::<i64>()?;
-    Ok(inserted == Some(1))
+        .len()
+        == 1;
+    if inserted {
+        index_entries::apply(database, &keys.name, &[], entries)?;
+    }
+    Ok(inserted)
 }
 
-/// Replace a document's data and update time and apply its index-entry delta, in one statement.
+/// Replace a document's data and update time, then apply its index-entry delta.
 pub fn update(
     client: &mut SpiClient<'_>,
     database: &str,
     name: &[u8],
     fields: &Map,
     time: i64,
-    removed: Vec<Vec<u8>>,
-    added: Vec<Vec<u8>>,
+    removed: &[Vec<u8>],
+    added: &[Vec<u8>],
 ) -> Result<(), DocstoreError> {
-    let sql = "with u as (update docstore.entities set data = $3, update_time = $4 \
-                 where database_id = $1 and name = $2), \
-               d as (delete from docstore.index_entries where database_id = $1 and key = any($5)) \
-               insert into docstore.index_entries (database_id, key, name) \
-               select $1, k, $2 from unnest($6::bytea[]) k";
-    let stmt = plan(
-        client,
-        sql,
-        &[TEXT, BYTEA, JSONB, TIMESTAMPTZ, BYTEA_ARRAY, BYTEA_ARRAY],
-    )?;
+    let sql = "update docstore.entities set data = $3, update_time = $4 \
+               where database_id = $1 and name = $2";
+    let stmt = plan(client, sql, &[TEXT, BYTEA, JSONB, TIMESTAMPTZ])?;
     client.update(
         &*stmt,
         None,
         &[
             database.into(),
-            name.to_vec().into(),
+            name.into(),
             data_arg(fields).into(),
             to_timestamptz(time)?.into(),
-            removed.into(),
-            added.into(),
         ],
     )?;
-    Ok(())
+    index_entries::apply(database, name, removed, added)
 }
 
-/// Delete a document and its index entries, in one statement.
+/// Delete a document, then its index entries.
 pub fn delete(
     client: &mut SpiClient<'_>,
     database: &str,
     name: &[u8],
-    entries: Vec<Vec<u8>>,
+    entries: &[Vec<u8>],
 ) -> Result<(), DocstoreError> {
-    let sql = "with d as (delete from docstore.entities where database_id = $1 and name = $2) \
-               delete from docstore.index_entries where database_id = $1 and key = any($3)";
-    let stmt = plan(client, sql, &[TEXT, BYTEA, BYTEA_ARRAY])?;
-    client.update(
-        &*stmt,
-        None,
-        &[database.into(), name.to_vec().into(), entries.into()],
-    )?;
-    Ok(())
+    let sql = "delete from docstore.entities where database_id = $1 and name = $2";
+    let stmt = plan(client, sql, &[TEXT, BYTEA])?;
+    client.update(&*stmt, None, &[database.into(), name.into()])?;
+    index_entries::apply(database, name, entries, &[])
 }
 
 /// A document as a query returns it.

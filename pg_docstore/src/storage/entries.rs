@@ -1,14 +1,64 @@
-//! `docstore.index_entries`: the exact delta of a document's entries (written together with
-//! the entity by `storage::entities`), and bulk inserts for index builds.
+//! `docstore.index_entries`: a document's entries and the exact delta of them (written below
+//! the executor right after `storage::entities` wrote the document, see `pg::heap`), and bulk
+//! inserts for index builds.
 
 use pgrx::spi::SpiClient;
-use pgrx::{PgBuiltInOids, PgOid};
+use pgrx::{pg_sys, IntoDatum, PgBuiltInOids, PgOid};
 
 use crate::errors::DocstoreError;
+use crate::pg::heap::Table;
 use crate::pg::spi::plan;
 
 const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 const BYTEA_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAARRAYOID);
+
+fn datum(value: impl IntoDatum) -> Result<pg_sys::Datum, DocstoreError> {
+    value
+        .into_datum()
+        .ok_or_else(|| DocstoreError::Internal("an index entry column is NULL".into()))
+}
+
+/// Apply a document's index-entry delta: delete the entries `removed` (an entry that is not
+/// there is no error: an index still being built has no entries for documents its backfill has
+/// not reached yet), then insert `added`. The caller holds the document's lock.
+pub fn apply(
+    database: &str,
+    name: &[u8],
+    removed: &[Vec<u8>],
+    added: &[Vec<u8>],
+) -> Result<(), DocstoreError> {
+    if removed.is_empty() && added.is_empty() {
+        return Ok(());
+    }
+    let table = Table::open(c"docstore", c"index_entries")?;
+    let database = datum(database)?;
+    if !removed.is_empty() {
+        let keys = removed
+            .iter()
+            .map(|key| Ok([database, datum(key.as_slice())?]))
+            .collect::<Result<Vec<_>, DocstoreError>>()?;
+        let columns = [
+            (
+                pg_sys::RegProcedure::from(pg_sys::F_TEXTEQ),
+                pg_sys::C_COLLATION_OID,
+            ),
+            (
+                pg_sys::RegProcedure::from(pg_sys::F_BYTEAEQ),
+                pg_sys::InvalidOid,
+            ),
+        ];
+        table.delete_by_primary_key(&columns, &keys)?;
+    }
+    if !added.is_empty() {
+        let name = datum(name)?;
+        let rows = added
+            .iter()
+            .map(|key| Ok([database, datum(key.as_slice())?, name]))
+            .collect::<Result<Vec<_>, DocstoreError>>()?;
+        table.insert(&rows)?;
+    }
+    Ok(())
+}
 
 /// Insert entries `keys[i]` of documents `names[i]` that are not there yet (backfills: a
 /// concurrent writer may have written some already). Nothing to do for an empty list.

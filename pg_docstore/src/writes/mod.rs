@@ -198,13 +198,21 @@ pub fn commit(
         };
         match (&slot.stored, &slot.current) {
             (None, None) => {}
-            (Some(_), None) => entities::delete(client, database, name, old)?,
+            (Some(_), None) => entities::delete(client, database, name, &old)?,
             (Some(_), Some(fields)) => {
                 let (removed, added) = entries::delta(&old, &new);
-                entities::update(client, database, name, fields, commit_time, removed, added)?;
+                entities::update(
+                    client,
+                    database,
+                    name,
+                    fields,
+                    commit_time,
+                    &removed,
+                    &added,
+                )?;
             }
             (None, Some(fields)) => {
-                if !entities::insert(client, database, &slot.path, fields, commit_time, new)? {
+                if !entities::insert(client, database, &slot.path, fields, commit_time, &new)? {
                     // Either the first write was a create and the document exists, or our
                     // snapshot predates a concurrent creator's commit (REPEATABLE READ).
                     let created_first = writes.iter().find(|w| w.path == slot.path).is_some_and(|w| {

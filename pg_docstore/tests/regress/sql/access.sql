@@ -16,12 +16,37 @@ select path from docstore.query('select * from /acl where x = 1');
 select path from docstore.query('select * from /acl where x = 1 and y = "b"');
 select data from docstore.query('select count(*) from /acl where x = 1');
 select path from docstore.query('select * from /acl order by y desc limit 2');
+-- reading is not writing: no document and no index entry is written (42501)
+select sqlstate_of($$select docstore.add('acl', '{"x": 1}')$$);
+select sqlstate_of($$select docstore.update('acl/a', '{"x": 5}')$$);
 rollback;
 -- no right on the documents: the query is refused, nothing leaks from the index
 begin;
 set local role docstore_test_outsider;
 select sqlstate_of($$select count(*) from docstore.query('select * from /acl where x = 1')$$);
 select sqlstate_of($$select data from docstore.query('select count(*) from /acl where x = 1')$$);
+rollback;
+-- Writes need rights on the documents only: index entries are maintained by the extension,
+-- like an index, once the caller's write to entities has passed its rights.
+grant insert, update, delete on docstore.entities to docstore_test_client;
+begin;
+set local role docstore_test_client;
+select docstore.set('acl/w', '{"x": 1, "tags": ["a", "b"]}') is not null as set;
+select docstore.update('acl/w', '{"x": {"$increment": 1}, "tags": {"$arrayRemove": ["a"]}}') is not null as updated;
+select docstore.add('acl', '{"x": 2}') like 'acl/%' as added;
+select docstore.commit('[{"create": "acl/v", "data": {"x": 3}}, {"delete": "acl/a"}]') ? 'commitTime' as committed;
+select count(*) from docstore.query('select * from /acl where x = 2');
+select path from docstore.query('select * from /acl where tags array_contains "b"');
+select sqlstate_of('select count(*) from docstore.index_entries');
+reset role;
+select * from docstore.check_indexes();
+rollback;
+-- without the right to insert documents, nothing is written (42501)
+begin;
+set local role docstore_test_outsider;
+select sqlstate_of($$select docstore.set('acl/o', '{"x": 1}')$$);
+reset role;
+select count(*) from docstore.entities where path = 'acl/o';
 rollback;
 revoke all on docstore.entities from docstore_test_client;
 revoke all on schema docstore from docstore_test_client, docstore_test_outsider;

@@ -1,0 +1,236 @@
+//! Rows written below the executor: `heap_multi_insert` plus the table's index inserts, and
+//! deletes by primary key. Used for `docstore.index_entries` only, which is derived data the
+//! extension maintains for a document write that already passed the caller's rights and
+//! row-level security on `docstore.entities` (so, like an index, it needs no rights of its own).
+//!
+//! Compared with an `INSERT ... SELECT unnest(...)` through SPI this skips parsing-free but
+//! still costly work per write: executor start-up of the statement, a projection and an
+//! `ExecInsert` per row, and one heap WAL record per row (a multi-insert logs one per page).
+//! What the executor would do for us and matters here is done the same way: the same heap
+//! and index AM calls, unique checks, serializable conflict checks (inside those calls), and a
+//! command-counter increment so later statements of the transaction see the rows.
+
+use pgrx::pg_sys;
+
+use crate::errors::DocstoreError;
+
+/// An open table with its indexes, locked `ROW EXCLUSIVE` until the end of the transaction
+/// (as `INSERT`/`DELETE` lock it).
+pub struct Table {
+    rel: pg_sys::Relation,
+    indexes: Vec<(pg_sys::Relation, *mut pg_sys::IndexInfo)>,
+}
+
+impl Table {
+    /// Open `schema.name`.
+    ///
+    /// # Errors
+    /// [`DocstoreError::Internal`] when the table is missing or has an index this module cannot
+    /// maintain (an expression, a partial, an exclusion or a deferred unique index): the
+    /// extension's own tables have none.
+    pub fn open(schema: &core::ffi::CStr, name: &core::ffi::CStr) -> Result<Table, DocstoreError> {
+        // SAFETY: catalog lookups by name; `get_namespace_oid(.., false)` raises a Postgres
+        // ERROR for a missing schema; a missing table is InvalidOid, checked before opening.
+        let relid = unsafe {
+            let namespace = pg_sys::get_namespace_oid(schema.as_ptr(), false);
+            pg_sys::get_relname_relid(name.as_ptr(), namespace)
+        };
+        if relid == pg_sys::InvalidOid {
+            return Err(DocstoreError::Internal(format!(
+                "table {}.{} is missing",
+                schema.to_string_lossy(),
+                name.to_string_lossy()
+            )));
+        }
+        let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+        // SAFETY: an existing relation's OID; the lock is held to the end of the transaction.
+        let rel = unsafe { pg_sys::table_open(relid, lock) };
+        let mut table = Table {
+            rel,
+            indexes: Vec::new(),
+        };
+        // SAFETY: `rel` is open; the index list is a palloc'd OID list we free after reading.
+        unsafe {
+            let list = pg_sys::RelationGetIndexList(rel);
+            let length = if list.is_null() { 0 } else { (*list).length };
+            for i in 0..usize::try_from(length).unwrap_or(0) {
+                let oid = (*(*list).elements.add(i)).oid_value;
+                let index = pg_sys::index_open(oid, lock);
+                let info = pg_sys::BuildIndexInfo(index);
+                table.indexes.push((index, info));
+                let plain = (*info).ii_Expressions.is_null()
+                    && (*info).ii_Predicate.is_null()
+                    && (*info).ii_ExclusionOps.is_null()
+                    && (*(*index).rd_index).indimmediate;
+                if !plain {
+                    return Err(DocstoreError::Internal(format!(
+                        "{}.{} has an index docstore cannot maintain (expression, partial, exclusion or deferred)",
+                        schema.to_string_lossy(),
+                        name.to_string_lossy()
+                    )));
+                }
+            }
+            pg_sys::list_free(list);
+        }
+        Ok(table)
+    }
+
+    /// Insert rows (one datum per column, in column order, none NULL) and their index
+    /// entries. A duplicate in a unique index raises 23505 as an `INSERT` would.
+    pub fn insert<const N: usize>(&self, rows: &[[pg_sys::Datum; N]]) -> Result<(), DocstoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: `rel` is open and locked; the slots are made for its descriptor, hold N
+        // columns (checked), and are dropped before returning; heap_multi_insert sets each
+        // slot's tts_tid, which the index inserts then point at.
+        unsafe {
+            let desc = (*self.rel).rd_att;
+            if usize::try_from((*desc).natts).ok() != Some(N) {
+                return Err(DocstoreError::Internal(format!(
+                    "expected {N} columns, the table has {}",
+                    (*desc).natts
+                )));
+            }
+            let mut slots: Vec<*mut pg_sys::TupleTableSlot> = Vec::with_capacity(rows.len());
+            for row in rows {
+                let slot = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
+                pg_sys::ExecClearTuple(slot);
+                for (column, datum) in row.iter().enumerate() {
+                    *(*slot).tts_values.add(column) = *datum;
+                    *(*slot).tts_isnull.add(column) = false;
+                }
+                pg_sys::ExecStoreVirtualTuple(slot);
+                slots.push(slot);
+            }
+            let count = core::ffi::c_int::try_from(slots.len())
+                .map_err(|_| DocstoreError::Internal("too many rows for one insert".into()))?;
+            pg_sys::heap_multi_insert(
+                self.rel,
+                slots.as_mut_ptr(),
+                count,
+                pg_sys::GetCurrentCommandId(true),
+                0,
+                std::ptr::null_mut(),
+            );
+            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+            let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+            for &slot in &slots {
+                for &(index, info) in &self.indexes {
+                    if !(*info).ii_ReadyForInserts {
+                        continue;
+                    }
+                    pg_sys::FormIndexDatum(
+                        info,
+                        slot,
+                        std::ptr::null_mut(),
+                        values.as_mut_ptr(),
+                        isnull.as_mut_ptr(),
+                    );
+                    let check = if (*info).ii_Unique {
+                        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES
+                    } else {
+                        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO
+                    };
+                    pg_sys::index_insert(
+                        index,
+                        values.as_mut_ptr(),
+                        isnull.as_mut_ptr(),
+                        &mut (*slot).tts_tid,
+                        self.rel,
+                        check,
+                        false,
+                        info,
+                    );
+                }
+                pg_sys::ExecDropSingleTupleTableSlot(slot);
+            }
+            // Later commands of this transaction (and a delete of these rows) see them.
+            pg_sys::CommandCounterIncrement();
+        }
+        Ok(())
+    }
+
+    /// Delete the rows whose primary keys are `keys` (datums in key column order; `columns`
+    /// gives each key column's equality function and collation), those visible to a fresh
+    /// snapshot; a key with no row is skipped. The caller holds a lock that keeps other
+    /// writers off these rows. Returns how many rows were deleted.
+    ///
+    /// # Errors
+    /// [`DocstoreError::Internal`] when the table has no primary key of `K` columns.
+    pub fn delete_by_primary_key<const K: usize>(
+        &self,
+        columns: &[(pg_sys::RegProcedure, pg_sys::Oid); K],
+        keys: &[[pg_sys::Datum; K]],
+    ) -> Result<usize, DocstoreError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let mut deleted = 0;
+        // SAFETY: `rel` is open and locked; the primary key index is one of `indexes` (opened
+        // with the table); the snapshot is registered for the scan's life and unregistered
+        // after; the slot is made for the table and dropped before returning.
+        unsafe {
+            let pk = pg_sys::RelationGetPrimaryKeyIndex(self.rel);
+            let index = self
+                .indexes
+                .iter()
+                .map(|(index, _)| *index)
+                .find(|index| (**index).rd_id == pk)
+                .filter(|index| usize::try_from((*(**index).rd_index).indnkeyatts) == Ok(K))
+                .ok_or_else(|| DocstoreError::Internal("no primary key to delete by".into()))?;
+            let nkeys = core::ffi::c_int::try_from(K).unwrap_or(0);
+            // Our own rows from earlier commands, and the latest committed ones, are visible.
+            pg_sys::CommandCounterIncrement();
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, nkeys, 0);
+            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
+            let mut scankeys = [pg_sys::ScanKeyData::default(); K];
+            for key in keys {
+                for (i, ((procedure, collation), datum)) in columns.iter().zip(key).enumerate() {
+                    pg_sys::ScanKeyEntryInitialize(
+                        &mut scankeys[i],
+                        0,
+                        pg_sys::AttrNumber::try_from(i + 1).unwrap_or(pg_sys::AttrNumber::MAX),
+                        pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                        pg_sys::InvalidOid,
+                        *collation,
+                        *procedure,
+                        *datum,
+                    );
+                }
+                pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
+                if pg_sys::index_getnext_slot(
+                    scan,
+                    pg_sys::ScanDirection::ForwardScanDirection,
+                    slot,
+                ) {
+                    pg_sys::simple_heap_delete(self.rel, &mut (*slot).tts_tid);
+                    deleted += 1;
+                }
+            }
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            pg_sys::index_endscan(scan);
+            pg_sys::UnregisterSnapshot(snapshot);
+            pg_sys::CommandCounterIncrement();
+        }
+        Ok(deleted)
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // While a Postgres error unwinds, leave the references to the transaction's abort
+        // (its resource owner releases them); otherwise close, keeping the locks.
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: each relation was opened by `open` and is closed once.
+        unsafe {
+            for (index, _) in &self.indexes {
+                pg_sys::index_close(*index, pg_sys::NoLock as pg_sys::LOCKMODE);
+            }
+            pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+    }
+}
