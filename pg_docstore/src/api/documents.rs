@@ -4,7 +4,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use docstore_core::mutation::WriteKind;
+use docstore_core::mutation::{Mutation, WriteKind};
 use docstore_core::ResourcePath;
 
 use crate::errors::DocstoreError;
@@ -81,7 +81,16 @@ fn add(collection: &str, data: TypedJsonb) -> Result<String, ErrorReport> {
     let collection = ResourcePath::parse_collection(collection).map_err(DocstoreError::from)?;
     let path = collection.child(&auto_id()?).map_err(DocstoreError::from)?;
     let shown = path.to_string();
-    write_one(&shown, WriteKind::Create, &data)?;
+    let database = database_id()?;
+    let mutation =
+        Mutation::parse(WriteKind::Create, &json_of(&data)?).map_err(DocstoreError::Mutation)?;
+    let write = Write {
+        path,
+        operation: Operation::Mutate(mutation),
+        precondition: None,
+        generated_id: true,
+    };
+    Spi::connect_mut(|client| writes::commit(client, &database, &[write]))?;
     Ok(shown)
 }
 
@@ -109,6 +118,7 @@ fn delete(path: &str) -> Result<bool, ErrorReport> {
         path,
         operation: Operation::Delete,
         precondition: None,
+        generated_id: false,
     };
     let result = Spi::connect_mut(|client| writes::commit(client, &database, &[write]))?;
     Ok(result.existed.first().copied().unwrap_or(false))

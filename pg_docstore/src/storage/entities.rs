@@ -136,6 +136,16 @@ fn data_arg(fields: &Map) -> TypedJsonb {
     TypedJsonb(typed_json::map_to_string(fields))
 }
 
+/// What an insert does when the document exists already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Write nothing and report it (`ON CONFLICT DO NOTHING`): the caller decides the error.
+    Skip,
+    /// Let the primary key refuse it (23505), without the cost of checking first: for names
+    /// that cannot exist yet (a freshly generated random ID).
+    Refuse,
+}
+
 /// Insert a new document, then its index entries. Returns false (and writes nothing) when the
 /// document exists already: a concurrent creator won, or it was never read.
 pub fn insert(
@@ -145,10 +155,20 @@ pub fn insert(
     fields: &Map,
     time: i64,
     entries: &[Vec<u8>],
+    conflict: OnConflict,
 ) -> Result<bool, DocstoreError> {
-    let sql = "insert into docstore.entities \
-               (database_id, name, parent, collection_id, path, data, create_time, update_time) \
-               values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing";
+    let sql = match conflict {
+        OnConflict::Skip => {
+            "insert into docstore.entities \
+             (database_id, name, parent, collection_id, path, data, create_time, update_time) \
+             values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing"
+        }
+        OnConflict::Refuse => {
+            "insert into docstore.entities \
+             (database_id, name, parent, collection_id, path, data, create_time, update_time) \
+             values ($1, $2, $3, $4, $5, $6, $7, $7)"
+        }
+    };
     let stmt = plan(
         client,
         sql,

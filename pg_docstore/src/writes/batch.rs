@@ -89,6 +89,7 @@ fn parse_item(i: usize, item: &Json) -> Result<Write, DocstoreError> {
         path,
         operation,
         precondition,
+        generated_id: false,
     })
 }
 

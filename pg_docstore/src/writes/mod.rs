@@ -48,6 +48,10 @@ pub struct Write {
     pub path: ResourcePath,
     pub operation: Operation,
     pub precondition: Option<Precondition>,
+    /// The document ID was just generated at random (`add`): no document can have the name,
+    /// so its insert skips `ON CONFLICT` (a collision of 20 random characters, about 119 bits,
+    /// would still be refused by the primary key with 23505).
+    pub generated_id: bool,
 }
 
 /// What a committed batch reports.
@@ -68,6 +72,8 @@ struct Slot {
     /// Postgres microseconds of the current version (the stored one until written).
     current_time: Option<i64>,
     written: bool,
+    /// The first write's [`Write::generated_id`].
+    generated_id: bool,
 }
 
 /// Apply `writes` in order, all or nothing.
@@ -116,6 +122,7 @@ pub fn commit(
                 keys: Keys::of(&first.path),
                 path: first.path.clone(),
                 written: false,
+                generated_id: first.generated_id,
             },
         );
     }
@@ -212,7 +219,20 @@ pub fn commit(
                 )?;
             }
             (None, Some(fields)) => {
-                if !entities::insert(client, database, &slot.path, fields, commit_time, &new)? {
+                let conflict = if slot.generated_id {
+                    entities::OnConflict::Refuse
+                } else {
+                    entities::OnConflict::Skip
+                };
+                if !entities::insert(
+                    client,
+                    database,
+                    &slot.path,
+                    fields,
+                    commit_time,
+                    &new,
+                    conflict,
+                )? {
                     // Either the first write was a create and the document exists, or our
                     // snapshot predates a concurrent creator's commit (REPEATABLE READ).
                     let created_first = writes.iter().find(|w| w.path == slot.path).is_some_and(|w| {
@@ -289,6 +309,7 @@ pub fn mutate(
             path,
             operation: Operation::Mutate(mutation),
             precondition: None,
+            generated_id: false,
         }],
     )
 }
