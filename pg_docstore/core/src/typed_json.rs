@@ -409,6 +409,50 @@ pub fn to_json(value: &Value) -> Json {
     serde_json::from_str(&to_string(value)).unwrap_or(Json::Null)
 }
 
+/// Whether `value` prints exactly as `json`, up to the order of map keys (which `jsonb`
+/// normalises): every scalar's text is the text [`to_string`] prints for it. Then a `jsonb`
+/// holding `json` is, byte for byte, the `jsonb` of `to_string(value)`, and a writer may store
+/// the `jsonb` it was given instead of printing `value` and parsing the text again.
+///
+/// `false` is always safe (the caller prints); `true` only when the texts match, so a number
+/// written `1.50` or `1e2`, a timestamp without all six fraction digits, or a transform is
+/// never taken for the value it becomes.
+pub fn prints_as(json: &Json, value: &Value) -> bool {
+    match (json, value) {
+        (Json::Null, Value::Null) => true,
+        (Json::Bool(a), Value::Boolean(b)) => a == b,
+        (Json::String(a), Value::String(b)) => a == b,
+        // With arbitrary_precision a number keeps its text.
+        (Json::Number(n), Value::Integer(_) | Value::Double(_)) => n.as_str() == to_string(value),
+        (Json::Array(items), Value::Array(values)) => {
+            items.len() == values.len() && items.iter().zip(values).all(|(j, v)| prints_as(j, v))
+        }
+        (Json::Object(_), Value::Map(map)) => map_prints_as(json, map),
+        // A tagged value: compare the whole printed text.
+        (Json::Object(_), _) => {
+            serde_json::to_string(json).is_ok_and(|text| text == to_string(value))
+        }
+        _ => false,
+    }
+}
+
+/// [`prints_as`] of `Value::Map(map)`, without building that value (a document's fields).
+pub fn map_prints_as(json: &Json, map: &Map) -> bool {
+    let Json::Object(fields) = json else {
+        return false;
+    };
+    let tag_only =
+        |len: usize, first: Option<&String>| len == 1 && first.is_some_and(|k| is_tag(k));
+    if tag_only(fields.len(), fields.keys().next()) || tag_only(map.len(), map.keys().next()) {
+        // `{"$map": ..}` around a map whose only key is a tag: compare the whole text.
+        return serde_json::to_string(json).is_ok_and(|text| text == map_to_string(map));
+    }
+    fields.len() == map.len()
+        && fields
+            .iter()
+            .all(|(k, j)| map.get(k).is_some_and(|v| prints_as(j, v)))
+}
+
 /// A JSON string literal: quotes, backslashes and every control character (C0, DEL and C1)
 /// escaped, everything else as is. The one string escaper of typed JSON and of the query
 /// printer.
@@ -536,6 +580,46 @@ mod tests {
 
     fn round(text: &str) -> String {
         to_string(&parse(text).unwrap())
+    }
+
+    #[test]
+    fn prints_as_matches_text_not_meaning() {
+        let check = |json: &str, value: &str| {
+            prints_as(&json_from_str(json).unwrap(), &parse(value).unwrap())
+        };
+        // The same text, up to key order and spacing.
+        assert!(check(
+            r#"{"b": [1, 2.5, "x"], "a": {"$timestamp": "2022-09-01T13:23:22.000000Z"}}"#,
+            r#"{"a":{"$timestamp":"2022-09-01T13:23:22.000000Z"},"b":[1,2.5,"x"]}"#
+        ));
+        assert!(check(
+            r#"{"n": {"$double": "NaN"}, "m": {"$map": {"$ref": 1}}}"#,
+            r#"{"m":{"$map":{"$ref":1}},"n":{"$double":"NaN"}}"#
+        ));
+        // Equal values written otherwise: printing would store other text.
+        for (json, value) in [
+            (r#"{"x": 1.50}"#, r#"{"x": 1.5}"#),
+            (r#"{"x": 1e2}"#, r#"{"x": 100.0}"#),
+            (r#"{"x": {"$double": "1.5"}}"#, r#"{"x": 1.5}"#),
+            (
+                r#"{"t": {"$timestamp": "2022-09-01T13:23:22Z"}}"#,
+                r#"{"t": {"$timestamp": "2022-09-01T13:23:22.000000Z"}}"#,
+            ),
+        ] {
+            assert!(!check(json, value), "{json}");
+        }
+        // Other values: a transform and what it became, a missing or extra field, another type.
+        for (json, value) in [
+            (r#"{"n": {"$increment": 1}}"#, r#"{"n": 1}"#),
+            (r#"{"a": 1}"#, r#"{"a": 1, "b": 2}"#),
+            (r#"{"a": 1, "b": 2}"#, r#"{"a": 1}"#),
+            (r#"{"a": 1}"#, r#"{"a": 1.0}"#),
+            (r#"{"a": "1"}"#, r#"{"a": 1}"#),
+            (r#"{"a": [1]}"#, r#"{"a": [1, 1]}"#),
+            (r#"{"a": true}"#, r#"{"a": false}"#),
+        ] {
+            assert!(!check(json, value), "{json}");
+        }
     }
 
     #[test]

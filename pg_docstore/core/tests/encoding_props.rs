@@ -275,6 +275,26 @@ proptest! {
     }
 
     #[test]
+    fn a_value_prints_as_its_own_typed_json(v in value()) {
+        let text = typed_json::to_string(&v);
+        let json = typed_json::json_from_str(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        // Complete wherever serde_json keeps every token as printed (it writes exponents as
+        // `e+308` and does not escape DEL or C1 characters; jsonb prints no exponents at all).
+        if serde_json::to_string(&json).ok().as_deref() == Some(text.as_str()) {
+            prop_assert!(typed_json::prints_as(&json, &v), "{}", text);
+        }
+    }
+
+    #[test]
+    fn prints_as_only_for_the_same_text(v in value(), w in value()) {
+        // Sound: whenever the stored jsonb would be taken as is, it is what printing gives.
+        let json = typed_json::json_from_str(&typed_json::to_string(&v)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        if typed_json::prints_as(&json, &w) {
+            prop_assert_eq!(typed_json::to_string(&w), typed_json::to_string(&v));
+        }
+    }
+
+    #[test]
     fn truncation_keeps_order_weakly(prefix in "[ab]{1490,1510}", a in value(), b in value()) {
         // Long strings with a shared prefix are where truncation bites.
         let wrap = |tail: &Value| Value::Array(vec![Value::String(prefix.clone()), tail.clone()]);

@@ -9,11 +9,11 @@ use docstore_core::ResourcePath;
 
 use crate::errors::DocstoreError;
 use crate::guc::database_id;
-use crate::pg::jsonb::{JsonbOut, TypedJsonb};
+use crate::pg::jsonb::{DocumentJsonb, JsonbOut, TypedJsonb};
 use crate::pg::random::auto_id;
 use crate::pg::time::{to_timestamp, to_timestamptz};
 use crate::storage::entities::{self, Keys};
-use crate::writes::{self, batch, Operation, Write};
+use crate::writes::{self, batch, Operation, Verbatim, Write};
 
 fn json_of(arg: &TypedJsonb) -> Result<serde_json::Value, DocstoreError> {
     docstore_core::typed_json::json_from_str(&arg.0).map_err(DocstoreError::TypedJson)
@@ -28,6 +28,31 @@ fn write_one(
     let database = database_id()?;
     let json = json_of(data)?;
     let result = Spi::connect_mut(|client| writes::mutate(client, &database, path, kind, &json))?;
+    to_timestamptz(result.commit_time)
+}
+
+/// Write a whole document given as `jsonb` (`set`, `create`, `add`), which is stored as it is
+/// when it is already in canonical typed JSON.
+fn write_document(
+    path: ResourcePath,
+    kind: WriteKind,
+    data: DocumentJsonb,
+    generated_id: bool,
+) -> Result<TimestampWithTimeZone, DocstoreError> {
+    let database = database_id()?;
+    let json = json_of(&data.text)?;
+    let mutation = Mutation::parse(kind, &json).map_err(DocstoreError::Mutation)?;
+    let write = Write {
+        path,
+        operation: Operation::Mutate(mutation),
+        precondition: None,
+        generated_id,
+        verbatim: Some(Verbatim {
+            json,
+            datum: data.datum,
+        }),
+    };
+    let result = Spi::connect_mut(|client| writes::commit(client, &database, &[write]))?;
     to_timestamptz(result.commit_time)
 }
 
@@ -55,10 +80,11 @@ fn get(path: &str) -> Result<Option<JsonbOut>, ErrorReport> {
 #[pg_extern(volatile)]
 fn set(
     path: &str,
-    data: TypedJsonb,
+    data: DocumentJsonb,
     merge: default!(bool, false),
 ) -> Result<TimestampWithTimeZone, ErrorReport> {
-    Ok(write_one(path, WriteKind::Set { merge }, &data)?)
+    let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
+    Ok(write_document(path, WriteKind::Set { merge }, data, false)?)
 }
 
 /// Create a document; fails with 23505 when it exists.
@@ -67,8 +93,9 @@ fn set(
 /// select docstore.create('restaurants/two', '{"city": "LA"}');
 /// ```
 #[pg_extern(volatile)]
-fn create(path: &str, data: TypedJsonb) -> Result<TimestampWithTimeZone, ErrorReport> {
-    Ok(write_one(path, WriteKind::Create, &data)?)
+fn create(path: &str, data: DocumentJsonb) -> Result<TimestampWithTimeZone, ErrorReport> {
+    let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
+    Ok(write_document(path, WriteKind::Create, data, false)?)
 }
 
 /// Create a document with a random 20-character ID in `collection`; returns its path.
@@ -77,20 +104,11 @@ fn create(path: &str, data: TypedJsonb) -> Result<TimestampWithTimeZone, ErrorRe
 /// select docstore.add('restaurants/one/ratings', '{"rating": 5}');
 /// ```
 #[pg_extern(volatile)]
-fn add(collection: &str, data: TypedJsonb) -> Result<String, ErrorReport> {
+fn add(collection: &str, data: DocumentJsonb) -> Result<String, ErrorReport> {
     let collection = ResourcePath::parse_collection(collection).map_err(DocstoreError::from)?;
     let path = collection.child(&auto_id()?).map_err(DocstoreError::from)?;
     let shown = path.to_string();
-    let database = database_id()?;
-    let mutation =
-        Mutation::parse(WriteKind::Create, &json_of(&data)?).map_err(DocstoreError::Mutation)?;
-    let write = Write {
-        path,
-        operation: Operation::Mutate(mutation),
-        precondition: None,
-        generated_id: true,
-    };
-    Spi::connect_mut(|client| writes::commit(client, &database, &[write]))?;
+    write_document(path, WriteKind::Create, data, true)?;
     Ok(shown)
 }
 
@@ -119,6 +137,7 @@ fn delete(path: &str) -> Result<bool, ErrorReport> {
         operation: Operation::Delete,
         precondition: None,
         generated_id: false,
+        verbatim: None,
     };
     let result = Spi::connect_mut(|client| writes::commit(client, &database, &[write]))?;
     Ok(result.existed.first().copied().unwrap_or(false))

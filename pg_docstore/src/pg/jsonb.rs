@@ -100,6 +100,7 @@ macro_rules! sql_jsonb {
 
 sql_jsonb!(TypedJsonb);
 sql_jsonb!(JsonbOut);
+sql_jsonb!(DocumentJsonb);
 
 // SAFETY: arguments are unboxed through `FromDatum` above, exactly as pgrx does for its own
 // varlena types; docstore functions are STRICT, so a NULL never reaches `unbox_arg_unchecked`.
@@ -107,6 +108,77 @@ unsafe impl<'fcx> ArgAbi<'fcx> for TypedJsonb {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         // SAFETY: the argument's type is jsonb per the SQL signature.
         unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| TypedJsonb("null".to_owned()))
+    }
+
+    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
+        // SAFETY: as above.
+        unsafe { arg.unbox_arg_using_from_datum() }.into()
+    }
+}
+
+/// A `jsonb` argument that is a document to write: its typed-JSON text, and the datum itself,
+/// which the write may store as it is (valid for the function call that received it).
+#[derive(Debug, Clone)]
+pub struct DocumentJsonb {
+    pub text: TypedJsonb,
+    pub datum: JsonbDatum,
+}
+
+/// A `jsonb` datum passed on unchanged (as an SPI argument).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonbDatum(pg_sys::Datum);
+
+impl IntoDatum for JsonbDatum {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(self.0)
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+impl FromDatum for DocumentJsonb {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        oid: pg_sys::Oid,
+    ) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: the datum is a jsonb varlena (the SQL signature says so); pg_detoast_datum
+        // returns it, or a palloc'd plain copy in the call's memory context, so it stays valid
+        // for the whole call and holds no pointer into another table's TOAST.
+        let plain = unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) };
+        let datum = pg_sys::Datum::from(plain);
+        // SAFETY: as for TypedJsonb.
+        let text = unsafe { TypedJsonb::from_polymorphic_datum(datum, false, oid) }?;
+        Some(DocumentJsonb {
+            text,
+            datum: JsonbDatum(datum),
+        })
+    }
+}
+
+impl IntoDatum for DocumentJsonb {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        self.datum.into_datum()
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+// SAFETY: as for TypedJsonb above.
+unsafe impl<'fcx> ArgAbi<'fcx> for DocumentJsonb {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        // SAFETY: the argument's type is jsonb per the SQL signature; our functions are STRICT.
+        unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| DocumentJsonb {
+            text: TypedJsonb("null".to_owned()),
+            datum: JsonbDatum(pg_sys::Datum::from(0usize)),
+        })
     }
 
     unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {

@@ -1,6 +1,6 @@
 //! `docstore.entities`: read, lock, insert, update and delete documents.
 
-use pgrx::datum::TimestampWithTimeZone;
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid};
 
@@ -9,7 +9,7 @@ use docstore_core::value::Map;
 use docstore_core::{typed_json, ResourcePath};
 
 use crate::errors::DocstoreError;
-use crate::pg::jsonb::{StoredJsonb, TypedJsonb};
+use crate::pg::jsonb::{JsonbDatum, StoredJsonb, TypedJsonb};
 use crate::pg::spi::plan;
 use crate::pg::time::{from_timestamptz, to_timestamptz};
 use crate::storage::entries as index_entries;
@@ -132,8 +132,22 @@ pub fn read(
 
 const BYTEA_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAARRAYOID);
 
-fn data_arg(fields: &Map) -> TypedJsonb {
-    TypedJsonb(typed_json::map_to_string(fields))
+/// The `data` column of a write.
+#[derive(Debug, Clone, Copy)]
+pub enum Data<'a> {
+    /// The document's fields, printed as typed JSON.
+    Fields(&'a Map),
+    /// A `jsonb` that holds exactly the typed JSON of the fields (`typed_json::prints_as`).
+    Jsonb(JsonbDatum),
+}
+
+impl Data<'_> {
+    fn arg(self) -> DatumWithOid<'static> {
+        match self {
+            Data::Fields(fields) => TypedJsonb(typed_json::map_to_string(fields)).into(),
+            Data::Jsonb(datum) => datum.into(),
+        }
+    }
 }
 
 /// What an insert does when the document exists already.
@@ -152,7 +166,7 @@ pub fn insert(
     client: &mut SpiClient<'_>,
     database: &str,
     path: &ResourcePath,
-    fields: &Map,
+    data: Data<'_>,
     time: i64,
     entries: &[Vec<u8>],
     conflict: OnConflict,
@@ -185,7 +199,7 @@ pub fn insert(
                 keys.parent.into(),
                 keys.collection_id.into(),
                 path.to_string().into(),
-                data_arg(fields).into(),
+                data.arg(),
                 to_timestamptz(time)?.into(),
             ],
         )?
@@ -202,7 +216,7 @@ pub fn update(
     client: &mut SpiClient<'_>,
     database: &str,
     name: &[u8],
-    fields: &Map,
+    data: Data<'_>,
     time: i64,
     removed: &[Vec<u8>],
     added: &[Vec<u8>],
@@ -216,7 +230,7 @@ pub fn update(
         &[
             database.into(),
             name.into(),
-            data_arg(fields).into(),
+            data.arg(),
             to_timestamptz(time)?.into(),
         ],
     )?;

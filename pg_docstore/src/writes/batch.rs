@@ -90,6 +90,7 @@ fn parse_item(i: usize, item: &Json) -> Result<Write, DocstoreError> {
         operation,
         precondition,
         generated_id: false,
+        verbatim: None,
     })
 }
 

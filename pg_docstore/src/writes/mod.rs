@@ -21,11 +21,12 @@ use docstore_core::index::{document_entries, IndexConfig};
 use docstore_core::limits::check_document;
 use docstore_core::mutation::{Mutation, MutationError, WriteKind};
 use docstore_core::value::Map;
-use docstore_core::ResourcePath;
+use docstore_core::{typed_json, ResourcePath};
 
 use crate::errors::DocstoreError;
+use crate::pg::jsonb::JsonbDatum;
 use crate::pg::time::{to_timestamp, transaction_start};
-use crate::storage::entities::{self, Keys, Stored};
+use crate::storage::entities::{self, Data, Keys, Stored};
 use crate::storage::{catalog, entries};
 
 /// A condition on the document's state before the write.
@@ -52,6 +53,17 @@ pub struct Write {
     /// so its insert skips `ON CONFLICT` (a collision of 20 random characters, about 119 bits,
     /// would still be refused by the primary key with 23505).
     pub generated_id: bool,
+    /// The `jsonb` the write's data came from (the single-document functions): stored as it is
+    /// when the document written prints exactly as it ([`typed_json::prints_as`]), which saves
+    /// printing the document and parsing the text into a new `jsonb`.
+    pub verbatim: Option<Verbatim>,
+}
+
+/// A write's data as JSON and as the `jsonb` datum it was parsed from.
+#[derive(Debug, Clone)]
+pub struct Verbatim {
+    pub json: serde_json::Value,
+    pub datum: JsonbDatum,
 }
 
 /// What a committed batch reports.
@@ -179,6 +191,20 @@ pub fn commit(
         }
     }
 
+    // A single write whose document is exactly the jsonb it was given stores that jsonb.
+    let verbatim = match writes {
+        [Write {
+            verbatim: Some(v), ..
+        }] => Some(v),
+        _ => None,
+    };
+    fn data_of<'a>(verbatim: Option<&Verbatim>, fields: &'a Map) -> Data<'a> {
+        match verbatim {
+            Some(v) if typed_json::map_prints_as(&v.json, fields) => Data::Jsonb(v.datum),
+            _ => Data::Fields(fields),
+        }
+    }
+
     // Write entities and index deltas, in name order.
     let mut configs: HashMap<String, IndexConfig> = HashMap::new();
     let mut names: Vec<&Vec<u8>> = slots.keys().collect();
@@ -212,7 +238,7 @@ pub fn commit(
                     client,
                     database,
                     name,
-                    fields,
+                    data_of(verbatim, fields),
                     commit_time,
                     &removed,
                     &added,
@@ -228,7 +254,7 @@ pub fn commit(
                     client,
                     database,
                     &slot.path,
-                    fields,
+                    data_of(verbatim, fields),
                     commit_time,
                     &new,
                     conflict,
@@ -310,6 +336,7 @@ pub fn mutate(
             operation: Operation::Mutate(mutation),
             precondition: None,
             generated_id: false,
+            verbatim: None,
         }],
     )
 }

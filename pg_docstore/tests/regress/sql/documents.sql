@@ -16,6 +16,19 @@ select length(split_part(docstore.add('restaurants', '{"name": "Auto"}'), '/', 2
 select count(*) from docstore.documents where collection = 'restaurants';
 select regexp_replace(path, '^restaurants/[A-Za-z0-9]{20}$', 'restaurants/<auto-id>') as path, collection, collection_id
 from docstore.documents where collection_id in ('restaurants', 'ratings') order by 1;
+-- what is stored is canonical typed JSON, whichever way the input wrote the same values
+-- (a canonical input is stored as given, the others are printed again)
+select docstore.set('forms/a', '{"x": 1.50, "y": 100.00, "z": 2.5, "t": {"$timestamp": "2022-09-01T13:23:22Z"}, "s": "é"}') is not null;
+select docstore.create('forms/b', '{"x": 1.5, "y": 100.0, "z": 2.5, "t": {"$timestamp": "2022-09-01T13:23:22.000000Z"}, "s": "é"}') is not null;
+select docstore.add('forms', '{"n": {"$serverTimestamp": true}, "m": {"$map": {"$ref": 1}}}') like 'forms/%';
+select path, data from docstore.documents where collection = 'forms' and path in ('forms/a', 'forms/b') order by path;
+select data = (select data from docstore.documents where path = 'forms/b') as same_jsonb,
+       data::text = (select data::text from docstore.documents where path = 'forms/b') as same_text
+from docstore.documents where path = 'forms/a';
+select data->'n' ? '$timestamp' as server_time, data->'m' as wrapped
+from docstore.documents where collection = 'forms' and path not in ('forms/a', 'forms/b');
+select docstore.set('forms/a', '{"x": 1.5}', merge => true) is not null;
+select docstore.get('forms/a') = docstore.get('forms/b') as merge_kept_the_rest;
 -- update times strictly increase, create time stays
 select docstore.set('counters/c', '{"n": 1}') < docstore.set('counters/c', '{"n": 2}') as monotonic;
 select create_time < update_time as kept_create_time from docstore.documents where path = 'counters/c';
