@@ -44,3 +44,11 @@ select (select count(*) from docstore.entities) = docs as no_documents_added,
        docstore.get('er/exists') as unchanged
 from snapshot;
 select * from docstore.check_indexes();
+-- a read-only transaction writes nothing, documents or index entries (25006)
+begin read only;
+select sqlstate_of($$select docstore.add('ro', '{"a": 1}')$$);
+select sqlstate_of($$select docstore.set('ro/a', '{"a": 1}')$$);
+select sqlstate_of($$select docstore.commit('[{"create": "ro/b", "data": {"a": 1}}]')$$);
+rollback;
+select count(*) from docstore.entities where path like 'ro/%';
+select * from docstore.check_indexes();
