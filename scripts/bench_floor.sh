@@ -5,8 +5,9 @@
 # (16 clients) alternates with its plain baseline and with docstore in the same round:
 #   create:  plain insert + GIN  |  SQL floor: entity row + its 10 index-entry rows  |  docstore.add
 #   counter: plain UPDATE n+1    |  SQL floor: lock, update the row, swap its entry  |  docstore.update $increment
-# The floor is the best any implementation of this layout could do; docstore's distance to it
-# is what our code costs (BENCHMARKS.md).
+# The floor is the best an implementation of this layout could do through SQL statements;
+# docstore writes index entries below the executor (docs/storage.md), so it can beat it
+# (BENCHMARKS.md).
 # Usage: scripts/bench_floor.sh [seconds per run (default 15)] [rounds (default 2)]
 source "$(dirname "$0")/lib.sh"
 SECONDS_PER_RUN="${1:-15}"
