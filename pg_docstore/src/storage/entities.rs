@@ -171,17 +171,19 @@ pub fn insert(
     entries: &[Vec<u8>],
     conflict: OnConflict,
 ) -> Result<bool, DocstoreError> {
+    macro_rules! insert {
+        ($tail:literal) => {
+            concat!(
+                "insert into docstore.entities ",
+                "(database_id, name, parent, collection_id, path, data, create_time, update_time) ",
+                "values ($1, $2, $3, $4, $5, $6, $7, $7)",
+                $tail
+            )
+        };
+    }
     let sql = match conflict {
-        OnConflict::Skip => {
-            "insert into docstore.entities \
-             (database_id, name, parent, collection_id, path, data, create_time, update_time) \
-             values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing"
-        }
-        OnConflict::Refuse => {
-            "insert into docstore.entities \
-             (database_id, name, parent, collection_id, path, data, create_time, update_time) \
-             values ($1, $2, $3, $4, $5, $6, $7, $7)"
-        }
+        OnConflict::Skip => insert!(" on conflict do nothing"),
+        OnConflict::Refuse => insert!(""),
     };
     let stmt = plan(
         client,
