@@ -217,6 +217,26 @@ mod tests {
         assert_eq!(entries, Ok(Some(5)));
     }
 
+    #[pg_test]
+    fn added_ids_are_distinct_and_use_the_whole_alphabet() {
+        // 3,000 IDs span several refills of the backend's random byte pool.
+        Spi::run("select docstore.add('ids', '{}') from generate_series(1, 3000)").unwrap();
+        let row = Spi::get_three::<i64, i64, bool>(
+            "select count(distinct path), count(*), \
+                    bool_and(path ~ '^ids/[A-Za-z0-9]{20}$') \
+             from docstore.documents where collection = 'ids'",
+        )
+        .unwrap();
+        assert_eq!(row, (Some(3000), Some(3000), Some(true)));
+        // Every position takes every one of the 62 characters (3,000 draws each).
+        let narrow = Spi::get_one::<i64>(
+            "select count(*) from generate_series(1, 20) i \
+             where (select count(distinct substr(split_part(path, '/', 2), i, 1)) \
+                    from docstore.documents where collection = 'ids') <> 62",
+        );
+        assert_eq!(narrow, Ok(Some(0)));
+    }
+
     #[pg_test(error = "document not found: pt/missing")]
     fn update_of_a_missing_document() {
         Spi::run("select docstore.update('pt/missing', '{\"n\": 1}')").unwrap();
