@@ -1,7 +1,9 @@
 //! Rows written below the executor: `heap_multi_insert` plus the table's index inserts, and
-//! deletes by primary key. Used for `docstore.index_entries` only, which is derived data the
+//! deletes by primary key. Used for `docstore.index_entries`, which is derived data the
 //! extension maintains for a document write that already passed the caller's rights and
-//! row-level security on `docstore.entities` (so, like an index, it needs no rights of its own).
+//! row-level security on `docstore.entities` (so, like an index, it needs no rights of its own),
+//! and for a new document's `entities` row when [`Table::allows_direct_insert`] says an
+//! `INSERT` would check nothing more.
 //!
 //! Compared with an `INSERT ... SELECT unnest(...)` through SPI this skips parsing-free but
 //! still costly work per write: executor start-up of the statement, a projection and an
@@ -73,6 +75,36 @@ impl Table {
             pg_sys::list_free(list);
         }
         Ok(table)
+    }
+
+    /// How many columns the table has (dropped ones included, as a row stores them).
+    pub fn columns(&self) -> usize {
+        // SAFETY: `rel` is open; its descriptor lives as long as the relation.
+        usize::try_from(unsafe { (*(*self.rel).rd_att).natts }).unwrap_or(0)
+    }
+
+    /// Whether an insert below the executor does all an `INSERT` by the current user would:
+    /// the transaction may write (not read-only, not parallel), the user holds `INSERT` on the
+    /// whole table, and no row-level security, trigger or check constraint applies (those need
+    /// the executor). Otherwise write through SQL, which raises the right error or applies them.
+    pub fn allows_direct_insert(&self) -> bool {
+        // SAFETY: `rel` is open; the checks read backend state, the catalog and the current user.
+        unsafe {
+            if pg_sys::XactReadOnly || pg_sys::IsInParallelMode() {
+                return false;
+            }
+            let relid = (*self.rel).rd_id;
+            let granted = pg_sys::pg_class_aclcheck(
+                relid,
+                pg_sys::GetUserId(),
+                pg_sys::AclMode::from(pg_sys::ACL_INSERT),
+            ) == pg_sys::AclResult::ACLCHECK_OK;
+            let rls = pg_sys::check_enable_rls(relid, pg_sys::InvalidOid, true);
+            let no_rls = u32::try_from(rls) == Ok(pg_sys::CheckEnableRlsResult::RLS_NONE);
+            let constr = (*(*self.rel).rd_att).constr;
+            let no_checks = constr.is_null() || (*constr).num_check == 0;
+            granted && no_rls && (*self.rel).trigdesc.is_null() && no_checks
+        }
     }
 
     /// Insert rows (one datum per column, in column order, none NULL) and their index

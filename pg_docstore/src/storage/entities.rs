@@ -2,13 +2,14 @@
 
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::spi::SpiClient;
-use pgrx::{PgBuiltInOids, PgOid};
+use pgrx::{pg_sys, IntoDatum, PgBuiltInOids, PgOid};
 
 use docstore_core::encoding::{encode_name, encode_segments};
 use docstore_core::value::Map;
 use docstore_core::{typed_json, ResourcePath};
 
 use crate::errors::DocstoreError;
+use crate::pg::heap::Table;
 use crate::pg::jsonb::{JsonbDatum, StoredJsonb, TypedJsonb};
 use crate::pg::spi::plan;
 use crate::pg::time::{from_timestamptz, to_timestamptz};
@@ -148,6 +149,13 @@ impl Data<'_> {
             Data::Jsonb(datum) => datum.into(),
         }
     }
+
+    fn datum(self) -> Option<pg_sys::Datum> {
+        match self {
+            Data::Fields(fields) => TypedJsonb(typed_json::map_to_string(fields)).into_datum(),
+            Data::Jsonb(datum) => datum.into_datum(),
+        }
+    }
 }
 
 /// What an insert does when the document exists already.
@@ -191,6 +199,29 @@ pub fn insert(
         &[TEXT, BYTEA, BYTEA, TEXT, TEXT, JSONB, TIMESTAMPTZ],
     )?;
     let keys = Keys::of(path);
+    if conflict == OnConflict::Refuse {
+        // A name that cannot exist yet needs no conflict handling: when an INSERT would check
+        // nothing more than the heap and index AMs do, write the row below the executor.
+        let table = Table::open(c"docstore", c"entities")?;
+        if table.allows_direct_insert() && table.columns() == 8 {
+            let column = |d: Option<pg_sys::Datum>| {
+                d.ok_or_else(|| DocstoreError::Internal("a document column is NULL".into()))
+            };
+            let time = to_timestamptz(time)?;
+            table.insert(&[[
+                column(database.into_datum())?,
+                column(keys.name.as_slice().into_datum())?,
+                column(keys.parent.as_slice().into_datum())?,
+                column(keys.collection_id.as_str().into_datum())?,
+                column(path.to_string().into_datum())?,
+                column(data.datum())?,
+                column(time.into_datum())?,
+                column(time.into_datum())?,
+            ]])?;
+            index_entries::apply(database, &keys.name, &[], entries)?;
+            return Ok(true);
+        }
+    }
     let inserted = client
         .update(
             &*stmt,

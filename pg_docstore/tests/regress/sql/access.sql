@@ -41,6 +41,31 @@ select sqlstate_of('select count(*) from docstore.index_entries');
 reset role;
 select * from docstore.check_indexes();
 rollback;
+-- add() writes its document row below the executor only when an INSERT would check nothing
+-- more; row-level security, triggers and check constraints on entities still apply
+begin;
+alter table docstore.entities enable row level security;
+create policy marked on docstore.entities to docstore_test_client using (true) with check (data ? 'mine');
+set local role docstore_test_client;
+select sqlstate_of($$select docstore.add('acl', '{"x": 1}')$$);
+select docstore.add('acl', '{"mine": true}') like 'acl/%' as allowed;
+reset role;
+select count(*) from docstore.entities where path like 'acl/%' and data ? 'mine';
+select * from docstore.check_indexes();
+rollback;
+begin;
+create function public.refuse_x() returns trigger language plpgsql as $$
+begin
+  if new.data ? 'x' then raise exception 'no x here' using errcode = '23514'; end if;
+  return new;
+end $$;
+create trigger refuse_x before insert on docstore.entities for each row execute function public.refuse_x();
+select sqlstate_of($$select docstore.add('acl', '{"x": 1}')$$);
+rollback;
+begin;
+alter table docstore.entities add constraint small_documents check (pg_column_size(data) < 200);
+select sqlstate_of($$select docstore.add('acl', jsonb_build_object('big', repeat('x', 300)))$$);
+rollback;
 -- without the right to insert documents, nothing is written (42501)
 begin;
 set local role docstore_test_outsider;
