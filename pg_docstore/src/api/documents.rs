@@ -9,7 +9,7 @@ use docstore_core::ResourcePath;
 
 use crate::errors::DocstoreError;
 use crate::guc::database_id;
-use crate::pg::jsonb::{DocumentJsonb, JsonbOut, TypedJsonb};
+use crate::pg::jsonb::{DocumentJsonb, JsonbDatum, JsonbOut, TypedJsonb};
 use crate::pg::random::auto_id;
 use crate::pg::time::{to_timestamp, to_timestamptz};
 use crate::storage::entities::{self, Keys};
@@ -19,38 +19,25 @@ fn json_of(arg: &TypedJsonb) -> Result<serde_json::Value, DocstoreError> {
     docstore_core::typed_json::json_from_str(&arg.0).map_err(DocstoreError::TypedJson)
 }
 
+/// One mutation of one document, the single-document functions' write. `datum` is the `jsonb`
+/// a whole document (`set`, `create`, `add`) came from: stored as it is when it is already in
+/// canonical typed JSON.
 fn write_one(
-    path: &str,
-    kind: WriteKind,
-    data: &TypedJsonb,
-) -> Result<TimestampWithTimeZone, DocstoreError> {
-    let path = ResourcePath::parse_document(path)?;
-    let database = database_id()?;
-    let json = json_of(data)?;
-    let result = Spi::connect_mut(|client| writes::mutate(client, &database, path, kind, &json))?;
-    to_timestamptz(result.commit_time)
-}
-
-/// Write a whole document given as `jsonb` (`set`, `create`, `add`), which is stored as it is
-/// when it is already in canonical typed JSON.
-fn write_document(
     path: ResourcePath,
     kind: WriteKind,
-    data: DocumentJsonb,
+    data: &TypedJsonb,
+    datum: Option<JsonbDatum>,
     generated_id: bool,
 ) -> Result<TimestampWithTimeZone, DocstoreError> {
     let database = database_id()?;
-    let json = json_of(&data.text)?;
+    let json = json_of(data)?;
     let mutation = Mutation::parse(kind, &json).map_err(DocstoreError::Mutation)?;
     let write = Write {
         path,
         operation: Operation::Mutate(mutation),
         precondition: None,
         generated_id,
-        verbatim: Some(Verbatim {
-            json,
-            datum: data.datum,
-        }),
+        verbatim: datum.map(|datum| Verbatim { json, datum }),
     };
     let result = Spi::connect_mut(|client| writes::commit(client, &database, &[write]))?;
     to_timestamptz(result.commit_time)
@@ -84,7 +71,13 @@ fn set(
     merge: default!(bool, false),
 ) -> Result<TimestampWithTimeZone, ErrorReport> {
     let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
-    Ok(write_document(path, WriteKind::Set { merge }, data, false)?)
+    Ok(write_one(
+        path,
+        WriteKind::Set { merge },
+        &data.text,
+        Some(data.datum),
+        false,
+    )?)
 }
 
 /// Create a document; fails with 23505 when it exists.
@@ -95,7 +88,13 @@ fn set(
 #[pg_extern(volatile)]
 fn create(path: &str, data: DocumentJsonb) -> Result<TimestampWithTimeZone, ErrorReport> {
     let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
-    Ok(write_document(path, WriteKind::Create, data, false)?)
+    Ok(write_one(
+        path,
+        WriteKind::Create,
+        &data.text,
+        Some(data.datum),
+        false,
+    )?)
 }
 
 /// Create a document with a random 20-character ID in `collection`; returns its path.
@@ -108,7 +107,7 @@ fn add(collection: &str, data: DocumentJsonb) -> Result<String, ErrorReport> {
     let collection = ResourcePath::parse_collection(collection).map_err(DocstoreError::from)?;
     let path = collection.child(&auto_id()?).map_err(DocstoreError::from)?;
     let shown = path.to_string();
-    write_document(path, WriteKind::Create, data, true)?;
+    write_one(path, WriteKind::Create, &data.text, Some(data.datum), true)?;
     Ok(shown)
 }
 
@@ -120,7 +119,8 @@ fn add(collection: &str, data: DocumentJsonb) -> Result<String, ErrorReport> {
 /// ```
 #[pg_extern(volatile)]
 fn update(path: &str, fields: TypedJsonb) -> Result<TimestampWithTimeZone, ErrorReport> {
-    Ok(write_one(path, WriteKind::Update, &fields)?)
+    let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
+    Ok(write_one(path, WriteKind::Update, &fields, None, false)?)
 }
 
 /// Delete a document; true when it existed.

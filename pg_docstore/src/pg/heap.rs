@@ -12,9 +12,19 @@
 //! and index AM calls, unique checks, serializable conflict checks (inside those calls), and a
 //! command-counter increment so later statements of the transaction see the rows.
 
-use pgrx::pg_sys;
+use pgrx::{pg_sys, IntoDatum};
 
 use crate::errors::DocstoreError;
+
+/// A column value for [`Table::insert`] or a key for [`Table::delete_by_primary_key`].
+///
+/// # Errors
+/// [`DocstoreError::Internal`] for a value that becomes SQL NULL (our columns are NOT NULL).
+pub fn column(value: impl IntoDatum) -> Result<pg_sys::Datum, DocstoreError> {
+    value
+        .into_datum()
+        .ok_or_else(|| DocstoreError::Internal("a NOT NULL column would be NULL".into()))
+}
 
 /// An open table with its indexes, locked `ROW EXCLUSIVE` until the end of the transaction
 /// (as `INSERT`/`DELETE` lock it).

@@ -1,6 +1,6 @@
 //! `docstore.entities`: read, lock, insert, update and delete documents.
 
-use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, IntoDatum, PgBuiltInOids, PgOid};
 
@@ -9,7 +9,7 @@ use docstore_core::value::Map;
 use docstore_core::{typed_json, ResourcePath};
 
 use crate::errors::DocstoreError;
-use crate::pg::heap::Table;
+use crate::pg::heap::{column, Table};
 use crate::pg::jsonb::{JsonbDatum, StoredJsonb, TypedJsonb};
 use crate::pg::spi::plan;
 use crate::pg::time::{from_timestamptz, to_timestamptz};
@@ -142,19 +142,16 @@ pub enum Data<'a> {
     Jsonb(JsonbDatum),
 }
 
-impl Data<'_> {
-    fn arg(self) -> DatumWithOid<'static> {
-        match self {
-            Data::Fields(fields) => TypedJsonb(typed_json::map_to_string(fields)).into(),
-            Data::Jsonb(datum) => datum.into(),
-        }
-    }
-
-    fn datum(self) -> Option<pg_sys::Datum> {
+impl IntoDatum for Data<'_> {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
         match self {
             Data::Fields(fields) => TypedJsonb(typed_json::map_to_string(fields)).into_datum(),
             Data::Jsonb(datum) => datum.into_datum(),
         }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
     }
 }
 
@@ -168,17 +165,40 @@ pub enum OnConflict {
     Refuse,
 }
 
-/// Insert a new document, then its index entries. Returns false (and writes nothing) when the
-/// document exists already: a concurrent creator won, or it was never read.
+/// Insert a new document (`keys` are its path's), then its index entries. Returns false (and
+/// writes nothing) when the document exists already: a concurrent creator won, or it was never
+/// read.
+#[allow(clippy::too_many_arguments)]
 pub fn insert(
     client: &mut SpiClient<'_>,
     database: &str,
     path: &ResourcePath,
+    keys: &Keys,
     data: Data<'_>,
     time: i64,
     entries: &[Vec<u8>],
     conflict: OnConflict,
 ) -> Result<bool, DocstoreError> {
+    let time = to_timestamptz(time)?;
+    if conflict == OnConflict::Refuse {
+        // A name that cannot exist yet needs no conflict handling: when an INSERT would check
+        // nothing more than the heap and index AMs do, write the row below the executor.
+        let table = Table::open(c"docstore", c"entities")?;
+        if table.allows_direct_insert() && table.columns() == 8 {
+            table.insert(&[[
+                column(database)?,
+                column(keys.name.as_slice())?,
+                column(keys.parent.as_slice())?,
+                column(keys.collection_id.as_str())?,
+                column(path.to_string())?,
+                column(data)?,
+                column(time)?,
+                column(time)?,
+            ]])?;
+            index_entries::apply(database, &keys.name, &[], entries)?;
+            return Ok(true);
+        }
+    }
     macro_rules! insert {
         ($tail:literal) => {
             concat!(
@@ -198,30 +218,6 @@ pub fn insert(
         sql,
         &[TEXT, BYTEA, BYTEA, TEXT, TEXT, JSONB, TIMESTAMPTZ],
     )?;
-    let keys = Keys::of(path);
-    if conflict == OnConflict::Refuse {
-        // A name that cannot exist yet needs no conflict handling: when an INSERT would check
-        // nothing more than the heap and index AMs do, write the row below the executor.
-        let table = Table::open(c"docstore", c"entities")?;
-        if table.allows_direct_insert() && table.columns() == 8 {
-            let column = |d: Option<pg_sys::Datum>| {
-                d.ok_or_else(|| DocstoreError::Internal("a document column is NULL".into()))
-            };
-            let time = to_timestamptz(time)?;
-            table.insert(&[[
-                column(database.into_datum())?,
-                column(keys.name.as_slice().into_datum())?,
-                column(keys.parent.as_slice().into_datum())?,
-                column(keys.collection_id.as_str().into_datum())?,
-                column(path.to_string().into_datum())?,
-                column(data.datum())?,
-                column(time.into_datum())?,
-                column(time.into_datum())?,
-            ]])?;
-            index_entries::apply(database, &keys.name, &[], entries)?;
-            return Ok(true);
-        }
-    }
     let inserted = client
         .update(
             &*stmt,
@@ -229,11 +225,11 @@ pub fn insert(
             &[
                 database.into(),
                 keys.name.as_slice().into(),
-                keys.parent.into(),
-                keys.collection_id.into(),
+                keys.parent.as_slice().into(),
+                keys.collection_id.as_str().into(),
                 path.to_string().into(),
-                data.arg(),
-                to_timestamptz(time)?.into(),
+                data.into(),
+                time.into(),
             ],
         )?
         .len()
@@ -263,7 +259,7 @@ pub fn update(
         &[
             database.into(),
             name.into(),
-            data.arg(),
+            data.into(),
             to_timestamptz(time)?.into(),
         ],
     )?;

@@ -3,20 +3,14 @@
 //! inserts for index builds.
 
 use pgrx::spi::SpiClient;
-use pgrx::{pg_sys, IntoDatum, PgBuiltInOids, PgOid};
+use pgrx::{pg_sys, PgBuiltInOids, PgOid};
 
 use crate::errors::DocstoreError;
-use crate::pg::heap::Table;
+use crate::pg::heap::{column, Table};
 use crate::pg::spi::plan;
 
 const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 const BYTEA_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAARRAYOID);
-
-fn datum(value: impl IntoDatum) -> Result<pg_sys::Datum, DocstoreError> {
-    value
-        .into_datum()
-        .ok_or_else(|| DocstoreError::Internal("an index entry column is NULL".into()))
-}
 
 /// Apply a document's index-entry delta: delete the entries `removed` (an entry that is not
 /// there is no error: an index still being built has no entries for documents its backfill has
@@ -31,11 +25,11 @@ pub fn apply(
         return Ok(());
     }
     let table = Table::open(c"docstore", c"index_entries")?;
-    let database = datum(database)?;
+    let database = column(database)?;
     if !removed.is_empty() {
         let keys = removed
             .iter()
-            .map(|key| Ok([database, datum(key.as_slice())?]))
+            .map(|key| Ok([database, column(key.as_slice())?]))
             .collect::<Result<Vec<_>, DocstoreError>>()?;
         let columns = [
             (
@@ -50,10 +44,10 @@ pub fn apply(
         table.delete_by_primary_key(&columns, &keys)?;
     }
     if !added.is_empty() {
-        let name = datum(name)?;
+        let name = column(name)?;
         let rows = added
             .iter()
-            .map(|key| Ok([database, datum(key.as_slice())?, name]))
+            .map(|key| Ok([database, column(key.as_slice())?, name]))
             .collect::<Result<Vec<_>, DocstoreError>>()?;
         table.insert(&rows)?;
     }

@@ -254,6 +254,7 @@ pub fn commit(
                     client,
                     database,
                     &slot.path,
+                    &slot.keys,
                     data_of(verbatim, fields),
                     commit_time,
                     &new,
@@ -317,26 +318,4 @@ fn display_time(pg_micros: i64) -> String {
     to_timestamp(pg_micros)
         .map(|t| t.to_rfc3339())
         .unwrap_or_else(|_| pg_micros.to_string())
-}
-
-/// A single mutation (the `set`/`create`/`update` SQL functions).
-pub fn mutate(
-    client: &mut SpiClient<'_>,
-    database: &str,
-    path: ResourcePath,
-    kind: WriteKind,
-    json: &serde_json::Value,
-) -> Result<CommitResult, DocstoreError> {
-    let mutation = Mutation::parse(kind, json).map_err(DocstoreError::Mutation)?;
-    commit(
-        client,
-        database,
-        &[Write {
-            path,
-            operation: Operation::Mutate(mutation),
-            precondition: None,
-            generated_id: false,
-            verbatim: None,
-        }],
-    )
 }
