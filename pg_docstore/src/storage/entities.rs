@@ -37,6 +37,11 @@ pub struct Keys {
 
 impl Keys {
     pub fn of(path: &ResourcePath) -> Keys {
+        Keys::named(path, encode_name(path))
+    }
+
+    /// [`Keys::of`] when the caller has encoded the name already (`name` is `encode_name(path)`).
+    pub fn named(path: &ResourcePath, name: Vec<u8>) -> Keys {
         let parent = path.parent();
         let mut parent_key = Vec::new();
         encode_segments(
@@ -44,7 +49,7 @@ impl Keys {
             parent.as_ref().map(|p| p.segments()).unwrap_or(&[]),
         );
         Keys {
-            name: encode_name(path),
+            name,
             parent: parent_key,
             collection_id: parent.map(|p| p.last().to_owned()).unwrap_or_default(),
         }

@@ -131,7 +131,7 @@ pub fn commit(
                 current: stored.as_ref().map(|s| s.fields.clone()),
                 current_time: stored.as_ref().map(|s| s.update_time),
                 stored,
-                keys: Keys::of(&first.path),
+                keys: Keys::named(&first.path, name.to_vec()),
                 path: first.path.clone(),
                 written: false,
                 generated_id: first.generated_id,
