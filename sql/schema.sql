@@ -34,6 +34,12 @@ create table docstore.index_entries (
     name        bytea not null,
     primary key (database_id, key)
 );
+-- Keys are never compressed, in the table or in its btree (the setting reaches the primary
+-- key's column): Postgres would try pglz on every key over ~500 bytes, a long string value's,
+-- and keep the result only when it saved a quarter, while every later comparison of a
+-- compressed key would decompress it. Instead a key has a fixed limit of 2,600 bytes
+-- (docstore_core::index::MAX_ENTRY_KEY_BYTES), which the btree's 2,704-byte rows always hold.
+alter table docstore.index_entries alter column key set storage external;
 
 -- Composite (and collection-group single-field) index definitions and their build state.
 create table docstore.indexes (

@@ -10,7 +10,7 @@
 //! | already exists | 23505 |
 //! | failed precondition | 55000 |
 //! | contention (REPEATABLE READ conflict) | 40001 |
-//! | too large (document, nesting, index entries) | 54000 |
+//! | too large (document, nesting, index entry count or size) | 54000 |
 //! | query syntax | 42601 (message has line and column) |
 //! | missing index | 55000 (message has the `create_index` call) |
 
@@ -87,9 +87,9 @@ impl DocstoreError {
                 }
                 _ => ERRCODE_INVALID_PARAMETER_VALUE,
             },
-            DocstoreError::Index(IndexError::TooManyEntries { .. }) => {
-                ERRCODE_PROGRAM_LIMIT_EXCEEDED
-            }
+            DocstoreError::Index(
+                IndexError::TooManyEntries { .. } | IndexError::EntryTooLarge { .. },
+            ) => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             DocstoreError::Index(IndexError::InvalidDefinition(_)) => {
                 ERRCODE_INVALID_PARAMETER_VALUE
             }

@@ -28,6 +28,12 @@ use crate::value::{Map, Value};
 pub const MAX_ENTRIES_PER_DOCUMENT: usize = 40_000;
 /// Most fields in one composite index.
 pub const MAX_INDEX_FIELDS: usize = 100;
+/// Longest index key, in bytes. A btree row holds at most 2,704 bytes (a third of a page), and
+/// index keys are stored uncompressed (`storage external`, docs/storage.md), so the limit is the
+/// same for every key: 2,600 leaves room for the row's header and a database id (at most 63
+/// bytes). Firestore allows 7.5 KiB per entry; only very long field paths or document names
+/// next to a long indexed value come near this.
+pub const MAX_ENTRY_KEY_BYTES: usize = 2_600;
 
 /// First byte of every index key.
 pub mod kind {
@@ -95,6 +101,31 @@ pub enum IndexError {
     InvalidDefinition(String),
     #[error("document {path} would have {count} index entries; the limit is 40000")]
     TooManyEntries { path: String, count: usize },
+    #[error("document {path}: the index entry of {source_of} is {bytes} bytes; the limit is 2600")]
+    EntryTooLarge {
+        path: String,
+        /// `field a.b` or `composite index 7`.
+        source_of: String,
+        bytes: usize,
+    },
+}
+
+/// Add `key` to `out` unless it is longer than [`MAX_ENTRY_KEY_BYTES`].
+fn push_entry(
+    out: &mut BTreeSet<Vec<u8>>,
+    key: Vec<u8>,
+    path: &ResourcePath,
+    source_of: impl FnOnce() -> String,
+) -> Result<(), IndexError> {
+    if key.len() > MAX_ENTRY_KEY_BYTES {
+        return Err(IndexError::EntryTooLarge {
+            path: path.to_string(),
+            source_of: source_of(),
+            bytes: key.len(),
+        });
+    }
+    out.insert(key);
+    Ok(())
 }
 
 impl IndexDefinition {
@@ -211,7 +242,15 @@ impl IndexDefinition {
 
     /// This index's entries for one document (none when a field is missing, or the
     /// array-contains field is not an array).
-    pub fn entries(&self, path: &ResourcePath, fields: &Map, out: &mut BTreeSet<Vec<u8>>) {
+    ///
+    /// # Errors
+    /// [`IndexError::EntryTooLarge`] for a key past [`MAX_ENTRY_KEY_BYTES`].
+    pub fn entries(
+        &self,
+        path: &ResourcePath,
+        fields: &Map,
+        out: &mut BTreeSet<Vec<u8>>,
+    ) -> Result<(), IndexError> {
         let name_value = Value::Reference(path.clone());
         let mut values: Vec<&Value> = Vec::with_capacity(self.fields.len());
         for field in &self.fields {
@@ -223,7 +262,7 @@ impl IndexDefinition {
             match (field.mode, value) {
                 (IndexMode::ArrayContains, Some(v @ Value::Array(_))) => values.push(v),
                 (IndexMode::Ascending | IndexMode::Descending, Some(v)) => values.push(v),
-                _ => return,
+                _ => return Ok(()),
             }
         }
         let mut name = encoding::encode_name(path);
@@ -252,11 +291,12 @@ impl IndexDefinition {
             .zip(&values)
             .find(|(f, _)| f.mode == IndexMode::ArrayContains)
             .map(|(_, v)| *v);
+        let source_of = || format!("composite index {}", self.id);
         match contained {
-            Some(Value::Array(elements)) => out.extend(elements.iter().map(|e| build(Some(e)))),
-            _ => {
-                out.insert(build(None));
-            }
+            Some(Value::Array(elements)) => elements
+                .iter()
+                .try_for_each(|e| push_entry(out, build(Some(e)), path, source_of)),
+            _ => push_entry(out, build(None), path, source_of),
         }
     }
 }
@@ -369,7 +409,8 @@ impl IndexConfig {
 /// Every index key of a document, sorted and without duplicates.
 ///
 /// # Errors
-/// [`IndexError::TooManyEntries`] past 40,000 entries.
+/// [`IndexError::TooManyEntries`] past 40,000 entries, [`IndexError::EntryTooLarge`] for a key
+/// past [`MAX_ENTRY_KEY_BYTES`].
 pub fn document_entries(
     path: &ResourcePath,
     fields: &Map,
@@ -382,16 +423,17 @@ pub fn document_entries(
         let name = encoding::encode_name(path);
         let mut field_path = Vec::new();
         auto_entries(
+            path,
             fields,
             &mut field_path,
             &parent_key,
             &name,
             config,
             &mut out,
-        );
+        )?;
     }
     for index in &config.composites {
-        index.entries(path, fields, &mut out);
+        index.entries(path, fields, &mut out)?;
     }
     if out.len() > MAX_ENTRIES_PER_DOCUMENT {
         return Err(IndexError::TooManyEntries {
@@ -403,13 +445,14 @@ pub fn document_entries(
 }
 
 fn auto_entries(
+    path: &ResourcePath,
     fields: &Map,
     trail: &mut Vec<String>,
     parent_key: &[u8],
     name: &[u8],
     config: &IndexConfig,
     out: &mut BTreeSet<Vec<u8>>,
-) {
+) -> Result<(), IndexError> {
     for (key, value) in fields {
         trail.push(key.clone());
         let field = FieldPath::new(trail.clone());
@@ -419,26 +462,28 @@ fn auto_entries(
                 prefix.push(kind::AUTO_VALUE);
                 prefix.extend_from_slice(parent_key);
                 encoding::encode_segments(&mut prefix, field.segments());
+                let source_of = || format!("field {field}");
                 let mut entry = prefix.clone();
                 entry.extend(encode_index_value(value, Direction::Ascending));
                 entry.extend_from_slice(name);
-                out.insert(entry);
+                push_entry(out, entry, path, source_of)?;
                 if let Value::Array(items) = value {
                     prefix[0] = kind::AUTO_ARRAY_CONTAINS;
                     for item in items {
                         let mut entry = prefix.clone();
                         entry.extend(encode_index_value(item, Direction::Ascending));
                         entry.extend_from_slice(name);
-                        out.insert(entry);
+                        push_entry(out, entry, path, source_of)?;
                     }
                 }
                 if let Value::Map(inner) = value {
-                    auto_entries(inner, trail, parent_key, name, config, out);
+                    auto_entries(path, inner, trail, parent_key, name, config, out)?;
                 }
             }
         }
         trail.pop();
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -555,14 +600,18 @@ mod tests {
             fields,
         };
         let mut out = BTreeSet::new();
-        index.entries(
-            &path("a/b/r/1"),
-            &doc(r#"{"tags":["x","y","x"],"n":1}"#),
-            &mut out,
-        );
+        index
+            .entries(
+                &path("a/b/r/1"),
+                &doc(r#"{"tags":["x","y","x"],"n":1}"#),
+                &mut out,
+            )
+            .unwrap();
         assert_eq!(out.len(), 2);
         let mut none = BTreeSet::new();
-        index.entries(&path("r/1"), &doc(r#"{"tags":"x","n":1}"#), &mut none);
+        index
+            .entries(&path("r/1"), &doc(r#"{"tags":"x","n":1}"#), &mut none)
+            .unwrap();
         assert!(none.is_empty());
     }
 
@@ -593,5 +642,29 @@ mod tests {
             document_entries(&path("c/d"), &d, &IndexConfig::default()),
             Err(IndexError::TooManyEntries { .. })
         ));
+    }
+
+    #[test]
+    fn entry_size_limit() {
+        // A 1,500-byte value is truncated, so it fits under a short name and field path...
+        let value = "v".repeat(4_000);
+        let d = doc(&format!(r#"{{"f": "{value}"}}"#));
+        assert!(document_entries(&path("c/d"), &d, &IndexConfig::default()).is_ok());
+        // ...but not next to a 1,000-byte field name and document id.
+        let long = "x".repeat(1_000);
+        let d = doc(&format!(r#"{{"m": {{"{long}": "{value}"}}}}"#));
+        let err =
+            document_entries(&path(&format!("c/{long}")), &d, &IndexConfig::default()).unwrap_err();
+        assert!(
+            matches!(&err, IndexError::EntryTooLarge { source_of, bytes, .. }
+                if source_of == &format!("field m.{long}") && *bytes > MAX_ENTRY_KEY_BYTES),
+            "{err}"
+        );
+        // An exemption of the field lets the document in.
+        let config = IndexConfig {
+            exemptions: vec![FieldPath::parse("m").unwrap()],
+            composites: vec![],
+        };
+        assert!(document_entries(&path(&format!("c/{long}")), &d, &config).is_ok());
     }
 }

@@ -210,7 +210,7 @@ fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport>
                     let data: TypedJsonb = doc.get(3)?.unwrap_or(TypedJsonb("{}".into()));
                     let fields = crate::storage::entities::stored_fields(&data)?;
                     let mut entries = BTreeSet::new();
-                    index.entries(&path, &fields, &mut entries);
+                    index.entries(&path, &fields, &mut entries)?;
                     for key in entries {
                         keys.push(key);
                         names.push(name.clone());

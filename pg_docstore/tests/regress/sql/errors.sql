@@ -34,6 +34,18 @@ select sqlstate_of($$select docstore.create('er/exists', '{"n": 2}')$$);
 select sqlstate_of(format($$select docstore.set('er/big', '{"s": "%s"}')$$, repeat('x', 1048576)));
 select sqlstate_of(format($$select docstore.set('er/deep', '%s')$$, repeat('{"a":', 21) || '1' || repeat('}', 21)));
 select sqlstate_of(format($$select docstore.set('er/wide', '{"a": [%s]}')$$, (select string_agg(i::text, ',') from generate_series(1, 40001) i)));
+-- an index key over 2600 bytes (54000): a long field name and document id next to a long value,
+-- or two long values in a composite index; exempting the field lets the document in
+-- (runs of a repeated letter printed as one letter and "...")
+select regexp_replace(sqlstate_of(format($$select docstore.set('er/%s', '{"%s": "%s"}')$$, repeat('d', 1000), repeat('f', 1000), repeat('v', 1500))), '(.)\1{9,}', '\1...', 'g');
+select docstore.create_index('erc', '[{"field": "a"}, {"field": "b"}]') as erc_index \gset
+select replace(sqlstate_of(format($$select docstore.set('erc/x', '{"a": "%s", "b": "%s"}')$$, repeat('a', 1500), repeat('b', 1500))), 'index ' || :erc_index, 'index <id>');
+select docstore.drop_index(:erc_index);
+call docstore.build_indexes();
+select docstore.exempt_field('er', repeat('f', 1000));
+select docstore.set('er/' || repeat('d', 1000), jsonb_build_object(repeat('f', 1000), repeat('v', 1500))) is not null as stored_when_exempt;
+select docstore.delete('er/' || repeat('d', 1000));
+select docstore.remove_exemption('er', repeat('f', 1000));
 -- the database setting
 set docstore.database = 'Bad_Name';
 select sqlstate_of($$select docstore.get('er/exists')$$);

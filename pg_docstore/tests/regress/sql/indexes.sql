@@ -22,8 +22,9 @@ select sqlstate_of($$select docstore.create_index('ix', '[{"field": "a"}, {"fiel
 select docstore.set('ix/b', '{"city": "SF", "avgRating": 4}') is not null;
 select docstore.set('ix/c', '{"city": "SF", "avgRating": 3.5}') is not null;
 select docstore.set('ix/d', '{"city": "SF"}') is not null;
-select docstore.create_index('ix', '[{"field": "city"}, {"field": "avgRating", "order": "desc"}]') > 0 as created;
-select sqlstate_of($$select docstore.create_index('ix', '[{"field": "city"}, {"field": "avgRating", "order": "desc"}]')$$);
+select docstore.create_index('ix', '[{"field": "city"}, {"field": "avgRating", "order": "desc"}]') as ix_index \gset
+select :ix_index > 0 as created;
+select replace(sqlstate_of($$select docstore.create_index('ix', '[{"field": "city"}, {"field": "avgRating", "order": "desc"}]')$$), ': ' || :ix_index || ' ', ': <id> ');
 select collection_group, scope, fields, state from docstore.list_indexes();
 -- writes during CREATING already maintain the index
 select docstore.set('ix/e', '{"city": "NY", "avgRating": 5}') is not null;
