@@ -12,6 +12,9 @@ use crate::guc::database_id;
 use crate::pg::jsonb::{JsonbOut, TypedJsonb};
 use crate::pg::time::to_timestamptz;
 
+/// The rows of `query` and `run_query`. Their signatures spell the type out again because
+/// `#[pg_extern]` reads the column names from the `name!` tokens of the signature itself, not
+/// through an alias.
 pub(crate) type Rows = TableIterator<
     'static,
     (
