@@ -50,8 +50,12 @@ create table docstore.indexes (
     fields           jsonb not null,
     -- CREATING: maintained by writes, being backfilled, not used by queries.
     -- READY: maintained and used. DELETING: neither; entries being removed.
+    -- NEEDS_REPAIR (Firestore's name): the backfill met a document whose entry is over the key
+    -- limit; neither maintained nor used, some entries may exist; drop it to remove them.
     state            text not null default 'CREATING'
-                     check (state in ('CREATING', 'READY', 'DELETING')),
+                     check (state in ('CREATING', 'READY', 'DELETING', 'NEEDS_REPAIR')),
+    -- why a build stopped (NEEDS_REPAIR)
+    error            text,
     -- backfill progress: the last entity name done (resumable after a crash or cancel)
     backfill_cursor  bytea,
     documents_done   bigint not null default 0,

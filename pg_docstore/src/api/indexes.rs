@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
 
 use docstore_core::encoding::{decode_name, encode_segments};
 use docstore_core::index::{self, document_entries, kind, IndexDefinition, Scope};
@@ -131,7 +132,8 @@ fn drop_index(id: i32) -> Result<(), ErrorReport> {
     Ok(())
 }
 
-/// The indexes of the current database and their state.
+/// The indexes of the current database, their state, and why a build stopped (`error`, for
+/// `NEEDS_REPAIR`).
 #[pg_extern(stable)]
 fn list_indexes() -> Result<
     TableIterator<
@@ -143,6 +145,7 @@ fn list_indexes() -> Result<
             name!(fields, TypedJsonb),
             name!(state, String),
             name!(documents_done, i64),
+            name!(error, Option<String>),
         ),
     >,
     ErrorReport,
@@ -151,8 +154,8 @@ fn list_indexes() -> Result<
     let rows = Spi::connect(|client| -> Result<Vec<_>, DocstoreError> {
         let mut out = Vec::new();
         for row in client.select(
-            "select id, collection_group, scope, fields, state, documents_done from docstore.indexes \
-             where database_id = $1 order by id",
+            "select id, collection_group, scope, fields, state, documents_done, error \
+             from docstore.indexes where database_id = $1 order by id",
             None,
             &[database.as_str().into()],
         )? {
@@ -163,6 +166,7 @@ fn list_indexes() -> Result<
                 row.get::<TypedJsonb>(4)?.unwrap_or(TypedJsonb("[]".into())),
                 row.get::<String>(5)?.unwrap_or_default(),
                 row.get::<i64>(6)?.unwrap_or_default(),
+                row.get::<String>(7)?,
             ));
         }
         Ok(out)
@@ -210,7 +214,9 @@ fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport>
                     let data: TypedJsonb = doc.get(3)?.unwrap_or(TypedJsonb("{}".into()));
                     let fields = crate::storage::entities::stored_fields(&data)?;
                     let mut entries = BTreeSet::new();
-                    index.entries(&path, &fields, &mut entries)?;
+                    if let Err(error) = index.entries(&path, &fields, &mut entries) {
+                        return needs_repair(client, index_id, &error.to_string());
+                    }
                     for key in entries {
                         keys.push(key);
                         names.push(name.clone());
@@ -260,6 +266,25 @@ fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport>
             _ => Ok(true),
         }
     })?)
+}
+
+/// Stop a build that cannot finish (a document's entry is over the key limit): the index
+/// becomes NEEDS_REPAIR, which writes no longer maintain and queries do not use, as Firestore's
+/// does. Its entries so far stay until it is dropped. Says why in a warning and in
+/// `list_indexes().error`; the build is finished with this index.
+fn needs_repair(
+    client: &mut SpiClient<'_>,
+    index_id: i32,
+    error: &str,
+) -> Result<bool, DocstoreError> {
+    client.update(
+        "update docstore.indexes set state = 'NEEDS_REPAIR', error = $2 where id = $1",
+        None,
+        &[index_id.into(), error.into()],
+    )?;
+    crate::pg::catalog_cache::invalidate(client)?;
+    pgrx::warning!("index {index_id} needs repair: {error}; drop it with docstore.drop_index({index_id}), fix the document and create it again");
+    Ok(true)
 }
 
 /// Key range prefixes of the automatic entries of `field` and its subfields in `parent`.
@@ -403,9 +428,10 @@ fn check_indexes(
             let group: String = doc.get(3)?.unwrap_or_default();
             let data: TypedJsonb = doc.get(4)?.unwrap_or(TypedJsonb("{}".into()));
             if !configs.contains_key(&group) {
+                // Indexes that are not READY are left out on both sides (below).
                 configs.insert(
                     group.clone(),
-                    catalog::index_config(client, &database, &group)?,
+                    catalog::index_config_in(client, &database, &group, catalog::States::Usable)?,
                 );
             }
             let path = ResourcePath::parse_document(&path_text)?;
