@@ -102,19 +102,34 @@ sql_jsonb!(TypedJsonb);
 sql_jsonb!(JsonbOut);
 sql_jsonb!(DocumentJsonb);
 
-// SAFETY: arguments are unboxed through `FromDatum` above, exactly as pgrx does for its own
-// varlena types; docstore functions are STRICT, so a NULL never reaches `unbox_arg_unchecked`.
-unsafe impl<'fcx> ArgAbi<'fcx> for TypedJsonb {
-    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        // SAFETY: the argument's type is jsonb per the SQL signature.
-        unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| TypedJsonb("null".to_owned()))
-    }
+/// A `jsonb` argument of a Rust type with a `FromDatum`; `$null` stands for SQL NULL, which
+/// never arrives (docstore functions are STRICT).
+macro_rules! jsonb_arg {
+    ($t:ty, $null:expr) => {
+        // SAFETY: arguments are unboxed through `FromDatum`, exactly as pgrx does for its own
+        // varlena types.
+        unsafe impl<'fcx> ArgAbi<'fcx> for $t {
+            unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+                // SAFETY: the argument's type is jsonb per the SQL signature.
+                unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| $null)
+            }
 
-    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
-        // SAFETY: as above.
-        unsafe { arg.unbox_arg_using_from_datum() }.into()
-    }
+            unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
+                // SAFETY: as above.
+                unsafe { arg.unbox_arg_using_from_datum() }.into()
+            }
+        }
+    };
 }
+
+jsonb_arg!(TypedJsonb, TypedJsonb("null".to_owned()));
+jsonb_arg!(
+    DocumentJsonb,
+    DocumentJsonb {
+        text: TypedJsonb("null".to_owned()),
+        datum: JsonbDatum(pg_sys::Datum::from(0usize)),
+    }
+);
 
 /// A `jsonb` argument that is a document to write: its typed-JSON text, and the datum itself,
 /// which the write may store as it is (valid for the function call that received it).
@@ -168,22 +183,6 @@ impl IntoDatum for DocumentJsonb {
 
     fn type_oid() -> pg_sys::Oid {
         pg_sys::JSONBOID
-    }
-}
-
-// SAFETY: as for TypedJsonb above.
-unsafe impl<'fcx> ArgAbi<'fcx> for DocumentJsonb {
-    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        // SAFETY: the argument's type is jsonb per the SQL signature; our functions are STRICT.
-        unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| DocumentJsonb {
-            text: TypedJsonb("null".to_owned()),
-            datum: JsonbDatum(pg_sys::Datum::from(0usize)),
-        })
-    }
-
-    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
-        // SAFETY: as above.
-        unsafe { arg.unbox_arg_using_from_datum() }.into()
     }
 }
 
