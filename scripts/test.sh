@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency|faults ...]  (default: all, in this order)
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 
@@ -59,8 +59,13 @@ concurrency() {
   bash scripts/concurrency.sh
 }
 
+faults() {
+  say "index builds under faults (an older transaction, a cancel, a backend killed: crash recovery)"
+  bash scripts/faults.sh
+}
+
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency faults)
 for step in "${steps[@]}"; do
   "${step}"
 done

@@ -9,13 +9,17 @@ returns void language plpgsql as $$
 declare
     deadline timestamptz := clock_timestamp() + timeout;
 begin
-    while exists (
-        select 1 from pg_stat_activity
-        where pid <> pg_backend_pid()
-          and datname = current_database()
-          and backend_type = 'client backend'
-          and xact_start < since
-    ) loop
+    loop
+        -- pg_stat_activity is read once per transaction and then cached: drop the cached copy,
+        -- or a transaction seen open at the first look would be waited for forever.
+        perform pg_stat_clear_snapshot();
+        exit when not exists (
+            select 1 from pg_stat_activity
+            where pid <> pg_backend_pid()
+              and datname = current_database()
+              and backend_type = 'client backend'
+              and xact_start < since
+        );
         if clock_timestamp() > deadline then
             raise exception 'transactions older than the index change are still open after %', timeout
                 using errcode = '55000',
