@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Online index builds against waits and faults, on the real cluster.
+# Index builds and writes against waits and faults, on the real cluster.
 # 0. A build first waits for the transactions that began before it (they may have read the
 #    catalog before the index existed); it must see such a transaction end and go on.
 # Then a build is stopped mid-way twice:
@@ -8,7 +8,10 @@
 #      (crash recovery): every connection to the cluster drops for a moment.
 # Each time the committed progress must survive (state CREATING, some but not all documents
 # done), and calling build_indexes again must finish it: READY, exactly one entry per document,
-# check_indexes clean. Usage: scripts/faults.sh [documents (default 20000)]
+# check_indexes clean.
+# 3. Writers are killed the same way mid-stream: every acknowledged write must survive crash
+#    recovery, an unacknowledged one be there whole or not at all, and check_indexes be clean.
+# Usage: scripts/faults.sh [documents (default 20000)]
 source "$(dirname "$0")/lib.sh"
 DOCS="${1:-20000}"
 DB=docstore_faults
@@ -107,4 +110,43 @@ grep -q "terminating connection because of crash of another server process\|serv
   "${tmp}/build.log" || { cat "${tmp}/build.log"; die "the build did not end with the crash"; }
 check_stopped "${id}" "crash"
 check_resumed "${id}" "crash"
-echo "3 passed, 0 failed"
+
+# 3. SIGKILL during writes: every acknowledged write survives crash recovery, an unacknowledged
+#    one is there whole or not at all, and the index entries match the documents exactly.
+sql "select docstore.set('fw/counter', '{\"n\": 0}')" >/dev/null
+for i in $(seq 1 20000); do
+  echo "select docstore.update('fw/counter', '{\"n\": {\"\$increment\": 1}}');"
+done > "${tmp}/increments.sql"
+for i in $(seq 1 20000); do
+  echo "select docstore.add('fw', jsonb_build_object('i', ${i}, 'tags', jsonb_build_array(${i} % 7, 'x')));"
+done > "${tmp}/adds.sql"
+# One statement per line, autocommit: a line of output is a committed, acknowledged write.
+"${PSQL[@]}" -d "${DB}" -At -f "${tmp}/increments.sql" > "${tmp}/increments.out" 2>/dev/null &
+incrementer=$!
+"${PSQL[@]}" -d "${DB}" -At -f "${tmp}/adds.sql" > "${tmp}/adds.out" 2>/dev/null &
+adder=$!
+for _ in $(seq 1 600); do
+  [ "$(wc -l < "${tmp}/increments.out")" -gt 500 ] && [ "$(wc -l < "${tmp}/adds.out")" -gt 500 ] && break
+  sleep 0.02
+done
+pid="$(sql "select pid from pg_stat_activity where datname = '${DB}' and query like '%fw/counter%increment%' and pid <> pg_backend_pid() limit 1")"
+[ -n "${pid}" ] || die "the writers finished before the fault (raise the number of writes)"
+as_root kill -KILL "${pid}"
+wait "${incrementer}" && die "the incrementing session survived the crash"
+wait "${adder}" && die "the adding session survived the crash"
+for _ in $(seq 1 300); do
+  sql "select 1" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+acked_increments="$(wc -l < "${tmp}/increments.out")"
+acked_adds="$(wc -l < "${tmp}/adds.out")"
+n="$(sql "select docstore.get('fw/counter')->>'n'")"
+added="$(sql "select count(*) from docstore.entities where collection_id = 'fw' and path <> 'fw/counter'")"
+[ "${n}" -ge "${acked_increments}" ] && [ "${n}" -le $((acked_increments + 1)) ] ||
+  die "after the crash the counter is ${n}, with ${acked_increments} increments acknowledged"
+[ "${added}" -ge "${acked_adds}" ] && [ "${added}" -le $((acked_adds + 1)) ] ||
+  die "after the crash ${added} documents exist, with ${acked_adds} adds acknowledged"
+problems="$(sql "select count(*) from docstore.check_indexes()")"
+[ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems after the crash"
+say "crash during writes: counter ${n} for ${acked_increments} acknowledged increments, ${added} documents for ${acked_adds} acknowledged adds, check_indexes clean"
+echo "4 passed, 0 failed"

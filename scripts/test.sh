@@ -60,7 +60,7 @@ concurrency() {
 }
 
 faults() {
-  say "index builds under faults (an older transaction, a cancel, a backend killed: crash recovery)"
+  say "faults: index builds (an older transaction, a cancel, a killed backend) and writes killed mid-stream (crash recovery)"
   bash scripts/faults.sh
 }
 
