@@ -401,6 +401,12 @@ impl Reader<'_> {
         if s.contains('\0') {
             return Err(DecodeError::Invalid("string contains U+0000"));
         }
+        // Typed JSON text that mentions it never parses, so no document holds such a string.
+        if s.contains(crate::typed_json::RESERVED_MARK) {
+            return Err(DecodeError::Invalid(
+                "string mentions a name reserved by typed JSON",
+            ));
+        }
         Ok(s)
     }
 
@@ -531,9 +537,6 @@ impl Reader<'_> {
                         other => return Err(self.invalid(other)),
                     }
                     let key = self.string()?;
-                    if key == crate::typed_json::RESERVED_KEY {
-                        return Err(DecodeError::Invalid("map key reserved by typed JSON"));
-                    }
                     if previous
                         .as_deref()
                         .is_some_and(|p| p.as_bytes() >= key.as_bytes())
@@ -632,6 +635,18 @@ mod tests {
             decode(&encode(&Value::Double(1e300))).unwrap(),
             Value::Double(1e300)
         );
+    }
+
+    #[test]
+    fn strings_mentioning_the_reserved_name_do_not_decode() {
+        // Typed JSON text that mentions it never parses, so a decoded value holding it could
+        // not be printed and read back (found by the decode fuzzer).
+        let mentions = "nest serde_json::private::Numbered";
+        let key = Value::Map(BTreeMap::from([(mentions.to_owned(), Value::Null)]));
+        assert!(decode(&encode(&key)).is_err());
+        assert!(decode(&encode(&Value::String(mentions.to_owned()))).is_err());
+        let plain = Value::Map(BTreeMap::from([("serde_json".to_owned(), Value::Null)]));
+        assert_eq!(decode(&encode(&plain)), Ok(plain));
     }
 
     #[test]

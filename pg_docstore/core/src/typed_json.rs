@@ -89,12 +89,13 @@ pub fn parse(text: &str) -> Result<Value, TypedJsonError> {
 /// numbers exact) passes every number to its visitors as a map with this single key: a real
 /// object whose first key is this one fails to parse, or, with a numeric string value, silently
 /// reads as that number. So [`json_from_str`] refuses any text that mentions it, writes refuse
-/// it as a field name (`limits::check_document`), and the index decoder as a map key.
+/// it as a field name (`limits::check_document`), and the index decoder any string that
+/// mentions it (no document can hold one).
 pub const RESERVED_KEY: &str = "$serde_json::private::Number";
 
 /// [`RESERVED_KEY`] without its `$`: what [`json_from_str`] looks for, so that escaped forms
 /// of the `$` are caught too.
-const RESERVED_MARK: &str = "serde_json::private::Number";
+pub(crate) const RESERVED_MARK: &str = "serde_json::private::Number";
 
 /// Parse JSON text, refusing text that mentions [`RESERVED_KEY`].
 ///
