@@ -57,6 +57,15 @@ check_stopped() { # index id, what happened
   say "$2: the build stopped at ${done} of ${DOCS} documents, progress kept"
 }
 
+# After a SIGKILL: wait until crash recovery has ended and the cluster answers again.
+back_from_crash() {
+  for _ in $(seq 1 300); do
+    sql "select 1" >/dev/null 2>&1 && return
+    sleep 0.1
+  done
+  die "the cluster did not come back after the crash"
+}
+
 # Resume and check the result.
 check_resumed() { # index id, what happened
   sql "call docstore.build_indexes()" >/dev/null
@@ -101,11 +110,7 @@ start_build
 pid="$(building_backend "${id}")"
 as_root kill -KILL "${pid}"
 wait "${build}" && die "the killed build reported success"
-for _ in $(seq 1 300); do
-  sql "select 1" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-sql "select 1" >/dev/null || die "the cluster did not come back after the crash"
+back_from_crash
 grep -q "terminating connection because of crash of another server process\|server closed the connection unexpectedly" \
   "${tmp}/build.log" || { cat "${tmp}/build.log"; die "the build did not end with the crash"; }
 check_stopped "${id}" "crash"
@@ -134,10 +139,7 @@ pid="$(sql "select pid from pg_stat_activity where datname = '${DB}' and query l
 as_root kill -KILL "${pid}"
 wait "${incrementer}" && die "the incrementing session survived the crash"
 wait "${adder}" && die "the adding session survived the crash"
-for _ in $(seq 1 300); do
-  sql "select 1" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+back_from_crash
 acked_increments="$(wc -l < "${tmp}/increments.out")"
 acked_adds="$(wc -l < "${tmp}/adds.out")"
 n="$(sql "select docstore.get('fw/counter')->>'n'")"
