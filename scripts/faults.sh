@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Index builds and writes against waits and faults, on the real cluster.
+# Index builds and writes against waits and faults, on a real cluster of their own (a throwaway
+# one, scripts/lib.sh: the crashes below would otherwise drop every connection to `make up`'s).
 # 0. A build first waits for the transactions that began before it (they may have read the
 #    catalog before the index existed); it must see such a transaction end and go on.
 # Then a build is stopped mid-way twice:
@@ -15,10 +16,11 @@
 source "$(dirname "$0")/lib.sh"
 DOCS="${1:-20000}"
 DB=docstore_faults
-cluster_running || die "the cluster is not running: run 'make up' first"
+[ -f "$(installed_library)" ] || die "the extension is not installed: run 'make up' first"
+start_throwaway_cluster
 fresh_database "${DB}"
 tmp="$(mktemp -d)"
-trap 'rm -rf "${tmp}"' EXIT
+trap 'rm -rf "${tmp}"; stop_throwaway_cluster' EXIT
 sql() { "${PSQL[@]}" -d "${DB}" -Atc "$1"; }
 
 sql "create extension pg_docstore" >/dev/null

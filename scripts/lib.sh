@@ -69,3 +69,38 @@ test_names() {
 fresh_database() {
   "${PSQL[@]}" -d postgres -qc "drop database if exists $1" -c "create database $1"
 }
+
+# A free TCP port on 127.0.0.1 at or above $1.
+free_port() {
+  local port="$1"
+  while (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; do port=$((port + 1)); done
+  echo "${port}"
+}
+
+# Start a throwaway cluster of its own for tests that crash Postgres on purpose, so they never
+# take down the project cluster (and the sidecar's connections to it). Sets DOCSTORE_PG_PORT and
+# PSQL to it, and stops and removes it when the calling script exits (the script's own EXIT
+# trap, if any, must call stop_throwaway_cluster too). Same server as `make up`'s, installed
+# extension included; default settings otherwise (fsync on: crash tests need real durability).
+start_throwaway_cluster() {
+  THROWAWAY_DIR="$(mktemp -d /tmp/docstore-throwaway.XXXXXX)"
+  chmod 755 "${THROWAWAY_DIR}"
+  mkdir -p "${THROWAWAY_DIR}/data" "${THROWAWAY_DIR}/run"
+  as_root chown -R postgres:postgres "${THROWAWAY_DIR}"
+  as_postgres chmod 700 "${THROWAWAY_DIR}/data"
+  as_postgres "${PG_BIN}/initdb" -D "${THROWAWAY_DIR}/data" -U postgres --encoding=UTF8 --locale=C \
+    --auth-local=trust --auth-host=trust >/dev/null
+  DOCSTORE_PG_PORT="$(free_port $((DOCSTORE_PG_PORT + 100)))"
+  as_postgres "${PG_BIN}/pg_ctl" -D "${THROWAWAY_DIR}/data" -l "${THROWAWAY_DIR}/postgres.log" -w \
+    -o "-p ${DOCSTORE_PG_PORT} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${THROWAWAY_DIR}/run" \
+    start >/dev/null
+  PSQL=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres)
+  trap stop_throwaway_cluster EXIT
+}
+
+stop_throwaway_cluster() {
+  [ -n "${THROWAWAY_DIR:-}" ] || return 0
+  as_postgres "${PG_BIN}/pg_ctl" -D "${THROWAWAY_DIR}/data" -m immediate stop >/dev/null 2>&1 || true
+  as_root rm -rf "${THROWAWAY_DIR}"
+  THROWAWAY_DIR=
+}
