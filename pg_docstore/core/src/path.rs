@@ -29,6 +29,8 @@ pub enum PathError {
     NotACollection { path: String },
     #[error("segment \"{segment}\" of path \"{path}\" is reserved (\".\", \"..\" and names matching __.*__ are not allowed)")]
     ReservedSegment { path: String, segment: String },
+    #[error("segment \"{segment}\" of path \"{path}\" mentions serde_json::private::Number, which typed JSON reserves (a path must fit in typed JSON, as in references and commit)")]
+    ReservedMention { path: String, segment: String },
     #[error("a segment of path \"{path}\" is {bytes} bytes long; the limit is 1500 bytes")]
     SegmentTooLong { path: String, bytes: usize },
     #[error("path \"{path}\" is {depth} collections deep; the limit is 100")]
@@ -121,6 +123,14 @@ impl ResourcePath {
                 return Err(PathError::ReservedSegment {
                     path: shown(),
                     segment: segment.clone(),
+                });
+            }
+            // Typed JSON text that mentions it never parses (docs/typed-json.md), and paths
+            // travel in typed JSON: references, `commit`'s writes, the HTTP API.
+            if segment.contains(crate::typed_json::RESERVED_MARK) {
+                return Err(PathError::ReservedMention {
+                    path: shown(),
+                    segment: abbreviate(segment),
                 });
             }
         }
@@ -393,6 +403,15 @@ mod tests {
             Err(PathError::ReservedSegment { .. })
         ));
         assert!(ResourcePath::parse("a/__").is_ok());
+        assert!(matches!(
+            ResourcePath::parse("a/xserde_json::private::Numbery"),
+            Err(PathError::ReservedMention { .. })
+        ));
+        assert!(matches!(
+            ResourcePath::parse("serde_json::private::Number/b"),
+            Err(PathError::ReservedMention { .. })
+        ));
+        assert!(ResourcePath::parse("serde_json/private").is_ok());
         assert!(matches!(
             ResourcePath::from_segments(vec!["a".into(), "b/c".into()]),
             Err(PathError::SlashInSegment { .. })

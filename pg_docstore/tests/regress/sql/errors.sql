@@ -9,6 +9,11 @@ select sqlstate_of($$select docstore.set('er/..', '{}')$$);
 select sqlstate_of($$select docstore.get('')$$);
 select sqlstate_of($$select docstore.add('er/exists', '{}')$$);
 select sqlstate_of(format($$select docstore.set('er/%s', '{}')$$, repeat('x', 1501)));
+-- an ID mentioning the name typed JSON reserves: refused by set and add (22023), and by commit,
+-- whose writes are typed JSON text (22P02)
+select sqlstate_of($$select docstore.set('er/a serde_json::private::Number', '{}')$$);
+select sqlstate_of($$select docstore.commit('[{"set": "er/a serde_json::private::Number", "data": {}}]')$$);
+select sqlstate_of($$select docstore.add('serde_json::private::Number', '{}')$$);
 -- field paths and names (22023)
 select sqlstate_of($$select docstore.update('er/exists', '{"a..b": 1}')$$);
 select sqlstate_of($$select docstore.update('er/exists', '{"a b": 1}')$$);

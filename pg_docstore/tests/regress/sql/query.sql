@@ -81,11 +81,4 @@ select docstore.create_index('q', '[{"field": "n"}]') > 0 as single_field_index_
 call docstore.build_indexes();
 select q('select * from /q where n = 2');
 select sqlstate_of($$select docstore.create_index('q', '[{"field": "city"}]')$$);
--- names are not typed JSON: a document or collection whose id mentions the name serde_json
--- reserves (refused inside values, errors.sql) is listed and queried like any other
-select docstore.set('serde_json::private::Number/serde_json::private::Number', '{"a": 1}') is not null as written;
-select docstore.set('serde_json::private::Number/d/c/serde_json::private::Number', '{"a": 1}') is not null as written_below;
-select q('select * from /serde_json::private::Number');
-select q('select * from /serde_json::private::Number where a = 1 order by a desc');
-select q('select * from /serde_json::private::Number/d/c where a = 1');
 select * from docstore.check_indexes();
