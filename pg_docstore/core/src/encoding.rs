@@ -409,7 +409,7 @@ impl Reader<'_> {
     /// be printed and read back. (Path segments are refused by [`ResourcePath::from_segments`].)
     fn value_string(&mut self) -> Result<String, DecodeError> {
         let s = self.string()?;
-        if s.contains(crate::typed_json::RESERVED_MARK) {
+        if crate::typed_json::mentions_reserved(&s) {
             return Err(DecodeError::Invalid(
                 "string mentions a name reserved by typed JSON",
             ));

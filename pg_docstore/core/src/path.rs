@@ -127,7 +127,7 @@ impl ResourcePath {
             }
             // Typed JSON text that mentions it never parses (docs/typed-json.md), and paths
             // travel in typed JSON: references, `commit`'s writes, the HTTP API.
-            if segment.contains(crate::typed_json::RESERVED_MARK) {
+            if crate::typed_json::mentions_reserved(segment) {
                 return Err(PathError::ReservedMention {
                     path: shown(),
                     segment: abbreviate(segment),

@@ -89,13 +89,19 @@ pub fn parse(text: &str) -> Result<Value, TypedJsonError> {
 /// numbers exact) passes every number to its visitors as a map with this single key: a real
 /// object whose first key is this one fails to parse, or, with a numeric string value, silently
 /// reads as that number. So [`json_from_str`] refuses any text that mentions it, writes refuse
-/// it as a field name (`limits::check_document`), and the index decoder any string that
-/// mentions it (no document can hold one).
+/// it as a field name (`limits::check_document`), paths refuse an ID that mentions it (paths
+/// travel in typed JSON), and the index decoder any string that mentions it (no document can
+/// hold one); all through [`mentions_reserved`].
 pub const RESERVED_KEY: &str = "$serde_json::private::Number";
 
 /// [`RESERVED_KEY`] without its `$`: what [`json_from_str`] looks for, so that escaped forms
 /// of the `$` are caught too.
-pub(crate) const RESERVED_MARK: &str = "serde_json::private::Number";
+const RESERVED_MARK: &str = "serde_json::private::Number";
+
+/// Whether `text` mentions [`RESERVED_KEY`] (with or without its `$`, escaped or not).
+pub fn mentions_reserved(text: &str) -> bool {
+    text.contains(RESERVED_MARK)
+}
 
 /// Parse JSON text, refusing text that mentions [`RESERVED_KEY`].
 ///
@@ -112,7 +118,7 @@ pub fn json_from_str(text: &str) -> Result<Json, TypedJsonError> {
 /// # Errors
 /// As said.
 pub fn refuse_reserved(text: &str) -> Result<(), TypedJsonError> {
-    if text.contains(RESERVED_MARK) {
+    if mentions_reserved(text) {
         Err(TypedJsonError::ReservedKey)
     } else {
         Ok(())
