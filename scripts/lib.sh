@@ -14,7 +14,9 @@ PGDATA="${PGSTATE}/data"
 PGSOCKET="${PGSTATE}/run"
 PGLOG="${PGSTATE}/postgres.log"
 DATABASE="docstore"
-PSQL=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres)
+# psql as the scripts run it, on the cluster at DOCSTORE_PG_PORT (again after that changes).
+use_port() { PSQL=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres); }
+use_port
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -94,7 +96,7 @@ start_throwaway_cluster() {
   as_postgres "${PG_BIN}/pg_ctl" -D "${THROWAWAY_DIR}/data" -l "${THROWAWAY_DIR}/postgres.log" -w \
     -o "-p ${DOCSTORE_PG_PORT} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${THROWAWAY_DIR}/run" \
     start >/dev/null
-  PSQL=(psql -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres)
+  use_port
   trap stop_throwaway_cluster EXIT
 }
 
