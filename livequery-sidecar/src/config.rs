@@ -1,0 +1,1 @@
+//! Flags and environment of `docstore-sidecar` (`--help` documents each).

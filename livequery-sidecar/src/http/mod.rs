@@ -1,0 +1,1 @@
+//! Stage 5: routes, auth, errors and SSE.

@@ -1,0 +1,3 @@
+//! `docstore-sidecar`: see the crate documentation of `docstore_sidecar`.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Stage 3: targets matched against committed changes with docstore-core's matcher (the live-query issue).

@@ -1,0 +1,1 @@
+//! The SQL the sidecar runs through tokio-postgres.

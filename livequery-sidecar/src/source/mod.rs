@@ -1,0 +1,1 @@
+//! Stage 1: the replication connection and the pgoutput decoder (the live-query issue).
