@@ -14,3 +14,4 @@ pub mod lex;
 pub mod parse;
 
 pub use error::{CompileError, CompileErrorKind, Span};
+pub mod prim;

@@ -1,0 +1,347 @@
+//! Operators, constructors, paths and conversions.
+//!
+//! Numbers follow Firebase's Java semantics: `int op int` is an int and overflow is an
+//! error; with a float on either side the int is converted to a double (`(double) i`, as
+//! Java promotes) and the result is a float; `1 == 1.0` is true. Inside lists and maps,
+//! equality is strict (`[1] != [1.0]`); in sets and map diffs numbers compare by value.
+//! Ordering `< <= > >=` is defined between two numbers, two strings (UTF-16 code unit
+//! order, Java's), two bytes, two timestamps and two durations; anything else is an error;
+//! NaN compares false.
+
+use std::cmp::Ordering;
+
+use super::time::{duration, timestamp};
+use super::{Map, Val};
+
+pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
+    match (name, args) {
+        ("add", [a, b]) => add(a, b),
+        ("sub", [a, b]) => sub(a, b),
+        ("mul" | "div" | "mod", [a, b]) => multiplicative(name, a, b),
+        ("neg", [a]) => match a {
+            Val::Int(i) => i.checked_neg().map(Val::Int),
+            Val::Float(f) => Some(Val::Float(-f)),
+            Val::Duration(d) => duration(-d),
+            _ => None,
+        },
+        ("not", [Val::Bool(b)]) => Some(Val::Bool(!b)),
+        ("eq", [a, b]) => Some(Val::Bool(eq(a, b))),
+        ("ne", [a, b]) => Some(Val::Bool(!eq(a, b))),
+        ("lt" | "le" | "gt" | "ge", [a, b]) => {
+            let o = compare_values(a, b)?;
+            Some(Val::Bool(o.is_some_and(|o| match name {
+                "lt" => o.is_lt(),
+                "le" => o.is_le(),
+                "gt" => o.is_gt(),
+                _ => o.is_ge(),
+            })))
+        }
+        ("in", [v, c]) => member_of(v, c),
+        ("is", [v, Val::Str(t)]) => Some(Val::Bool(v.is(t))),
+        ("member", [Val::Map(m), Val::Str(f)]) => m.get(f).cloned(),
+        ("index", [o, i]) => index(o, i),
+        ("range", [o, Val::Int(a), Val::Int(b)]) => {
+            let (a, b) = (usize::try_from(*a).ok()?, usize::try_from(*b).ok()?);
+            match o {
+                Val::List(items) if a <= b && b <= items.len() => {
+                    Some(Val::List(items.get(a..b)?.to_vec()))
+                }
+                _ => None,
+            }
+        }
+        ("list", items) => Some(Val::List(items.to_vec())),
+        ("map", kvs) => {
+            if kvs.len() % 2 != 0 {
+                return None;
+            }
+            let mut m = Map::new();
+            for pair in kvs.chunks(2) {
+                match pair {
+                    [Val::Str(k), v] => {
+                        m.insert(k.clone(), v.clone());
+                    }
+                    _ => return None,
+                }
+            }
+            Some(Val::Map(m))
+        }
+        ("path", parts) => {
+            let mut segs = Vec::new();
+            for p in parts {
+                match p {
+                    Val::Str(s) if !s.is_empty() => segs.push(s.clone()),
+                    Val::Path(p) => segs.extend(p.iter().cloned()),
+                    _ => return None,
+                }
+            }
+            Some(Val::Path(segs))
+        }
+        ("match_path", [Val::Str(pattern), Val::Int(version), Val::Path(path)]) => {
+            Some(match_path(pattern, *version, path).map_or(Val::Null, Val::Map))
+        }
+        ("int", [v]) => match v {
+            Val::Int(i) => Some(Val::Int(*i)),
+            // Java's cast: toward zero, saturating, NaN to 0.
+            #[allow(clippy::cast_possible_truncation)]
+            Val::Float(f) => Some(Val::Int(*f as i64)),
+            Val::Str(s) => s.trim().parse::<i64>().ok().map(Val::Int),
+            _ => None,
+        },
+        ("float", [v]) => match v {
+            #[allow(clippy::cast_precision_loss)]
+            Val::Int(i) => Some(Val::Float(*i as f64)),
+            Val::Float(f) => Some(Val::Float(*f)),
+            Val::Str(s) => parse_java_double(s).map(Val::Float),
+            _ => None,
+        },
+        ("string", [v]) => to_string(v).map(Val::Str),
+        ("path_of", [Val::Str(s)]) => {
+            let body = s.strip_prefix('/').unwrap_or(s);
+            let segs: Vec<String> = body
+                .split('/')
+                .map(crate::parse::expr::url_decode)
+                .collect();
+            if segs.iter().any(String::is_empty) {
+                return None;
+            }
+            Some(Val::Path(segs))
+        }
+        ("debug", [v]) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+fn parse_java_double(s: &str) -> Option<f64> {
+    let t = s.trim();
+    match t {
+        "NaN" => Some(f64::NAN),
+        "Infinity" | "+Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ if t
+            .chars()
+            .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') =>
+        {
+            None
+        }
+        _ => t.parse().ok(),
+    }
+}
+
+/// Java's `Double.toString`.
+pub(super) fn java_double(d: f64) -> String {
+    if d.is_nan() {
+        return "NaN".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let a = d.abs();
+    if a == 0.0 || (1e-3..1e7).contains(&a) {
+        return format!("{d:?}");
+    }
+    let s = format!("{d:e}");
+    let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let mantissa = if mantissa.contains('.') {
+        mantissa.to_owned()
+    } else {
+        format!("{mantissa}.0")
+    };
+    format!("{mantissa}E{exp}")
+}
+
+/// `string(v)`: ints, floats (Java's form), null, strings, bools and paths.
+pub(super) fn to_string(v: &Val) -> Option<String> {
+    Some(match v {
+        Val::Null => "null".into(),
+        Val::Bool(b) => b.to_string(),
+        Val::Int(i) => i.to_string(),
+        Val::Float(f) => java_double(*f),
+        Val::Str(s) => s.clone(),
+        Val::Path(p) => format!("/{}", p.join("/")),
+        _ => return None,
+    })
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn number(v: &Val) -> Option<f64> {
+    match v {
+        Val::Int(i) => Some(*i as f64),
+        Val::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+fn add(a: &Val, b: &Val) -> Option<Val> {
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => x.checked_add(*y).map(Val::Int),
+        (Val::Str(x), Val::Str(y)) => Some(Val::Str(format!("{x}{y}"))),
+        (Val::Duration(x), Val::Duration(y)) => duration(x + y),
+        (Val::Timestamp(t), Val::Duration(d)) | (Val::Duration(d), Val::Timestamp(t)) => {
+            timestamp(t + d)
+        }
+        _ => Some(Val::Float(number(a)? + number(b)?)),
+    }
+}
+
+fn sub(a: &Val, b: &Val) -> Option<Val> {
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => x.checked_sub(*y).map(Val::Int),
+        (Val::Duration(x), Val::Duration(y)) => duration(x - y),
+        (Val::Timestamp(t), Val::Duration(d)) => timestamp(t - d),
+        (Val::Timestamp(x), Val::Timestamp(y)) => duration(x - y),
+        _ => Some(Val::Float(number(a)? - number(b)?)),
+    }
+}
+
+fn multiplicative(op: &str, a: &Val, b: &Val) -> Option<Val> {
+    if let (Val::Int(x), Val::Int(y)) = (a, b) {
+        return match op {
+            "mul" => x.checked_mul(*y).map(Val::Int),
+            "div" => x.checked_div(*y).map(Val::Int),
+            _ => x.checked_rem(*y).map(Val::Int),
+        };
+    }
+    let (x, y) = (number(a)?, number(b)?);
+    Some(Val::Float(match op {
+        "mul" => x * y,
+        "div" => x / y,
+        _ => x % y,
+    }))
+}
+
+/// `==`: numbers by value at the top (Java's promotion), everything else strictly.
+pub fn eq(a: &Val, b: &Val) -> bool {
+    match (a, b) {
+        (Val::Int(_), Val::Float(_)) | (Val::Float(_), Val::Int(_)) => {
+            number(a).zip(number(b)).is_some_and(|(x, y)| x == y)
+        }
+        _ => same(a, b, strict_eq),
+    }
+}
+
+/// Equality without numeric conversion (inside lists and maps, `in` on lists).
+pub fn strict_eq(a: &Val, b: &Val) -> bool {
+    same(a, b, strict_eq)
+}
+
+/// Equality where numbers compare by value at any depth (sets, map diffs).
+pub fn loose_eq(a: &Val, b: &Val) -> bool {
+    match (a, b) {
+        (Val::Int(_), Val::Float(_)) | (Val::Float(_), Val::Int(_)) => eq(a, b),
+        _ => same(a, b, loose_eq),
+    }
+}
+
+fn same(a: &Val, b: &Val, inner: fn(&Val, &Val) -> bool) -> bool {
+    match (a, b) {
+        (Val::Null, Val::Null) => true,
+        (Val::Bool(x), Val::Bool(y)) => x == y,
+        (Val::Int(x), Val::Int(y)) => x == y,
+        #[allow(clippy::float_cmp)]
+        (Val::Float(x), Val::Float(y)) => x == y,
+        (Val::Str(x), Val::Str(y)) => x == y,
+        (Val::Bytes(x), Val::Bytes(y)) => x == y,
+        (Val::Timestamp(x), Val::Timestamp(y)) | (Val::Duration(x), Val::Duration(y)) => x == y,
+        #[allow(clippy::float_cmp)]
+        (Val::LatLng(a1, b1), Val::LatLng(a2, b2)) => a1 == a2 && b1 == b2,
+        (Val::Path(x), Val::Path(y)) => x == y,
+        (Val::List(x), Val::List(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| inner(p, q))
+        }
+        (Val::Set(x), Val::Set(y)) => {
+            x.len() == y.len() && x.iter().all(|p| y.iter().any(|q| loose_eq(p, q)))
+        }
+        (Val::Map(x), Val::Map(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| inner(v, w)))
+        }
+        (Val::MapDiff(x), Val::MapDiff(y)) => {
+            x.added == y.added
+                && x.removed == y.removed
+                && x.changed == y.changed
+                && x.unchanged == y.unchanged
+        }
+        _ => false,
+    }
+}
+
+/// The order of `<`: `None` for an error (types without an order between them),
+/// `Some(None)` for unordered (NaN).
+pub fn compare_values(a: &Val, b: &Val) -> Option<Option<Ordering>> {
+    Some(match (a, b) {
+        (Val::Str(x), Val::Str(y)) => Some(x.encode_utf16().cmp(y.encode_utf16())),
+        (Val::Bytes(x), Val::Bytes(y)) => Some(x.cmp(y)),
+        (Val::Int(x), Val::Int(y)) => Some(x.cmp(y)),
+        (Val::Timestamp(x), Val::Timestamp(y)) | (Val::Duration(x), Val::Duration(y)) => {
+            Some(x.cmp(y))
+        }
+        _ => number(a)?.partial_cmp(&number(b)?),
+    })
+}
+
+fn member_of(v: &Val, c: &Val) -> Option<Val> {
+    Some(Val::Bool(match c {
+        Val::List(items) => items.iter().any(|x| strict_eq(x, v)),
+        Val::Set(items) => items.iter().any(|x| loose_eq(x, v)),
+        Val::Map(m) => match v {
+            Val::Str(k) => m.contains_key(k),
+            _ => return None,
+        },
+        _ => return None,
+    }))
+}
+
+fn index(o: &Val, i: &Val) -> Option<Val> {
+    match (o, i) {
+        (Val::List(items), Val::Int(i)) => items.get(usize::try_from(*i).ok()?).cloned(),
+        (Val::Map(m), Val::Str(k)) => m.get(k).cloned(),
+        (Val::Path(p), Val::Int(i)) => p.get(usize::try_from(*i).ok()?).cloned().map(Val::Str),
+        _ => None,
+    }
+}
+
+/// Items made distinct (by value equality), first occurrence kept.
+pub fn to_set(items: impl IntoIterator<Item = Val>) -> Val {
+    let mut out: Vec<Val> = Vec::new();
+    for v in items {
+        if !out.iter().any(|x| loose_eq(x, &v)) {
+            out.push(v);
+        }
+    }
+    Val::Set(out)
+}
+
+/// Match `path` (segments from `databases`) against a pattern written as in a `match`
+/// (`/databases/{database}/documents/users/{uid}/{rest=**}`): the wildcards' bindings, or
+/// `None` when it does not match. In version 1 a `{x=**}` matches one or more segments, in
+/// version 2 zero or more; it binds a path.
+pub fn match_path(pattern: &str, version: i64, path: &[String]) -> Option<Map> {
+    let segs: Vec<&str> = pattern
+        .strip_prefix('/')
+        .unwrap_or(pattern)
+        .split('/')
+        .collect();
+    let mut m = Map::new();
+    let mut i = 0;
+    for (k, seg) in segs.iter().enumerate() {
+        if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            if let Some(name) = name.strip_suffix("=**") {
+                // Only last (the checker refuses it elsewhere).
+                if k + 1 != segs.len() {
+                    return None;
+                }
+                let rest = path.get(i..)?;
+                if rest.is_empty() && version < 2 {
+                    return None;
+                }
+                m.insert(name.to_owned(), Val::Path(rest.to_vec()));
+                return Some(m);
+            }
+            let name = name.strip_suffix("=*").unwrap_or(name);
+            m.insert(name.to_owned(), Val::Str(path.get(i)?.clone()));
+        } else if path.get(i).map(String::as_str) != Some(*seg) {
+            return None;
+        }
+        i += 1;
+    }
+    (i == path.len()).then_some(m)
+}
