@@ -121,6 +121,13 @@ pub fn tokenize(source: &str) -> Result<Vec<Token>, CompileError> {
         }
         if c == b'\'' || c == b'"' {
             let (text, end) = string(source, pos)?;
+            if text.contains(&0) {
+                return Err(CompileError::unimplemented(
+                    source,
+                    Span::new(start, end),
+                    "strings cannot hold U+0000 in pg_docstore (Postgres text cannot)",
+                ));
+            }
             let text = String::from_utf8(text).map_err(|_| {
                 CompileError::syntax(source, Span::new(start, end), "string is not valid UTF-8")
             })?;

@@ -41,9 +41,9 @@
 //! `docstore.rules_lookup(kind text, path jsonb) RETURNS jsonb` (get, exists, getAfter,
 //! existsAfter: STABLE, SECURITY DEFINER, budgeted; not a primitive, it reads documents).
 
-mod json;
+pub mod json;
 mod methods;
-mod ops;
+pub mod ops;
 mod time;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,162 @@
+//! The checker: what the grammar lets through but Firebase's compiler (or pg_docstore)
+//! refuses. Names and arity are checked while [`crate::ir`] resolves them (one walk with
+//! the scopes); this module holds the structural checks and the limits both use.
+//!
+//! Firebase's limits (the quotas page): a call depth of 20 functions, 7 arguments per
+//! function, 10 `let` bindings per function, no recursion (direct or indirect). Wildcards:
+//! `{x=**}` only as the last segment of a (full) match path; in version 1 it matches one or
+//! more segments, in version 2 zero or more. Only `service cloud.firestore` is supported.
+
+use std::collections::HashSet;
+
+use crate::error::CompileError;
+use crate::parse::ast::{Block, File, Segment, SegmentKind, Version};
+
+/// Deepest chain of function calls.
+pub const MAX_CALL_DEPTH: usize = 20;
+/// Most parameters of a function.
+pub const MAX_FUNCTION_ARGS: usize = 7;
+/// Most `let` bindings in a function.
+pub const MAX_LETS: usize = 10;
+/// Largest condition after inlining (IR nodes), and its deepest tree: bounds on the work
+/// of every later stage (recursive evaluation and SQL generation included).
+pub const MAX_IR_NODES: usize = 50_000;
+pub const MAX_IR_DEPTH: usize = 1_000;
+
+/// Namespaces of the built-in functions (`math.abs(x)`).
+pub const NAMESPACES: [&str; 5] = ["math", "hashing", "timestamp", "duration", "latlng"];
+/// Global functions that read documents.
+pub const LOOKUPS: [&str; 4] = ["get", "exists", "getAfter", "existsAfter"];
+
+/// Check the declarations of a parsed file.
+///
+/// # Errors
+/// Unsupported services (0A000), misplaced `**` wildcards (42601 in version 1, where
+/// Firebase refuses them; 0A000 in version 2), repeated wildcard names, functions over the
+/// argument or `let` limits, duplicate function or parameter names.
+pub fn check_file(source: &str, file: &File) -> Result<(), CompileError> {
+    functions(source, &file.functions)?;
+    for service in &file.services {
+        if service.name != "cloud.firestore" {
+            return Err(CompileError::unimplemented(
+                source,
+                service.span,
+                format!(
+                    "service '{}' is not supported (only cloud.firestore)",
+                    service.name
+                ),
+            ));
+        }
+        block(source, file.version, &service.body, &mut Vec::new())?;
+    }
+    Ok(())
+}
+
+fn block(
+    source: &str,
+    version: Version,
+    b: &Block,
+    path: &mut Vec<Segment>,
+) -> Result<(), CompileError> {
+    functions(source, &b.functions)?;
+    for m in &b.matches {
+        let before = path.len();
+        for seg in &m.path {
+            if let Some(prev) = path.last() {
+                if matches!(prev.kind, SegmentKind::Recursive(_)) {
+                    return misplaced_recursive(source, version, prev);
+                }
+            }
+            if let SegmentKind::Single(name) | SegmentKind::Recursive(name) = &seg.kind {
+                let taken = path.iter().any(|p| {
+                    matches!(&p.kind, SegmentKind::Single(n) | SegmentKind::Recursive(n) if n == name)
+                });
+                if taken {
+                    return Err(CompileError::syntax(
+                        source,
+                        seg.span,
+                        format!("wildcard '{name}' is already bound by an enclosing match"),
+                    ));
+                }
+            }
+            path.push(seg.clone());
+        }
+        if let Some(last) = path.last() {
+            let recursive = matches!(last.kind, SegmentKind::Recursive(_));
+            if recursive && !m.body.matches.is_empty() {
+                let last = last.clone();
+                return misplaced_recursive(source, version, &last);
+            }
+        }
+        block(source, version, &m.body, path)?;
+        path.truncate(before);
+    }
+    Ok(())
+}
+
+fn misplaced_recursive(source: &str, version: Version, seg: &Segment) -> Result<(), CompileError> {
+    let message = "a recursive wildcard {name=**} must be the last segment of a match path";
+    Err(match version {
+        Version::V1 => CompileError::syntax(source, seg.span, message),
+        Version::V2 => CompileError::unimplemented(
+            source,
+            seg.span,
+            format!("{message} (rules_version '2' allows it elsewhere; pg_docstore does not)"),
+        ),
+    })
+}
+
+fn functions(source: &str, fs: &[crate::parse::ast::Function]) -> Result<(), CompileError> {
+    let mut names = HashSet::new();
+    for f in fs {
+        if !names.insert(f.name.as_str()) {
+            return Err(CompileError::syntax(
+                source,
+                f.name_span,
+                format!("function '{}' is declared twice in this scope", f.name),
+            ));
+        }
+        if f.params.len() > MAX_FUNCTION_ARGS {
+            return Err(CompileError::syntax(
+                source,
+                f.name_span,
+                format!(
+                    "function '{}' has {} parameters; the limit is {MAX_FUNCTION_ARGS}",
+                    f.name,
+                    f.params.len()
+                ),
+            ));
+        }
+        if f.lets.len() > MAX_LETS {
+            return Err(CompileError::syntax(
+                source,
+                f.lets[MAX_LETS].1,
+                format!(
+                    "function '{}' has {} let bindings; the limit is {MAX_LETS}",
+                    f.name,
+                    f.lets.len()
+                ),
+            ));
+        }
+        let mut params = HashSet::new();
+        for (p, span) in &f.params {
+            if !params.insert(p.as_str()) {
+                return Err(CompileError::syntax(
+                    source,
+                    *span,
+                    format!("parameter '{p}' is declared twice"),
+                ));
+            }
+        }
+        for (name, span, _) in &f.lets {
+            if params.contains(name.as_str()) {
+                return Err(CompileError::syntax(
+                    source,
+                    *span,
+                    format!("'{name}' is already a parameter of '{}'", f.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

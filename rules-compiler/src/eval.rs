@@ -1,0 +1,374 @@
+//! The evaluator: decides one request against a compiled ruleset.
+//!
+//! Every `allow` whose pattern matches the path and which names the method is evaluated in
+//! source order; the first whose condition is `true` allows. Errors follow Firestore:
+//! `error || true` is true, `error && false` is false (both sides absorb an error when the
+//! other decides, like SQL's three-valued logic), an error anywhere else propagates, and an
+//! error at the top of a condition is a denial.
+
+use std::collections::BTreeMap;
+
+use docstore_core::value::Map as CoreMap;
+use docstore_core::{ResourcePath, Timestamp};
+use serde_json::Value as Json;
+
+use crate::ir::{Ir, LookupKind, Rule, Ruleset};
+use crate::parse::ast::{Method, Version};
+use crate::prim::{self, Map, Val};
+
+/// A document as the caller holds it.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub path: ResourcePath,
+    pub data: CoreMap,
+}
+
+/// `request.query` of a list.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    pub limit: Option<i64>,
+    pub offset: Option<i64>,
+    /// Field path and `ASC` / `DESC`, in query order.
+    pub order_by: Vec<(String, String)>,
+}
+
+/// One request, as rules see it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: Method,
+    pub database: String,
+    /// The document (or, for a list, the collection or the document) the request names.
+    pub path: ResourcePath,
+    /// The verified JWT claims; `None` when unauthenticated.
+    pub auth: Option<Json>,
+    /// The document as it would be after a create or update (`request.resource`).
+    pub resource: Option<Document>,
+    pub time: Timestamp,
+    pub query: Option<Query>,
+}
+
+/// The documents `get()`/`exists()` read (before the request's writes) and
+/// `getAfter()`/`existsAfter()` read (after all of the batch's writes).
+pub trait Documents {
+    fn get(&self, path: &ResourcePath) -> Option<CoreMap>;
+    fn get_after(&self, path: &ResourcePath) -> Option<CoreMap>;
+}
+
+/// No documents at all (rules without lookups, tests).
+pub struct NoDocuments;
+
+impl Documents for NoDocuments {
+    fn get(&self, _: &ResourcePath) -> Option<CoreMap> {
+        None
+    }
+    fn get_after(&self, _: &ResourcePath) -> Option<CoreMap> {
+        None
+    }
+}
+
+/// Distinct documents a request may look up: 10 for a single request, 20 for a batch (the
+/// same document twice counts once). A lookup over the budget is an error.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub limit: usize,
+    pub looked_up: Vec<ResourcePath>,
+}
+
+impl Budget {
+    pub fn single() -> Budget {
+        Budget {
+            limit: 10,
+            looked_up: Vec::new(),
+        }
+    }
+
+    pub fn batch() -> Budget {
+        Budget {
+            limit: 20,
+            looked_up: Vec::new(),
+        }
+    }
+}
+
+/// What the rules decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// PERMISSION_DENIED, with the reason.
+    Deny(String),
+}
+
+/// A document wildcard a list of a collection leaves unbound: a condition reading it is an
+/// error.
+const UNBOUND: &str = "\u{0}unbound";
+
+/// `request.auth` from JWT claims: `{uid, token}` (uid is the `sub` claim), or null.
+pub fn auth_value(claims: Option<&Json>) -> Val {
+    let Some(claims) = claims else {
+        return Val::Null;
+    };
+    let token = plain(claims);
+    let uid = match claims.get("sub").or_else(|| claims.get("user_id")) {
+        Some(Json::String(s)) => Val::Str(s.clone()),
+        _ => Val::Null,
+    };
+    let mut m = Map::new();
+    m.insert("uid".into(), uid);
+    m.insert("token".into(), token);
+    Val::Map(m)
+}
+
+/// Plain JSON (claims) as a value: integers that fit int64 are ints, other numbers floats.
+fn plain(json: &Json) -> Val {
+    match json {
+        Json::Null => Val::Null,
+        Json::Bool(b) => Val::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) if !n.to_string().contains(['.', 'e', 'E']) => Val::Int(i),
+            _ => Val::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Val::Str(s.clone()),
+        Json::Array(items) => Val::List(items.iter().map(plain).collect()),
+        Json::Object(m) => Val::Map(m.iter().map(|(k, v)| (k.clone(), plain(v))).collect()),
+    }
+}
+
+fn document_value(database: &str, d: &Document) -> Val {
+    let data = d
+        .data
+        .iter()
+        .map(|(k, v)| (k.clone(), prim::value_from_core(v, database)))
+        .collect();
+    prim::json::resource(prim::json::document_path(database, &d.path), data)
+}
+
+/// The `request` map: auth, method, path, query, resource, time. The SQL back end's
+/// `request` jsonb is `prim::to_json` of this.
+pub fn request_value(r: &Request) -> Val {
+    let mut m = Map::new();
+    m.insert("auth".into(), auth_value(r.auth.as_ref()));
+    m.insert("method".into(), Val::str(r.method.name()));
+    m.insert(
+        "path".into(),
+        Val::Path(prim::json::document_path(&r.database, &r.path)),
+    );
+    m.insert(
+        "time".into(),
+        Val::Timestamp(i128::from(r.time.micros()) * 1_000),
+    );
+    m.insert(
+        "resource".into(),
+        r.resource
+            .as_ref()
+            .map_or(Val::Null, |d| document_value(&r.database, d)),
+    );
+    let query = r.query.as_ref().map_or(Val::Null, |q| {
+        let mut qm = Map::new();
+        qm.insert("limit".into(), q.limit.map_or(Val::Null, Val::Int));
+        qm.insert("offset".into(), q.offset.map_or(Val::Null, Val::Int));
+        qm.insert(
+            "orderBy".into(),
+            Val::Map(
+                q.order_by
+                    .iter()
+                    .map(|(f, d)| (f.clone(), Val::Str(d.clone())))
+                    .collect(),
+            ),
+        );
+        Val::Map(qm)
+    });
+    m.insert("query".into(), query);
+    Val::Map(m)
+}
+
+/// Decide `request` against `ruleset`. `stored` is the document as stored (`resource`;
+/// `None` when it does not exist).
+pub fn evaluate(
+    ruleset: &Ruleset,
+    request: &Request,
+    stored: Option<&Document>,
+    documents: &dyn Documents,
+    budget: &mut Budget,
+) -> Decision {
+    let mut path = prim::json::document_path(&request.database, &request.path);
+    if request.method == Method::List && !request.path.is_document() {
+        path.push(UNBOUND.to_owned());
+    }
+    let version = match ruleset.version {
+        Version::V1 => 1,
+        Version::V2 => 2,
+    };
+    let mut ctx = Context {
+        request: request_value(request),
+        resource: stored.map_or(Val::Null, |d| document_value(&request.database, d)),
+        bindings: Map::new(),
+        database: &request.database,
+        documents,
+        budget,
+    };
+    let mut outcomes = Vec::new();
+    for rule in applicable(ruleset, request.method) {
+        let Some(bindings) = prim::ops::match_path(&rule.pattern, version, &path) else {
+            continue;
+        };
+        ctx.bindings = bindings
+            .into_iter()
+            .filter(|(_, v)| match v {
+                Val::Str(s) => s != UNBOUND,
+                Val::Path(p) => !p.iter().any(|s| s == UNBOUND),
+                _ => true,
+            })
+            .collect();
+        match ctx.eval(&rule.condition).as_ref().and_then(prim::truth) {
+            Some(true) => return Decision::Allow,
+            Some(false) => outcomes.push(format!("false at line {}", rule.line)),
+            None => outcomes.push(format!("error at line {}", rule.line)),
+        }
+    }
+    if outcomes.is_empty() {
+        Decision::Deny(format!(
+            "no allow statement for '{}' matches {}",
+            request.method.name(),
+            request.path
+        ))
+    } else {
+        Decision::Deny(format!(
+            "'{}' on {} denied: {}",
+            request.method.name(),
+            request.path,
+            outcomes.join(", ")
+        ))
+    }
+}
+
+fn applicable(ruleset: &Ruleset, method: Method) -> impl Iterator<Item = &Rule> {
+    ruleset
+        .rules
+        .iter()
+        .filter(move |r| r.methods.contains(&method))
+}
+
+struct Context<'a> {
+    request: Val,
+    resource: Val,
+    bindings: Map,
+    database: &'a str,
+    documents: &'a dyn Documents,
+    budget: &'a mut Budget,
+}
+
+impl Context<'_> {
+    /// A chain of `.field` / `[key]` reads from a root, by reference (no copy of the root).
+    fn read<'v>(&'v self, ir: &Ir) -> Option<Option<&'v Val>> {
+        match ir {
+            Ir::Request => Some(Some(&self.request)),
+            Ir::Resource => Some(Some(&self.resource)),
+            Ir::Wildcard(n) => Some(self.bindings.get(n)),
+            Ir::Prim("member", args) => match args.as_slice() {
+                [obj, Ir::Lit(Val::Str(f))] => {
+                    let parent = self.read(obj)?;
+                    Some(parent.and_then(|p| match p {
+                        Val::Map(m) => m.get(f),
+                        _ => None,
+                    }))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn eval(&mut self, ir: &Ir) -> Option<Val> {
+        if let Some(v) = self.read(ir) {
+            return v.cloned();
+        }
+        match ir {
+            Ir::Lit(v) => Some(v.clone()),
+            Ir::Request | Ir::Resource | Ir::Wildcard(_) => None,
+            Ir::Prim(name, args) => {
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    vals.push(self.eval(a)?);
+                }
+                prim::apply(name, &vals)
+            }
+            Ir::And(a, b) => {
+                let l = self.eval(a).as_ref().and_then(prim::truth);
+                if l == Some(false) {
+                    return Some(Val::Bool(false));
+                }
+                let r = self.eval(b).as_ref().and_then(prim::truth);
+                match (l, r) {
+                    (_, Some(false)) => Some(Val::Bool(false)),
+                    (Some(true), Some(true)) => Some(Val::Bool(true)),
+                    _ => None,
+                }
+            }
+            Ir::Or(a, b) => {
+                let l = self.eval(a).as_ref().and_then(prim::truth);
+                if l == Some(true) {
+                    return Some(Val::Bool(true));
+                }
+                let r = self.eval(b).as_ref().and_then(prim::truth);
+                match (l, r) {
+                    (_, Some(true)) => Some(Val::Bool(true)),
+                    (Some(false), Some(false)) => Some(Val::Bool(false)),
+                    _ => None,
+                }
+            }
+            Ir::Cond(c, a, b) => match self.eval(c).as_ref().and_then(prim::truth)? {
+                true => self.eval(a),
+                false => self.eval(b),
+            },
+            Ir::Lookup(kind, p) => {
+                let Val::Path(segments) = self.eval(p)? else {
+                    return None;
+                };
+                self.lookup(*kind, &segments)
+            }
+        }
+    }
+
+    fn lookup(&mut self, kind: LookupKind, segments: &[String]) -> Option<Val> {
+        // Only documents of the request's database, by their full path.
+        let rest = match segments {
+            [d, db, docs, rest @ ..]
+                if d == "databases" && db == self.database && docs == "documents" =>
+            {
+                rest
+            }
+            _ => return None,
+        };
+        let path = ResourcePath::from_segments(rest.to_vec()).ok()?;
+        if !path.is_document() {
+            return None;
+        }
+        let after = matches!(kind, LookupKind::GetAfter | LookupKind::ExistsAfter);
+        if !self.budget.looked_up.contains(&path) {
+            if self.budget.looked_up.len() >= self.budget.limit {
+                return None;
+            }
+            self.budget.looked_up.push(path.clone());
+        }
+        let found = if after {
+            self.documents.get_after(&path)
+        } else {
+            self.documents.get(&path)
+        };
+        Some(match kind {
+            LookupKind::Exists | LookupKind::ExistsAfter => Val::Bool(found.is_some()),
+            _ => found.map_or(Val::Null, |data| {
+                document_value(self.database, &Document { path, data })
+            }),
+        })
+    }
+}
+
+/// For tests and tools: the bindings of `pattern` on a document path.
+pub fn bindings(pattern: &str, version: Version, path: &[String]) -> Option<BTreeMap<String, Val>> {
+    let v = match version {
+        Version::V1 => 1,
+        Version::V2 => 2,
+    };
+    prim::ops::match_path(pattern, v, path)
+}
