@@ -4,8 +4,9 @@
 //!
 //! Firebase's limits (the quotas page): a call depth of 20 functions, 7 arguments per
 //! function, 10 `let` bindings per function, no recursion (direct or indirect). Wildcards:
-//! `{x=**}` only as the last segment of a (full) match path; in version 1 it matches one or
-//! more segments, in version 2 zero or more. Only `service cloud.firestore` is supported.
+//! in version 1 `{x=**}` only as the last segment of a (full) match path, matching one or
+//! more segments; in version 2 anywhere, matching zero or more, at most one per path (a
+//! second is refused as unsupported). Only `service cloud.firestore` is supported.
 
 use std::collections::HashSet;
 
@@ -62,9 +63,19 @@ fn block(
     for m in &b.matches {
         let before = path.len();
         for seg in &m.path {
-            if let Some(prev) = path.last() {
-                if matches!(prev.kind, SegmentKind::Recursive(_)) {
-                    return misplaced_recursive(source, version, prev);
+            let after_recursive = path
+                .iter()
+                .find(|p| matches!(p.kind, SegmentKind::Recursive(_)));
+            if let Some(prev) = after_recursive {
+                if version == Version::V1 {
+                    return misplaced_recursive(source, prev);
+                }
+                if matches!(seg.kind, SegmentKind::Recursive(_)) {
+                    return Err(CompileError::unimplemented(
+                        source,
+                        seg.span,
+                        "more than one recursive wildcard {name=**} in a match path",
+                    ));
                 }
             }
             if let SegmentKind::Single(name) | SegmentKind::Recursive(name) = &seg.kind {
@@ -83,9 +94,9 @@ fn block(
         }
         if let Some(last) = path.last() {
             let recursive = matches!(last.kind, SegmentKind::Recursive(_));
-            if recursive && !m.body.matches.is_empty() {
+            if recursive && !m.body.matches.is_empty() && version == Version::V1 {
                 let last = last.clone();
-                return misplaced_recursive(source, version, &last);
+                return misplaced_recursive(source, &last);
             }
         }
         block(source, version, &m.body, path)?;
@@ -94,16 +105,12 @@ fn block(
     Ok(())
 }
 
-fn misplaced_recursive(source: &str, version: Version, seg: &Segment) -> Result<(), CompileError> {
-    let message = "a recursive wildcard {name=**} must be the last segment of a match path";
-    Err(match version {
-        Version::V1 => CompileError::syntax(source, seg.span, message),
-        Version::V2 => CompileError::unimplemented(
-            source,
-            seg.span,
-            format!("{message} (rules_version '2' allows it elsewhere; pg_docstore does not)"),
-        ),
-    })
+fn misplaced_recursive(source: &str, seg: &Segment) -> Result<(), CompileError> {
+    Err(CompileError::syntax(
+        source,
+        seg.span,
+        "in rules_version '1' a recursive wildcard {name=**} must be the last segment of a match path",
+    ))
 }
 
 fn functions(source: &str, fs: &[crate::parse::ast::Function]) -> Result<(), CompileError> {

@@ -313,7 +313,8 @@ pub fn to_set(items: impl IntoIterator<Item = Val>) -> Val {
 /// Match `path` (segments from `databases`) against a pattern written as in a `match`
 /// (`/databases/{database}/documents/users/{uid}/{rest=**}`): the wildcards' bindings, or
 /// `None` when it does not match. In version 1 a `{x=**}` matches one or more segments, in
-/// version 2 zero or more; it binds a path.
+/// version 2 zero or more; it binds a path. At most one `{x=**}` per pattern (the checker
+/// makes sure); the segments after it match the end of the path.
 pub fn match_path(pattern: &str, version: i64, path: &[String]) -> Option<Map> {
     let segs: Vec<&str> = pattern
         .strip_prefix('/')
@@ -321,27 +322,42 @@ pub fn match_path(pattern: &str, version: i64, path: &[String]) -> Option<Map> {
         .split('/')
         .collect();
     let mut m = Map::new();
-    let mut i = 0;
-    for (k, seg) in segs.iter().enumerate() {
-        if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-            if let Some(name) = name.strip_suffix("=**") {
-                // Only last (the checker refuses it elsewhere).
-                if k + 1 != segs.len() {
-                    return None;
-                }
-                let rest = path.get(i..)?;
-                if rest.is_empty() && version < 2 {
-                    return None;
-                }
-                m.insert(name.to_owned(), Val::Path(rest.to_vec()));
-                return Some(m);
-            }
-            let name = name.strip_suffix("=*").unwrap_or(name);
-            m.insert(name.to_owned(), Val::Str(path.get(i)?.clone()));
-        } else if path.get(i).map(String::as_str) != Some(*seg) {
-            return None;
-        }
-        i += 1;
+    let recursive = segs.iter().position(|s| s.ends_with("=**}"));
+    let (head, tail) = match recursive {
+        Some(k) => (&segs[..k], &segs[k + 1..]),
+        None => (&segs[..], &segs[..0]),
+    };
+    if recursive.is_none() && head.len() != path.len() {
+        return None;
     }
-    (i == path.len()).then_some(m)
+    let min = head.len() + tail.len() + usize::from(recursive.is_some() && version < 2);
+    if path.len() < min {
+        return None;
+    }
+    let tail_start = path.len() - tail.len();
+    for (seg, value) in head
+        .iter()
+        .zip(path)
+        .chain(tail.iter().zip(path.get(tail_start..)?))
+    {
+        match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            Some(name) => {
+                let name = name.strip_suffix("=*").unwrap_or(name);
+                m.insert(name.to_owned(), Val::Str(value.clone()));
+            }
+            None if seg == value => {}
+            None => return None,
+        }
+    }
+    if let Some(k) = recursive {
+        let name = segs[k]
+            .strip_prefix('{')
+            .and_then(|s| s.strip_suffix("=**}"))
+            .unwrap_or("");
+        m.insert(
+            name.to_owned(),
+            Val::Path(path.get(head.len()..tail_start)?.to_vec()),
+        );
+    }
+    Some(m)
 }

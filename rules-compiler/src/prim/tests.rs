@@ -244,6 +244,13 @@ fn paths_and_patterns() {
     assert!(matches!(rec.as_ref().and_then(|m| m.get("rest")), Some(Val::Path(r)) if r.is_empty()));
     assert!(ops::match_path("/databases/{db}/documents/users/u1/{rest=**}", 1, &p).is_none());
     assert!(ops::match_path("/databases/{db}/documents/{rest=**}", 1, &p).is_some());
+    let group = ops::match_path("/databases/{db}/documents/{path=**}/u1", 2, &p);
+    assert!(
+        matches!(group.as_ref().and_then(|m| m.get("path")), Some(Val::Path(r)) if r == &vec!["users".to_owned()])
+    );
+    assert!(ops::match_path("/databases/{db}/documents/{path=**}/users/u1", 2, &p).is_some());
+    assert!(ops::match_path("/databases/{db}/documents/{path=**}/users/u1", 1, &p).is_none());
+    assert!(ops::match_path("/databases/{db}/documents/{path=**}/x/users/u1", 2, &p).is_none());
     assert!(matches!(ok("path_of", &[s("/a/b%20c")]), Val::Path(x) if x == vec!["a", "b c"]));
     assert!(apply("path_of", &[s("a//b")]).is_none());
 }
