@@ -156,28 +156,34 @@ pub fn request_value(r: &Request) -> Val {
         "time".into(),
         Val::Timestamp(i128::from(r.time.micros()) * 1_000),
     );
-    m.insert(
-        "resource".into(),
-        r.resource
-            .as_ref()
-            .map_or(Val::Null, |d| document_value(&r.database, d)),
-    );
-    let query = r.query.as_ref().map_or(Val::Null, |q| {
-        let mut qm = Map::new();
-        qm.insert("limit".into(), q.limit.map_or(Val::Null, Val::Int));
-        qm.insert("offset".into(), q.offset.map_or(Val::Null, Val::Int));
-        qm.insert(
-            "orderBy".into(),
-            Val::Map(
-                q.order_by
-                    .iter()
-                    .map(|(f, d)| (f.clone(), Val::Str(d.clone())))
-                    .collect(),
-            ),
-        );
-        Val::Map(qm)
-    });
-    m.insert("query".into(), query);
+    // `request.resource` only on writes (null for a delete), `request.query` only on lists:
+    // elsewhere reading them is an error, as in Firestore.
+    match r.method {
+        Method::Create | Method::Update | Method::Delete => {
+            let resource = r
+                .resource
+                .as_ref()
+                .map_or(Val::Null, |d| document_value(&r.database, d));
+            m.insert("resource".into(), resource);
+        }
+        Method::List => {
+            let q = r.query.clone().unwrap_or_default();
+            let mut qm = Map::new();
+            qm.insert("limit".into(), q.limit.map_or(Val::Null, Val::Int));
+            qm.insert("offset".into(), Val::Int(q.offset.unwrap_or(0)));
+            qm.insert(
+                "orderBy".into(),
+                Val::Map(
+                    q.order_by
+                        .iter()
+                        .map(|(f, d)| (f.clone(), Val::Str(d.clone())))
+                        .collect(),
+                ),
+            );
+            m.insert("query".into(), Val::Map(qm));
+        }
+        Method::Get => {}
+    }
     Val::Map(m)
 }
 

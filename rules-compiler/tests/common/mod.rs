@@ -163,3 +163,26 @@ pub fn run_table(cases: Vec<Case>) -> usize {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     cases.len()
 }
+
+pub mod hidane;
+
+/// The same case decided by hidane-rules (true for allow); `None` if hidane refuses the rules.
+pub fn decide_hidane(source: &str, store: &Store, ctx: &Ctx, op: &Op) -> Option<bool> {
+    let rs = hidane::compile(source).ok()?;
+    let (method, path, new) = match op {
+        Op::Get(p) => (Method::Get, *p, None),
+        Op::List(p) => (Method::List, *p, None),
+        Op::Create(p, d) => (Method::Create, *p, Some(map(d))),
+        Op::Update(p, d) => (Method::Update, *p, Some(map(d))),
+        Op::Delete(p) => (Method::Delete, *p, None),
+    };
+    Some(hidane::decide(
+        &rs,
+        &store.docs,
+        ctx.auth.as_ref(),
+        method,
+        path,
+        new.as_ref(),
+        TIME_MICROS,
+    ))
+}
