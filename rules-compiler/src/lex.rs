@@ -83,10 +83,8 @@ pub fn tokenize(source: &str) -> Result<Vec<Token>, CompileError> {
                 .take_while(|b| b.is_ascii_digit())
                 .count();
             let mut end = pos + int;
-            let float = bytes.get(end) == Some(&b'.')
-                && !bytes
-                    .get(end + 1)
-                    .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
+            // As Firebase's lexer: `1.` is a float even before a name (`1.size()` is an error).
+            let float = bytes.get(end) == Some(&b'.');
             if float {
                 end += 1;
                 end += bytes[end..]
@@ -330,7 +328,7 @@ mod tests {
             ]
         );
         assert_eq!(kinds("a.b")[1], Tok::Punct("."));
-        assert_eq!(kinds("1.size")[1], Tok::Punct("."));
+        assert_eq!(kinds("1.size")[0], Tok::Float(1.0));
     }
 
     #[test]

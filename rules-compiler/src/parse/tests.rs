@@ -197,3 +197,11 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     let bangs = format!("{}true", "!".repeat(5000));
     assert!(condition(&bangs).is_err());
 }
+
+#[test]
+fn a_number_then_a_dot_is_a_float() {
+    assert!(condition("3.size()").is_err());
+    assert!(condition("x == 3.5").is_ok());
+    let src = "service cloud.firestore { match /a/{b} { allow get: if 9223372036854775807.get(['a'], null); } }";
+    assert!(parse(src).is_err());
+}
