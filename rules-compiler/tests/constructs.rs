@@ -540,3 +540,13 @@ fn compile_errors() {
     ok.push_str("function f19() { return true; } allow read: if f0();");
     assert!(docstore_rules::compile(&wrap(&ok)).is_ok());
 }
+
+#[test]
+fn error_display_matches_the_docs() {
+    let src = wrap("allow read: if 'a'.nope();");
+    let e = docstore_rules::compile(&src).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "5:22: unknown method 'nope'\n      allow read: if 'a'.nope();\n                     ^^^^^^^^^^"
+    );
+}
