@@ -35,6 +35,39 @@ impl Rng {
 
 const FIELDS: [&str; 5] = ["a", "b", "owner", "n", "tags"];
 
+/// Expressions whose values are probed one by one (`probe_values_agree`).
+const PROBED: &[&str] = &[
+    "resource.data.a == resource.data.b",
+    "resource.data.a + resource.data.b",
+    "resource.data.n * 3 - resource.data.n",
+    "string(resource.data.a)",
+    "resource.data.a.toMillis()",
+    "(request.time - resource.data.a) < duration.value(1, 'd')",
+    "resource.data.a + duration.value(90, 'm')",
+    "resource.data.tags.toSet().union(['a', 1.0].toSet()).size()",
+    "resource.data.tags.toSet() == request.resource.data.tags.toSet()",
+    "resource.data.tags.removeAll(['a']).concat([1])",
+    "resource.data.owner.split('l')",
+    "resource.data.owner.replace('[aeiou]', '$0$0')",
+    "math.round(resource.data.n)",
+    "resource.data.n / resource.data.b",
+    "resource.data.n % 2 == 1",
+    "resource.data.a in resource.data.tags",
+    "request.resource.data.diff(resource.data).unchangedKeys().size()",
+    "resource.data.keys().join('')",
+    "resource.data.b.year()",
+    "float(resource.data.a) == resource.data.a",
+    "int(resource.data.owner)",
+    "hashing.md5(resource.data.owner).toHexString()",
+    "resource.data.a is timestamp && resource.data.a < request.time",
+    "resource.data.tags[0:1]",
+    "resource.data.tags[-1]",
+    "-resource.data.n",
+    "resource.data.owner.size() == 2",
+    "resource.__name__ == /databases/$(database)/documents/docs/$(doc)",
+    "resource.data.a == /databases/$(database)/documents/users/alice",
+];
+
 fn value(r: &mut Rng, depth: usize) -> Json {
     match r.below(if depth == 0 { 9 } else { 11 }) {
         0 => Json::Null,
@@ -71,10 +104,32 @@ fn value(r: &mut Rng, depth: usize) -> Json {
     }
 }
 
+/// Values that exercise numbers inside collections and equal-looking pairs.
+fn tricky(r: &mut Rng) -> Json {
+    r.pick(&[
+        json!([1, 2]),
+        json!([1.0, 2]),
+        json!(["a", 1]),
+        json!({"a": 1}),
+        json!({"a": 1.0}),
+        json!(9_007_199_254_740_993_i64),
+        json!(9_007_199_254_740_992.0),
+        json!("alice"),
+        json!("a,l"),
+        json!({"$timestamp": "2023-11-14T22:13:20.000000Z"}),
+        json!(2),
+        json!(0),
+        json!(-7),
+        json!(i64::MIN),
+    ])
+    .clone()
+}
+
 fn document(r: &mut Rng) -> Json {
     let mut m = serde_json::Map::new();
     for _ in 0..r.below(5) {
-        m.insert((*r.pick(&FIELDS)).to_owned(), value(r, 2));
+        let v = if r.chance(40) { tricky(r) } else { value(r, 2) };
+        m.insert((*r.pick(&FIELDS)).to_owned(), v);
     }
     Json::Object(m)
 }
@@ -197,6 +252,7 @@ fn expr(r: &mut Rng, depth: usize) -> String {
             expr(r, d)
         ),
         10 => format!("{}[{}]", expr(r, d), r.pick(&["0", "1", "'a'", "'owner'"])),
+        11 if r.chance(50) => r.pick(PROBED).to_string(),
         _ => r
             .pick(&[
                 "request.resource.data.diff(resource.data).affectedKeys()",
@@ -282,7 +338,7 @@ fn auth(r: &mut Rng) -> Ctx {
 #[test]
 fn evaluator_agrees_with_hidane() {
     let mut r = Rng(0x5EED_1234_ABCD_0001);
-    let cases = 4000;
+    let cases = 6000;
     let (mut both, mut agree, mut ours_only, mut theirs_only, mut neither) = (0, 0, 0, 0, 0);
     let mut allowed = 0;
     let mut disagreements = Vec::new();
@@ -357,4 +413,73 @@ fn evaluator_agrees_with_hidane() {
     );
     // Both compilers accept and refuse the same rulesets.
     assert_eq!((ours_only, theirs_only), (0, 0));
+}
+
+/// Value-level agreement: each probed expression, on random documents, tested with `is`
+/// for every type, compared with itself (false only for an error or NaN) and with a few
+/// literals; each probe a separate decision.
+#[test]
+fn probe_values_agree() {
+    let mut r = Rng(0x0BE5_7A11_0000_0002);
+    let probes = [
+        "E is string",
+        "E is int",
+        "E is float",
+        "E is bool",
+        "E is list",
+        "E is map",
+        "E is set",
+        "E is timestamp",
+        "E is duration",
+        "E is path",
+        "E is bytes",
+        "E == E",
+        "E == 1",
+        "E == 2",
+        "E == 'alice'",
+        "E == true",
+        "E == null",
+        "E == []",
+        "E == 0",
+        "E == 'a'",
+        "E == -7",
+        "E == 9007199254740992",
+    ];
+    let (mut total, mut agree) = (0, 0);
+    let mut disagreements = Vec::new();
+    for e in PROBED {
+        for _ in 0..12 {
+            let store = Store::default().with("docs/d1", document(&mut r));
+            let new = document(&mut r);
+            let ctx = authenticated("alice");
+            for p in probes {
+                let cond = p.replace('E', &format!("({e})"));
+                let src = format!(
+                    "rules_version = '2';\nservice cloud.firestore {{\n  match /databases/{{database}}/documents {{\n    match /docs/{{doc}} {{\n      allow update: if {cond};\n    }}\n  }}\n}}\n"
+                );
+                let op = Op::Update("docs/d1", new.clone());
+                let ours = decide(&rules(&src), &store, &ctx, &op) == Decision::Allow;
+                let Some(theirs) = decide_hidane(&src, &store, &ctx, &op) else {
+                    panic!("hidane refuses {src}");
+                };
+                total += 1;
+                if ours == theirs {
+                    agree += 1;
+                } else {
+                    disagreements.push(format!(
+                        "{cond}: ours {ours}, hidane {theirs}; stored {:?}; new {new}",
+                        store.docs
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "probes: {total}, agree {agree} ({:.2}%)",
+        100.0 * agree as f64 / total as f64
+    );
+    for d in disagreements.iter().take(20) {
+        eprintln!("--- {d}");
+    }
+    assert_eq!(disagreements.len(), 0);
 }

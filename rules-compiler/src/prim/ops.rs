@@ -40,15 +40,7 @@ pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
         ("is", [v, Val::Str(t)]) => Some(Val::Bool(v.is(t))),
         ("member", [Val::Map(m), Val::Str(f)]) => m.get(f).cloned(),
         ("index", [o, i]) => index(o, i),
-        ("range", [o, Val::Int(a), Val::Int(b)]) => {
-            let (a, b) = (usize::try_from(*a).ok()?, usize::try_from(*b).ok()?);
-            match o {
-                Val::List(items) if a <= b && b <= items.len() => {
-                    Some(Val::List(items.get(a..b)?.to_vec()))
-                }
-                _ => None,
-            }
-        }
+        ("range", [o, Val::Int(a), Val::Int(b)]) => range(o, *a, *b),
         ("list", items) => Some(Val::List(items.to_vec())),
         ("map", kvs) => {
             if kvs.len() % 2 != 0 {
@@ -290,8 +282,43 @@ fn member_of(v: &Val, c: &Val) -> Option<Val> {
     }))
 }
 
+/// UTF-16 code units `from..to` of `s` (a lone surrogate becomes U+FFFD, as Java prints it).
+fn utf16_slice(s: &str, from: usize, to: usize) -> Option<String> {
+    let units: Vec<u16> = s.encode_utf16().collect();
+    Some(String::from_utf16_lossy(units.get(from..to)?))
+}
+
+/// `x[a:b]` of a list, a string (UTF-16 code units) or a path: `a` must be an index of `x`
+/// and so must `b - 1` (so an empty slice is an error, as Firebase's emulator has it).
+fn range(o: &Val, a: i64, b: i64) -> Option<Val> {
+    let size = match o {
+        Val::List(items) => items.len(),
+        Val::Str(s) => s.encode_utf16().count(),
+        Val::Path(p) => p.len(),
+        _ => return None,
+    };
+    let from = usize::try_from(a).ok().filter(|&i| i < size)?;
+    let last = usize::try_from(b.checked_sub(1)?)
+        .ok()
+        .filter(|&i| i < size)?;
+    let to = last + 1;
+    if from > to {
+        return None;
+    }
+    Some(match o {
+        Val::List(items) => Val::List(items.get(from..to)?.to_vec()),
+        Val::Str(s) => Val::Str(utf16_slice(s, from, to)?),
+        Val::Path(p) => Val::Path(p.get(from..to)?.to_vec()),
+        _ => return None,
+    })
+}
+
 fn index(o: &Val, i: &Val) -> Option<Val> {
     match (o, i) {
+        (Val::Str(s), Val::Int(i)) => {
+            let at = usize::try_from(*i).ok()?;
+            utf16_slice(s, at, at.checked_add(1)?).map(Val::Str)
+        }
         (Val::List(items), Val::Int(i)) => items.get(usize::try_from(*i).ok()?).cloned(),
         (Val::Map(m), Val::Str(k)) => m.get(k).cloned(),
         (Val::Path(p), Val::Int(i)) => p.get(usize::try_from(*i).ok()?).cloned().map(Val::Str),

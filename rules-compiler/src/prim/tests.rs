@@ -139,6 +139,17 @@ fn lists_sets_maps() {
         Val::Int(1)
     ));
     assert!(matches!(ok("join", &[l.clone(), s("-")]), Val::Str(x) if x == "1-2-x"));
+    assert!(apply("range", &[l.clone(), Val::Int(0), Val::Int(0)]).is_none());
+    assert!(
+        matches!(ok("range", &[l.clone(), Val::Int(1), Val::Int(1)]), Val::List(x) if x.is_empty())
+    );
+    assert!(apply("range", &[l.clone(), Val::Int(0), Val::Int(4)]).is_none());
+    assert!(
+        matches!(ok("range", &[s("a\u{1F600}b"), Val::Int(1), Val::Int(3)]), Val::Str(x) if x == "\u{1F600}")
+    );
+    assert!(matches!(ok("index", &[s("a\u{1F600}b"), Val::Int(3)]), Val::Str(x) if x == "b"));
+    assert!(matches!(ok("index", &[s("\u{1F600}"), Val::Int(0)]), Val::Str(x) if x == "\u{FFFD}"));
+    assert!(apply("index", &[s("ab"), Val::Int(2)]).is_none());
 
     let mut a = Map::new();
     a.insert("k".into(), Val::Int(1));
