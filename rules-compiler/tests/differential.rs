@@ -37,6 +37,75 @@ const FIELDS: [&str; 5] = ["a", "b", "owner", "n", "tags"];
 
 /// Expressions whose values are probed one by one (`probe_values_agree`).
 const PROBED: &[&str] = &[
+    "'a,,b,'.split(',')",
+    "''.split(',')",
+    "'abc'.replace('b', '$1')",
+    "'ÉCOLE'.lower()",
+    "' \\t x '.trim()",
+    "'٣'.matches('\\\\d')",
+    "'ab'.matches('a')",
+    "'a\\nb'.matches('a.b')",
+    "string(1000000000000000000000.0)",
+    "string(0.0001)",
+    "string(-0.0)",
+    "string(100.0)",
+    "string(1.0 / 0)",
+    "float('1e3')",
+    "float(' 2 ')",
+    "int(' 7')",
+    "int(-2.9)",
+    "int(1000000000000000000000000000000.0)",
+    "-0.0 == 0",
+    "math.round(-2.5)",
+    "math.sqrt(-1.0)",
+    "math.pow(2, 0.5)",
+    "math.abs(-0.0)",
+    "math.ceil(-0.5)",
+    "9007199254740993 == 9007199254740992.0",
+    "9007199254740993 > 9007199254740992.0",
+    "{'a': 1} == {'a': 1.0}",
+    "[1, 2].toSet() == [2.0, 1].toSet()",
+    "[1, 2].toSet().hasAll([1.0])",
+    "[1, 2].hasAll([1.0])",
+    "1.0 in [1]",
+    "1 in [1, 2].toSet()",
+    "{'b': 1, 'a': 2, 'é': 3, 'Z': 4}.keys()",
+    "{'b': 1, 'a': 2}.values()",
+    "duration.value(1, 'd').seconds()",
+    "duration.value(-1500, 'ms').nanos()",
+    "duration.value(-1500, 'ms').seconds()",
+    "timestamp.date(2024, 12, 31).dayOfYear()",
+    "timestamp.date(1970, 1, 1).dayOfWeek()",
+    "timestamp.value(-1).toMillis()",
+    "timestamp.value(-1).nanos()",
+    "request.time.date() == request.time",
+    "request.time.time()",
+    "(request.time + duration.value(1, 'h')).hours()",
+    "7 / -2",
+    "-7 % 2",
+    "7.5 % 2",
+    "-9223372036854775808 / -1",
+    "'abc' < 'abd'",
+    "'a' + 1",
+    "[1] + [2]",
+    "b'\\x01\\x02'.toBase64()",
+    "b'\\xff'.size()",
+    "hashing.crc32('abc')",
+    "hashing.crc32c(b'')",
+    "latlng.value(1, 2).latitude()",
+    "latlng.value(91, 0)",
+    "/databases/x/documents/a/b[3]",
+    "string(/databases/x/documents/a%20b)",
+    "path('a/b') == /a/b",
+    "{'a': 1}.get('a', 0)",
+    "{'a': {'b': 2}}.get(['a', 'c'], 5)",
+    "[1, 'a', null].join('-')",
+    "[1, 2, 1].removeAll([1])",
+    "['a'].concat(['b']).size()",
+    "['a', 'b'].hasOnly([])",
+    "[].hasAll([])",
+    "{'a': 1, 'b': 2}.diff({'a': 1, 'c': 3}).affectedKeys()",
+    "{'a': 1}.diff({'a': 1.0}).changedKeys()",
     "resource.data.a == resource.data.b",
     "resource.data.a + resource.data.b",
     "resource.data.n * 3 - resource.data.n",
@@ -415,45 +484,92 @@ fn evaluator_agrees_with_hidane() {
     assert_eq!((ours_only, theirs_only), (0, 0));
 }
 
-/// Value-level agreement: each probed expression, on random documents, tested with `is`
+/// Disagreements judged, each with the reason we keep our answer.
+const JUDGED: &[(&str, &str)] = &[(
+    "(-9223372036854775808 / -1)",
+    "hidane wraps to -2^63 as Java's long division does; we report integer overflow as an \
+     error, like every other overflow (+ - * neg abs), the semantics the design asks for; \
+     the difference can only turn an allow into a deny",
+)];
+
+/// Value-level agreement: each probed expression (`@`), on random documents, tested with `is`
 /// for every type, compared with itself (false only for an error or NaN) and with a few
 /// literals; each probe a separate decision.
 #[test]
 fn probe_values_agree() {
     let mut r = Rng(0x0BE5_7A11_0000_0002);
     let probes = [
-        "E is string",
-        "E is int",
-        "E is float",
-        "E is bool",
-        "E is list",
-        "E is map",
-        "E is set",
-        "E is timestamp",
-        "E is duration",
-        "E is path",
-        "E is bytes",
-        "E == E",
-        "E == 1",
-        "E == 2",
-        "E == 'alice'",
-        "E == true",
-        "E == null",
-        "E == []",
-        "E == 0",
-        "E == 'a'",
-        "E == -7",
-        "E == 9007199254740992",
+        "@ is string",
+        "@ is int",
+        "@ is float",
+        "@ is bool",
+        "@ is list",
+        "@ is map",
+        "@ is set",
+        "@ is timestamp",
+        "@ is duration",
+        "@ is path",
+        "@ is bytes",
+        "@ == @",
+        "@ == 1",
+        "@ == 2",
+        "@ == 'alice'",
+        "@ == true",
+        "@ == null",
+        "@ == []",
+        "@ == 0",
+        "@ == 'a'",
+        "@ == -7",
+        "@ == 9007199254740992",
+        "@ == ''",
+        "@ == 1.0",
+        "@ == '1.0'",
+        "@ == '1.0E21'",
+        "@ == 'NaN'",
+        "@ == -3",
+        "@ == -4",
+        "@ == 3",
+        "@ == -1",
+        "@ == ['a', '', 'b']",
+        "@ == ['']",
+        "@ == 'école'",
+        "@ == 'x'",
+        "@ == -2",
+        "@ == 'Infinity'",
+        "@ == '1.0E-4'",
+        "@ == '-0.0'",
+        "@ == 86400",
+        "@ == ['a', 'b', 'é', 'Z']",
+        "@ == ['Z', 'a', 'b', 'é']",
+        "@ == '/databases/x/documents/a b'",
+        "@ == 'AQI='",
+        "@ == 'AQI'",
+        "@ == 366",
+        "@ == 4",
+        "@ == 1.5",
+        "@ == [2]",
+        "@ == ['a']",
+        "@ == ['b', 'c'].toSet()",
+        "@ == ['c', 'b'].toSet()",
+        "@ == [].toSet()",
+        "@ == 'a-1-null'",
+        "@ == '1-a-null'",
+        "@ == 1000000000000000000000.0",
+        "@ == 9223372036854775807",
+        "@ == 'ÉCOLE'",
+        "@ == 'École'",
     ];
     let (mut total, mut agree) = (0, 0);
     let mut disagreements = Vec::new();
     for e in PROBED {
-        for _ in 0..12 {
+        // Expressions of the documents on 12 random pairs; constant ones twice.
+        let rounds = if e.contains("resource") { 12 } else { 2 };
+        for _ in 0..rounds {
             let store = Store::default().with("docs/d1", document(&mut r));
             let new = document(&mut r);
             let ctx = authenticated("alice");
             for p in probes {
-                let cond = p.replace('E', &format!("({e})"));
+                let cond = p.replace('@', &format!("({e})"));
                 let src = format!(
                     "rules_version = '2';\nservice cloud.firestore {{\n  match /databases/{{database}}/documents {{\n    match /docs/{{doc}} {{\n      allow update: if {cond};\n    }}\n  }}\n}}\n"
                 );
@@ -478,8 +594,22 @@ fn probe_values_agree() {
         "probes: {total}, agree {agree} ({:.2}%)",
         100.0 * agree as f64 / total as f64
     );
-    for d in disagreements.iter().take(20) {
-        eprintln!("--- {d}");
+    let mut seen = std::collections::BTreeSet::new();
+    for d in &disagreements {
+        let probe = d.split(": ours").next().unwrap_or("");
+        if seen.insert(probe.to_owned()) {
+            eprintln!("--- {d}");
+        }
     }
-    assert_eq!(disagreements.len(), 0);
+    let (known, unknown): (Vec<&String>, Vec<&String>) = disagreements
+        .iter()
+        .partition(|d| JUDGED.iter().any(|(e, _)| d.contains(e)));
+    assert!(unknown.is_empty(), "{unknown:#?}");
+    // The judged list cannot go stale: each entry still differs.
+    for (e, why) in JUDGED {
+        assert!(
+            known.iter().any(|d| d.contains(e)),
+            "{e} no longer differs ({why})"
+        );
+    }
 }

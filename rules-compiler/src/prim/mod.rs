@@ -108,10 +108,12 @@ impl Val {
         }
     }
 
-    /// `value is type_name`.
+    /// `value is type_name`. Nothing is a `set` (as Firebase's emulator answers, measured by
+    /// hidane-rules) and nothing is a `constraint` here.
     pub fn is(&self, type_name: &str) -> bool {
         match type_name {
             "number" => matches!(self, Val::Int(_) | Val::Float(_)),
+            "set" => false,
             name => self.type_name() == name,
         }
     }

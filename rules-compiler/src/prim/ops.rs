@@ -76,7 +76,7 @@ pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
             // Java's cast: toward zero, saturating, NaN to 0.
             #[allow(clippy::cast_possible_truncation)]
             Val::Float(f) => Some(Val::Int(*f as i64)),
-            Val::Str(s) => s.trim().parse::<i64>().ok().map(Val::Int),
+            Val::Str(s) => parse_java_long(s).map(Val::Int),
             _ => None,
         },
         ("float", [v]) => match v {
@@ -103,20 +103,41 @@ pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
     }
 }
 
-fn parse_java_double(s: &str) -> Option<f64> {
-    let t = s.trim();
-    match t {
-        "NaN" => Some(f64::NAN),
-        "Infinity" | "+Infinity" => Some(f64::INFINITY),
-        "-Infinity" => Some(f64::NEG_INFINITY),
-        _ if t
-            .chars()
-            .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') =>
-        {
-            None
-        }
-        _ => t.parse().ok(),
+/// Java's `Long.parseLong`: an optional sign and ASCII digits, nothing else (no spaces).
+fn parse_java_long(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
+    s.strip_prefix('+').unwrap_or(s).parse().ok()
+}
+
+/// Java's `Double.parseDouble`: spaces and control characters around it are ignored, a sign,
+/// `NaN`, `Infinity`, decimal digits with an exponent, an optional `d`/`f` suffix.
+fn parse_java_double(s: &str) -> Option<f64> {
+    let t = s.trim_matches(|c: char| c <= ' ');
+    let (negative, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, t.get(1..)?),
+        Some(b'+') => (false, t.get(1..)?),
+        _ => (false, t),
+    };
+    let value = match body {
+        "NaN" => f64::NAN,
+        "Infinity" => f64::INFINITY,
+        _ => {
+            let body = body.strip_suffix(['d', 'D', 'f', 'F']).unwrap_or(body);
+            let ok = !body.is_empty()
+                && body.bytes().any(|b| b.is_ascii_digit())
+                && body
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'));
+            if !ok {
+                return None;
+            }
+            body.parse().ok()?
+        }
+    };
+    Some(if negative { -value } else { value })
 }
 
 /// Java's `Double.toString`.
