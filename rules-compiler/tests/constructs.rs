@@ -550,3 +550,32 @@ fn error_display_matches_the_docs() {
         "5:22: unknown method 'nope'\n      allow read: if 'a'.nope();\n                     ^^^^^^^^^^"
     );
 }
+
+#[test]
+fn list_of_a_collection_leaves_the_document_wildcard_unbound() {
+    let src = r#"
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /notes/{note} {
+      allow list: if request.query.limit <= 10;
+      allow get: if note == 'n1';
+    }
+    match /drafts/{draft} {
+      allow list: if draft == 'x';
+    }
+  }
+}
+"#;
+    let rs = rules(src);
+    let s = Store::default();
+    let u = authenticated("a");
+    // The harness lists with limit 10.
+    assert_succeeds(&rs, &s, &u, Op::List("notes"));
+    assert_succeeds(&rs, &s, &u, Op::Get("notes/n1"));
+    assert_fails(&rs, &s, &u, Op::Get("notes/n2"));
+    // Reading the unbound document wildcard is an error: denied.
+    assert_fails(&rs, &s, &u, Op::List("drafts"));
+    // Per document (the RLS filter's question), the wildcard is bound.
+    assert_succeeds(&rs, &s, &u, Op::List("drafts/x"));
+    assert_fails(&rs, &s, &u, Op::List("drafts/y"));
+}
