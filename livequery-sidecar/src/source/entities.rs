@@ -240,7 +240,7 @@ impl EntitiesDecoder {
             | Message::Commit(_)
             | Message::Origin(_)
             | Message::Type(_)
-            | Message::Message(_) => {}
+            | Message::Logical(_) => {}
         }
         Ok(())
     }

@@ -3,8 +3,8 @@
 
 use docstore_core::value::Value;
 
+use super::super::pgoutput::{Column, Delete, Insert, Truncate, Update};
 use super::*;
-use crate::source::pgoutput::{Column, Delete, Insert, Truncate, Update};
 
 const REL: u32 = 16_400;
 

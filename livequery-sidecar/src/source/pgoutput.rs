@@ -74,7 +74,7 @@ pub enum Message<'a> {
     Update(Update<'a>),
     Delete(Delete<'a>),
     Truncate(Truncate),
-    Message(LogicalMessage<'a>),
+    Logical(LogicalMessage<'a>),
 }
 
 /// 'B': the start of a committed transaction.
@@ -313,7 +313,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>, DecodeError> {
             let lsn = Lsn(r.u64()?);
             let prefix = r.string("message prefix")?;
             let length = r.length()?;
-            Message::Message(LogicalMessage {
+            Message::Logical(LogicalMessage {
                 transactional: flags & 1 != 0,
                 lsn,
                 prefix,

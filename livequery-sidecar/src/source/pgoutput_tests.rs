@@ -215,7 +215,7 @@ fn message_and_origin() {
     m.extend_from_slice(b"hi!");
     assert_eq!(
         decode(&m),
-        Ok(Message::Message(LogicalMessage {
+        Ok(Message::Logical(LogicalMessage {
             transactional: true,
             lsn: Lsn(99),
             prefix: "docstore",
