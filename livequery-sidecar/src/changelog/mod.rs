@@ -154,6 +154,8 @@ impl Changelog {
         if newest.is_some_and(|n| txn.commit_lsn <= n) {
             return None;
         }
+        let mut txn = txn;
+        self.resolve_unchanged(&mut txn);
         self.clock += 1;
         let bytes = transaction_bytes(&txn);
         let txn = Arc::new(txn);
@@ -167,6 +169,46 @@ impl Changelog {
         self.bytes += bytes;
         self.trim(now);
         Some(txn)
+    }
+
+    /// Give an Update whose `data` arrived as unchanged TOAST the fields of the document's
+    /// previous version: an earlier change of the same transaction, or the newest retained
+    /// one. Left [`DocumentData::UnchangedToast`] when the changelog holds no earlier version
+    /// (the consumer then re-reads the document); never empty.
+    fn resolve_unchanged(&self, txn: &mut Transaction) {
+        for i in 0..txn.changes.len() {
+            let (earlier, rest) = txn.changes.split_at_mut(i);
+            let Some(Change::Update(doc)) = rest.first_mut() else {
+                continue;
+            };
+            if doc.data != DocumentData::UnchangedToast {
+                continue;
+            }
+            let previous = earlier
+                .iter()
+                .rev()
+                .chain(
+                    self.entries
+                        .iter()
+                        .rev()
+                        .flat_map(|e| e.txn.changes.iter().rev()),
+                )
+                .find_map(|c| match c {
+                    Change::Insert(d) | Change::Update(d)
+                        if d.name == doc.name && d.database_id == doc.database_id =>
+                    {
+                        Some(Some(&d.data))
+                    }
+                    Change::Delete(k) if k.name == doc.name && k.database_id == doc.database_id => {
+                        Some(None)
+                    }
+                    Change::Truncate => Some(None),
+                    _ => None,
+                });
+            if let Some(Some(DocumentData::Fields(map))) = previous {
+                doc.data = DocumentData::Fields(map.clone());
+            }
+        }
     }
 
     /// A ticket for a snapshot about to be taken (issue it before `BEGIN`).

@@ -205,3 +205,69 @@ fn replayed_transactions_are_skipped() {
     log.forget(t);
     assert!(log.outstanding.is_empty());
 }
+
+#[test]
+fn unchanged_toast_takes_the_previous_version() {
+    use crate::source::{DocumentChange, DocumentKey};
+    use docstore_core::path::ResourcePath;
+
+    let now = Instant::now();
+    let path = ResourcePath::parse("rooms/big").unwrap();
+    let name = docstore_core::encoding::encode_name(&path);
+    let doc = |data: DocumentData| DocumentChange {
+        database_id: "(default)".into(),
+        name: name.clone(),
+        path: path.clone(),
+        data,
+        create_time: Timestamp::from_micros(0).unwrap(),
+        update_time: Timestamp::from_micros(1).unwrap(),
+    };
+    let mut fields = Map::new();
+    fields.insert("blob".into(), Value::String("x".repeat(10_000)));
+    let with = |xid, lsn, change| Transaction {
+        changes: vec![change],
+        ..txn(xid, lsn)
+    };
+    let mut log = Changelog::new(unbounded());
+    log.push(
+        with(
+            100,
+            10,
+            Change::Insert(doc(DocumentData::Fields(fields.clone()))),
+        ),
+        now,
+    );
+    let resolved = log
+        .push(
+            with(101, 20, Change::Update(doc(DocumentData::UnchangedToast))),
+            now,
+        )
+        .unwrap();
+    assert_eq!(
+        resolved.changes[0],
+        Change::Update(doc(DocumentData::Fields(fields.clone())))
+    );
+    // After a delete there is no previous version: it stays unchanged, never empty.
+    log.push(
+        with(
+            102,
+            30,
+            Change::Delete(DocumentKey {
+                database_id: "(default)".into(),
+                name: name.clone(),
+                path: path.clone(),
+            }),
+        ),
+        now,
+    );
+    let unresolved = log
+        .push(
+            with(103, 40, Change::Update(doc(DocumentData::UnchangedToast))),
+            now,
+        )
+        .unwrap();
+    assert_eq!(
+        unresolved.changes[0],
+        Change::Update(doc(DocumentData::UnchangedToast))
+    );
+}
