@@ -15,8 +15,8 @@ use docstore_core::typed_json;
 use docstore_core::value::Map;
 use docstore_sidecar::source::entities::parse_timestamptz;
 use docstore_sidecar::source::{
-    Change, ChangeSource, DocumentData, Lsn, ReplicationSettings, ReplicationSource, SourceEvent,
-    Transaction,
+    heartbeat, replace_slot, Change, ChangeSource, DocumentData, Lsn, ReplicationSettings,
+    ReplicationSource, SourceEvent, Transaction,
 };
 use tokio_postgres::{Client, NoTls};
 
@@ -272,6 +272,15 @@ async fn replication_source_decodes_committed_transactions() {
     assert_eq!(replayed, t3);
     again.stop().await.unwrap();
 
+    drop_slot(&db, &slot).await;
+    for path in [&a, &c, &big] {
+        db.execute("select docstore.delete($1)", &[path])
+            .await
+            .unwrap();
+    }
+}
+
+async fn drop_slot(db: &Client, slot: &str) {
     // The walsender may still hold the slot a moment after the stream ended (55006).
     let deadline = tokio::time::Instant::now() + HANG;
     loop {
@@ -279,7 +288,7 @@ async fn replication_source_decodes_committed_transactions() {
             .execute("select pg_drop_replication_slot($1)", &[&slot])
             .await
         {
-            Ok(_) => break,
+            Ok(_) => return,
             Err(e)
                 if e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE)
                     && tokio::time::Instant::now() < deadline =>
@@ -289,9 +298,80 @@ async fn replication_source_decodes_committed_transactions() {
             Err(e) => panic!("dropping the slot: {e}"),
         }
     }
-    for path in [&a, &c, &big] {
-        db.execute("select docstore.delete($1)", &[path])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_arrive_and_a_lost_slot_is_replaced() {
+    let Ok(dsn) = std::env::var("DOCSTORE_TEST_DSN") else {
+        eprintln!("SKIPPED: set DOCSTORE_TEST_DSN to a database with pg_docstore to run this test");
+        return;
+    };
+    let db = sql(&dsn).await;
+    ensure_publication(&db).await;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let slot = format!(
+        "docstore_test_hb_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000
+    );
+    let settings = ReplicationSettings::new(dsn.parse().unwrap(), slot.clone());
+    let mut source = ReplicationSource::connect(&settings).await.unwrap();
+    let Ok(SourceEvent::SlotCreated { consistent_point }) = source.next_event().await else {
+        panic!("the first event is not the slot's creation");
+    };
+
+    // A heartbeat is a committed transaction with no changes and one message of ours.
+    let lsn = heartbeat::emit(&db, &slot).await.unwrap();
+    let txn = loop {
+        let event = tokio::time::timeout(HANG, source.next_event())
             .await
+            .expect("no heartbeat")
             .unwrap();
-    }
+        if let SourceEvent::Transaction(t) = event {
+            if t.messages.iter().any(|m| m.content == slot.as_bytes()) {
+                break t;
+            }
+        }
+    };
+    assert!(heartbeat::is_heartbeat(&txn));
+    assert_eq!(txn.messages[0].lsn, lsn);
+    // The function returns the end of the message record, where the commit record starts.
+    assert!(txn.commit_lsn >= lsn);
+    source.stop().await.unwrap();
+
+    // Replacing the slot starts it again at a later consistent point; a connection then
+    // streams from there (nothing of the old slot comes back).
+    let deadline = tokio::time::Instant::now() + HANG;
+    let replaced = loop {
+        match replace_slot(&settings.postgres, &slot).await {
+            Ok(lsn) => break lsn,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                eprintln!("slot still held: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(replaced > consistent_point);
+    assert!(replaced > txn.end_lsn);
+    let mut again = ReplicationSource::connect(&settings).await.unwrap();
+    let lsn2 = heartbeat::emit(&db, &slot).await.unwrap();
+    let first = loop {
+        let event = tokio::time::timeout(HANG, again.next_event())
+            .await
+            .expect("no heartbeat")
+            .unwrap();
+        match event {
+            SourceEvent::Transaction(t) => break t,
+            SourceEvent::SlotCreated { .. } => panic!("the replaced slot was created again"),
+            _ => {}
+        }
+    };
+    assert!(first.commit_lsn >= replaced);
+    assert!(first.commit_lsn < lsn2 || first.messages.iter().any(|m| m.lsn == lsn2));
+    again.stop().await.unwrap();
+    drop_slot(&db, &slot).await;
 }

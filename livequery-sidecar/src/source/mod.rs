@@ -15,13 +15,14 @@ use std::future::Future;
 use thiserror::Error;
 
 pub mod entities;
+pub mod heartbeat;
 pub mod pgoutput;
 pub mod replication;
 pub mod transaction;
 
 pub use entities::{Change, DocumentChange, DocumentData, DocumentKey};
 pub use pgoutput::Lsn;
-pub use replication::{ReplicationSettings, ReplicationSource};
+pub use replication::{replace_slot, ReplicationSettings, ReplicationSource};
 pub use transaction::{EmittedMessage, Transaction};
 
 /// What a [`ChangeSource`] delivers, in stream order.

@@ -230,6 +230,47 @@ pub async fn ensure_slot(
     result
 }
 
+/// Drop the slot (if it still exists) and create it again: what a supervisor does after
+/// [`SourceError::SlotInvalidated`] or [`SourceError::SlotMissing`], before connecting again
+/// and sending every stream a `reset` (what the old slot had not delivered is lost). Returns
+/// the new slot's consistent point.
+///
+/// # Errors
+/// [`SourceError::Postgres`] if Postgres refuses (a slot still in use: SQLSTATE 55006).
+///
+/// # Cancel safety
+/// Not cancel-safe: cancelled between the drop and the create, the slot is missing (the
+/// next [`ReplicationSource::connect`] creates it).
+pub async fn replace_slot(
+    postgres: &tokio_postgres::Config,
+    slot: &str,
+) -> Result<Lsn, SourceError> {
+    let (client, connection) = postgres.connect(NoTls).await?;
+    let connection = tokio::spawn(connection);
+    let result = async {
+        let dropped = client
+            .execute("select pg_drop_replication_slot($1)", &[&slot])
+            .await;
+        match dropped {
+            Ok(_) => {}
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_OBJECT) => {}
+            Err(e) => return Err(SourceError::from(e)),
+        }
+        let row = client
+            .query_one(
+                "select lsn::text from pg_create_logical_replication_slot($1, 'pgoutput')",
+                &[&slot],
+            )
+            .await?;
+        let text: String = row.get(0);
+        Lsn::parse(&text).ok_or_else(|| SourceError::Protocol(format!("slot LSN {text:?}")))
+    }
+    .await;
+    drop(client);
+    let _ = connection.await;
+    result
+}
+
 fn replication_config(
     settings: &ReplicationSettings,
 ) -> Result<pgwire_replication::ReplicationConfig, SourceError> {
@@ -277,5 +318,57 @@ impl From<PgWireError> for SourceError {
             }
             _ => SourceError::Replication(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_about_the_slot_are_typed() {
+        let missing = PgWireError::Server(
+            "ERROR: replication slot \"s\" does not exist (SQLSTATE 42704)".into(),
+        );
+        assert!(matches!(
+            SourceError::from(missing),
+            SourceError::SlotMissing(_)
+        ));
+        let lost = PgWireError::Server(
+            "ERROR: can no longer get changes from replication slot \"s\" (SQLSTATE 55000)".into(),
+        );
+        assert!(matches!(
+            SourceError::from(lost),
+            SourceError::SlotInvalidated(_)
+        ));
+        let in_use = PgWireError::Server(
+            "ERROR: replication slot \"s\" is active for PID 7 (SQLSTATE 55006)".into(),
+        );
+        assert!(matches!(
+            SourceError::from(in_use),
+            SourceError::Replication(_)
+        ));
+    }
+
+    #[test]
+    fn replication_config_from_a_connection_string() {
+        let settings = ReplicationSettings::new(
+            "host=127.0.0.1 port=5433 user=sidecar password=pw dbname=app"
+                .parse()
+                .unwrap(),
+            "slot1",
+        );
+        let config = replication_config(&settings).unwrap();
+        assert_eq!(
+            (config.host.as_str(), config.port, config.user.as_str()),
+            ("127.0.0.1", 5433, "sidecar")
+        );
+        assert_eq!(
+            (config.password.as_str(), config.database.as_str()),
+            ("pw", "app")
+        );
+        assert_eq!(config.slot, "slot1");
+        assert_eq!(config.publication.names(), ["docstore_changes"]);
+        assert_eq!(config.options.as_deref(), Some(SESSION_OPTIONS));
     }
 }
