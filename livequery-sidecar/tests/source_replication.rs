@@ -15,8 +15,8 @@ use docstore_core::typed_json;
 use docstore_core::value::Map;
 use docstore_sidecar::source::entities::parse_timestamptz;
 use docstore_sidecar::source::{
-    heartbeat, replace_slot, Change, ChangeSource, DocumentData, Lsn, ReplicationSettings,
-    ReplicationSource, SourceEvent, Transaction,
+    heartbeat, replace_slot, Backoff, Change, ChangeSource, DocumentData, Lsn, ReplicationSettings,
+    ReplicationSource, SourceEvent, SupervisedSource, Transaction,
 };
 use tokio_postgres::{Client, NoTls};
 
@@ -57,8 +57,9 @@ async fn ensure_publication(client: &Client) {
 /// The next transaction that touches a document under `prefix` (other writers of the same
 /// database are skipped).
 async fn next_transaction(source: &mut ReplicationSource, prefix: &str) -> Transaction {
+    let deadline = tokio::time::Instant::now() + HANG;
     loop {
-        let event = tokio::time::timeout(HANG, source.next_event())
+        let event = tokio::time::timeout_at(deadline, source.next_event())
             .await
             .expect("no event from the replication source")
             .unwrap();
@@ -325,8 +326,9 @@ async fn heartbeats_arrive_and_a_lost_slot_is_replaced() {
 
     // A heartbeat is a committed transaction with no changes and one message of ours.
     let lsn = heartbeat::emit(&db, &slot).await.unwrap();
+    let deadline = tokio::time::Instant::now() + HANG;
     let txn = loop {
-        let event = tokio::time::timeout(HANG, source.next_event())
+        let event = tokio::time::timeout_at(deadline, source.next_event())
             .await
             .expect("no heartbeat")
             .unwrap();
@@ -359,8 +361,9 @@ async fn heartbeats_arrive_and_a_lost_slot_is_replaced() {
     assert!(replaced > txn.end_lsn);
     let mut again = ReplicationSource::connect(&settings).await.unwrap();
     let lsn2 = heartbeat::emit(&db, &slot).await.unwrap();
+    let deadline = tokio::time::Instant::now() + HANG;
     let first = loop {
-        let event = tokio::time::timeout(HANG, again.next_event())
+        let event = tokio::time::timeout_at(deadline, again.next_event())
             .await
             .expect("no heartbeat")
             .unwrap();
@@ -373,5 +376,115 @@ async fn heartbeats_arrive_and_a_lost_slot_is_replaced() {
     assert!(first.commit_lsn >= replaced);
     assert!(first.commit_lsn < lsn2 || first.messages.iter().any(|m| m.lsn == lsn2));
     again.stop().await.unwrap();
+    drop_slot(&db, &slot).await;
+}
+
+/// Terminate the walsender streaming from `slot` (as a Postgres restart would end it).
+async fn terminate_walsender(db: &Client, slot: &str) {
+    let deadline = tokio::time::Instant::now() + HANG;
+    loop {
+        let row = db
+            .query_one(
+                "select pg_terminate_backend(active_pid) from pg_replication_slots \
+                 where slot_name = $1 and active",
+                &[&slot],
+            )
+            .await;
+        if row.is_ok() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slot never became active"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn next_with_message(source: &mut SupervisedSource, content: &str) -> Vec<SourceEvent> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + HANG;
+    loop {
+        let event = tokio::time::timeout_at(deadline, source.next_event())
+            .await
+            .expect("the supervised source hangs")
+            .unwrap();
+        let done = matches!(&event, SourceEvent::Transaction(t)
+            if t.messages.iter().any(|m| m.content == content.as_bytes()));
+        seen.push(event);
+        if done {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervised_source_survives_a_lost_connection_and_a_dropped_slot() {
+    let Ok(dsn) = std::env::var("DOCSTORE_TEST_DSN") else {
+        eprintln!("SKIPPED: set DOCSTORE_TEST_DSN to a database with pg_docstore to run this test");
+        return;
+    };
+    let db = sql(&dsn).await;
+    ensure_publication(&db).await;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let slot = format!(
+        "docstore_test_sv_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000
+    );
+    let settings = ReplicationSettings::new(dsn.parse().unwrap(), slot.clone());
+    let mut source = SupervisedSource::new(
+        settings,
+        Backoff::new(Duration::from_millis(50), Duration::from_secs(1)),
+    );
+
+    // The first connection creates the slot and reports it.
+    let first = tokio::time::timeout(HANG, source.next_event())
+        .await
+        .expect("the supervised source hangs")
+        .unwrap();
+    assert!(
+        matches!(first, SourceEvent::SlotCreated { .. }),
+        "{first:?}"
+    );
+    heartbeat::emit(&db, "before").await.unwrap();
+    next_with_message(&mut source, "before").await;
+
+    // 1: the connection is lost; the stream continues with what comes next, no reset.
+    terminate_walsender(&db, &slot).await;
+    heartbeat::emit(&db, "after-terminate").await.unwrap();
+    let events = next_with_message(&mut source, "after-terminate").await;
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, SourceEvent::SlotCreated { .. })),
+        "{events:?}"
+    );
+
+    // 2: the slot is dropped under us: it is created again and reported (streams reset).
+    // (Nothing polls the source meanwhile, so it cannot reconnect before the drop.)
+    terminate_walsender(&db, &slot).await;
+    drop_slot(&db, &slot).await;
+    let mut created = None;
+    let deadline = tokio::time::Instant::now() + HANG;
+    while created.is_none() {
+        let event = tokio::time::timeout_at(deadline, source.next_event())
+            .await
+            .expect("the supervised source hangs")
+            .unwrap();
+        if let SourceEvent::SlotCreated { consistent_point } = event {
+            created = Some(consistent_point);
+        }
+    }
+    heartbeat::emit(&db, "after-drop").await.unwrap();
+    let events = next_with_message(&mut source, "after-drop").await;
+    let SourceEvent::Transaction(t) = events.last().unwrap() else {
+        unreachable!()
+    };
+    assert!(Some(t.commit_lsn) >= created);
+    source.stop().await.unwrap();
     drop_slot(&db, &slot).await;
 }

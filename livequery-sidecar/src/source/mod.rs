@@ -3,7 +3,8 @@
 //! `pgoutput` decodes one logical replication message; `entities` turns the messages of
 //! `docstore.entities` into document changes; `transaction` assembles Begin .. Commit into
 //! [`Transaction`]s; `replication` is the [`ChangeSource`] over a replication connection
-//! (pgwire-replication). DESIGN.md section 5.
+//! (pgwire-replication), `supervisor` the one that reconnects with backoff and replaces a
+//! lost slot; `heartbeat` moves the position when nothing is written. DESIGN.md section 5.
 //!
 //! A delete carries only the key (`database_id`, encoded `name`): its path is decoded from
 //! the name (`docstore_core::encoding::decode_name`). An update that leaves the TOASTed
@@ -18,11 +19,13 @@ pub mod entities;
 pub mod heartbeat;
 pub mod pgoutput;
 pub mod replication;
+pub mod supervisor;
 pub mod transaction;
 
 pub use entities::{Change, DocumentChange, DocumentData, DocumentKey};
 pub use pgoutput::Lsn;
 pub use replication::{replace_slot, ReplicationSettings, ReplicationSource};
+pub use supervisor::{Backoff, SupervisedSource};
 pub use transaction::{EmittedMessage, Transaction};
 
 /// What a [`ChangeSource`] delivers, in stream order.
