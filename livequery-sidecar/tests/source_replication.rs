@@ -342,6 +342,34 @@ async fn heartbeats_arrive_and_a_lost_slot_is_replaced() {
     assert_eq!(txn.messages[0].lsn, lsn);
     // The function returns the end of the message record, where the commit record starts.
     assert!(txn.commit_lsn >= lsn);
+
+    // Idle: the heartbeat task emits on its own once its interval passes without activity.
+    let (activity, idle) = tokio::sync::watch::channel(Lsn(0));
+    let emitter = {
+        let dsn = dsn.clone();
+        let content = format!("{slot}-auto");
+        tokio::spawn(async move {
+            let client = sql(&dsn).await;
+            heartbeat::run(&client, &content, Duration::from_millis(200), idle).await
+        })
+    };
+    let auto = format!("{slot}-auto");
+    let deadline = tokio::time::Instant::now() + HANG;
+    loop {
+        let event = tokio::time::timeout_at(deadline, source.next_event())
+            .await
+            .expect("no automatic heartbeat")
+            .unwrap();
+        if let SourceEvent::Transaction(t) = event {
+            activity.send_replace(t.end_lsn);
+            if t.messages.iter().any(|m| m.content == auto.as_bytes()) {
+                assert!(heartbeat::is_heartbeat(&t));
+                break;
+            }
+        }
+    }
+    drop(activity);
+    emitter.await.unwrap().unwrap();
     source.stop().await.unwrap();
 
     // Replacing the slot starts it again at a later consistent point; a connection then
