@@ -106,6 +106,8 @@ pub struct Changelog {
     evicted: Vec<Evicted>,
     /// Commit LSN of the newest evicted transaction.
     evicted_through: Option<Lsn>,
+    /// End LSN of the newest evicted transaction.
+    evicted_end: Option<Lsn>,
 }
 
 impl Changelog {
@@ -120,6 +122,7 @@ impl Changelog {
             outstanding: BTreeSet::new(),
             evicted: Vec::new(),
             evicted_through: None,
+            evicted_end: None,
         }
     }
 
@@ -141,6 +144,15 @@ impl Changelog {
     /// The commit LSN of the oldest retained transaction.
     pub fn oldest_retained(&self) -> Option<Lsn> {
         self.entries.front().map(|e| e.txn.commit_lsn)
+    }
+
+    /// How far the slot may be confirmed for the changelog's sake ([`ChangeSource::confirm`]):
+    /// the end of the newest evicted transaction; everything retained is still needed.
+    /// Other consumers of the slot (trigger deliveries) confirm at most the minimum.
+    ///
+    /// [`ChangeSource::confirm`]: crate::source::ChangeSource::confirm
+    pub fn confirmable(&self) -> Option<Lsn> {
+        self.evicted_end
     }
 
     /// Take in a decoded transaction at `now`, then enforce the bounds. A transaction at or
@@ -327,6 +339,7 @@ impl Changelog {
             };
             self.bytes -= e.bytes;
             self.evicted_through = Some(e.txn.commit_lsn);
+            self.evicted_end = Some(e.txn.end_lsn);
             self.evicted.push(Evicted {
                 seq: e.seq,
                 xid: e.txn.xid,

@@ -47,16 +47,19 @@ fn pinned_until_below_the_xmin_of_a_later_snapshot() {
     log.push(txn(101, 20), now);
     log.observe_snapshot(early, &Snapshot::new(200, 200, vec![]), now);
     assert_eq!(retained(&log), [100, 101]);
+    assert_eq!(log.confirmable(), None);
 
     // After they were decoded: an xmin of 101 unpins 100 only.
     let t = log.ticket();
     log.observe_snapshot(t, &Snapshot::new(101, 105, vec![101]), now);
     assert_eq!(retained(&log), [101]);
     assert_eq!(log.oldest_retained(), Some(Lsn(20)));
+    assert_eq!(log.confirmable(), Some(Lsn(18)));
     let t = log.ticket();
     log.observe_snapshot(t, &Snapshot::new(102, 105, vec![]), now);
     assert!(log.is_empty());
     assert_eq!(log.bytes(), 0);
+    assert_eq!(log.confirmable(), Some(Lsn(28)));
 }
 
 #[test]
