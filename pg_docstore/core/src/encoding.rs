@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
+use crate::error::ErrorKind;
 use crate::path::ResourcePath;
 use crate::value::{GeoPoint, Timestamp, Value};
 
@@ -69,6 +70,14 @@ pub enum DecodeError {
     Invalid(&'static str),
     #[error("{0} trailing bytes after the encoded value")]
     TrailingBytes(usize),
+}
+
+impl DecodeError {
+    /// The kind of failure: stored bytes that do not decode are corrupt, never the caller's
+    /// fault, so every decode error is [`ErrorKind::Internal`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Internal
+    }
 }
 
 /// Ascending or descending order.

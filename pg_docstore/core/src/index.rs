@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 use thiserror::Error;
 
 use crate::encoding::{self, encode_index_value, Direction};
+use crate::error::ErrorKind;
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::{Map, Value};
 
@@ -108,6 +109,19 @@ pub enum IndexError {
         source_of: String,
         bytes: usize,
     },
+}
+
+impl IndexError {
+    /// The kind of failure: a bad definition is [`ErrorKind::InvalidArgument`], a document
+    /// over the entry limits [`ErrorKind::TooLarge`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            IndexError::InvalidDefinition(_) => ErrorKind::InvalidArgument,
+            IndexError::TooManyEntries { .. } | IndexError::EntryTooLarge { .. } => {
+                ErrorKind::TooLarge
+            }
+        }
+    }
 }
 
 /// Add `key` to `out` unless it is longer than [`MAX_ENTRY_KEY_BYTES`].

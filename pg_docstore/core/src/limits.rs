@@ -7,6 +7,7 @@
 
 use thiserror::Error;
 
+use crate::error::ErrorKind;
 use crate::path::{is_reserved_name, ResourcePath, MAX_NAME_BYTES};
 use crate::value::{Map, Value};
 
@@ -36,6 +37,21 @@ pub enum LimitError {
     FieldNameTooLong { at: String, bytes: usize },
     #[error("field path {at} is longer than 1500 bytes")]
     FieldPathTooLong { at: String },
+}
+
+impl LimitError {
+    /// The kind of failure: a document too large or too deep is [`ErrorKind::TooLarge`]; a
+    /// bad field name or an over-long field path is [`ErrorKind::InvalidArgument`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LimitError::DocumentTooLarge { .. } | LimitError::TooDeep { .. } => ErrorKind::TooLarge,
+            LimitError::EmptyFieldName { .. }
+            | LimitError::ReservedFieldName { .. }
+            | LimitError::UnrepresentableFieldName { .. }
+            | LimitError::FieldNameTooLong { .. }
+            | LimitError::FieldPathTooLong { .. } => ErrorKind::InvalidArgument,
+        }
+    }
 }
 
 /// Storage size of a document name.

@@ -9,6 +9,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::error::ErrorKind;
+
 /// Longest document ID or field name, in UTF-8 bytes.
 pub const MAX_NAME_BYTES: usize = 1_500;
 /// Deepest path: at most this many collections on the way to a document.
@@ -41,6 +43,13 @@ pub enum PathError {
     NulCharacter,
     #[error("field path \"{path}\" is invalid: {reason}")]
     InvalidFieldPath { path: String, reason: &'static str },
+}
+
+impl PathError {
+    /// The kind of failure: every path error is [`ErrorKind::InvalidArgument`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidArgument
+    }
 }
 
 /// A validated document or collection path.

@@ -17,6 +17,7 @@ use base64::Engine as _;
 use serde_json::Value as Json;
 use thiserror::Error;
 
+use crate::error::ErrorKind;
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::{GeoPoint, Map, Timestamp, Value};
 
@@ -75,6 +76,13 @@ pub enum TypedJsonError {
     TooDeep { at: String },
     #[error("string at {at} contains U+0000, which cannot be stored")]
     NulCharacter { at: String },
+}
+
+impl TypedJsonError {
+    /// The kind of failure: every typed JSON error is [`ErrorKind::InvalidTypedJson`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidTypedJson
+    }
 }
 
 /// Parse typed JSON text.
