@@ -23,6 +23,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::spi::SpiError;
 use pgrx::PgSqlErrorCode;
 
+use docstore_core::commit::CommitError;
 use docstore_core::error::ErrorKind;
 use docstore_core::index::IndexError;
 use docstore_core::limits::LimitError;
@@ -64,6 +65,8 @@ pub enum DocstoreError {
         error: Box<DocstoreError>,
     },
     #[error(transparent)]
+    Commit(#[from] CommitError),
+    #[error(transparent)]
     Query(#[from] QueryError),
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -84,6 +87,7 @@ impl DocstoreError {
             DocstoreError::Mutation(e) => e.kind(),
             DocstoreError::Limit { error, .. } => error.kind(),
             DocstoreError::Index(e) => e.kind(),
+            DocstoreError::Commit(e) => e.kind(),
             DocstoreError::Query(e) => e.kind(),
             DocstoreError::Plan(e) => e.kind(),
             DocstoreError::InWrite { error, .. } => error.kind(),

@@ -12,6 +12,7 @@
 //! - [`encoding`]: the order-preserving byte encoding of values and document names, see
 //!   `docs/encoding.md`.
 
+pub mod commit;
 pub mod compare;
 pub mod encoding;
 pub mod error;
