@@ -24,9 +24,9 @@ use pgrx::spi::SpiError;
 use pgrx::PgSqlErrorCode;
 
 use docstore_core::commit::CommitError;
+use docstore_core::document::LimitError;
 use docstore_core::error::ErrorKind;
 use docstore_core::index::IndexError;
-use docstore_core::limits::LimitError;
 use docstore_core::mutation::MutationError;
 use docstore_core::plan::PlanError;
 use docstore_core::query::QueryError;

@@ -15,8 +15,7 @@ use crate::mutation::{Mutation, MutationError, WriteKind};
 use crate::path::{PathError, ResourcePath};
 use crate::value::Timestamp;
 
-/// Most writes in one commit (Firestore's limit).
-pub const MAX_WRITES: usize = 500;
+pub use crate::limits::MAX_WRITES;
 
 /// One write of a commit.
 #[derive(Debug, Clone)]

@@ -1,4 +1,5 @@
-//! Firestore's limits on documents, checked before anything is written.
+//! A document as a whole: its storage size, and its check against Firestore's limits
+//! ([`crate::limits`]) before anything is written.
 //!
 //! Sizes follow Firestore's published storage-size calculation: a string is its UTF-8 length
 //! plus one, numbers and timestamps 8, booleans and null 1, a geopoint 16, bytes their length,
@@ -8,15 +9,10 @@
 use thiserror::Error;
 
 use crate::error::ErrorKind;
-use crate::path::{is_reserved_name, ResourcePath, MAX_NAME_BYTES};
+use crate::limits::{MAX_DEPTH, MAX_DOCUMENT_BYTES, MAX_FIELD_PATH_BYTES, MAX_NAME_BYTES};
+use crate::path::{FieldPath, ResourcePath};
+use crate::reserved::{is_reserved_name, RESERVED_KEY};
 use crate::value::{Map, Value};
-
-/// Largest document, in storage-size bytes (1 MiB).
-pub const MAX_DOCUMENT_BYTES: usize = 1_048_576;
-/// Deepest nesting of maps and arrays: a top-level field is at depth 1.
-pub const MAX_DEPTH: usize = 20;
-/// Longest field path (all segments, dotted), in bytes.
-pub const MAX_FIELD_PATH_BYTES: usize = 1_500;
 
 /// A document that breaks one of Firestore's limits. Each variant names the field.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -97,7 +93,7 @@ pub fn check_document(path: &ResourcePath, fields: &Map) -> Result<(), LimitErro
 }
 
 fn shown(trail: &[&str]) -> String {
-    crate::path::FieldPath::new(trail.iter().map(|s| (*s).to_owned()).collect())
+    FieldPath::new(trail.iter().map(|s| (*s).to_owned()).collect())
         .map_or_else(|_| trail.join("."), |p| p.to_string())
 }
 
@@ -120,7 +116,7 @@ fn check_map<'a>(map: &'a Map, trail: &mut Vec<&'a str>, depth: usize) -> Result
                 name: key.clone(),
             });
         }
-        if key == crate::typed_json::RESERVED_KEY {
+        if key == RESERVED_KEY {
             return Err(LimitError::UnrepresentableFieldName {
                 at: shown(trail),
                 name: key.clone(),
@@ -169,12 +165,9 @@ mod tests {
     #[test]
     fn the_key_typed_json_cannot_hold_is_refused() {
         // Built in Rust (JSON text holding it never parses): {"m": {RESERVED_KEY: true}}.
-        let inner: Map = [(
-            crate::typed_json::RESERVED_KEY.to_owned(),
-            Value::Boolean(true),
-        )]
-        .into_iter()
-        .collect();
+        let inner: Map = [(RESERVED_KEY.to_owned(), Value::Boolean(true))]
+            .into_iter()
+            .collect();
         let fields: Map = [("m".to_owned(), Value::Map(inner))].into_iter().collect();
         let path = ResourcePath::parse_document("c/d").unwrap();
         assert!(matches!(

@@ -32,7 +32,8 @@ use thiserror::Error;
 
 use crate::compare::compare;
 use crate::error::ErrorKind;
-use crate::path::{is_reserved_name, FieldPath, PathError};
+use crate::path::{FieldPath, PathError};
+use crate::reserved::is_reserved_name;
 use crate::typed_json::{self, is_tag, TypedJsonError, TRANSFORM_TAGS};
 use crate::value::{Map, Timestamp, Value};
 

@@ -11,10 +11,8 @@ use thiserror::Error;
 
 use crate::error::ErrorKind;
 
-/// Longest document ID or field name, in UTF-8 bytes.
-pub const MAX_NAME_BYTES: usize = 1_500;
-/// Deepest path: at most this many collections on the way to a document.
-pub const MAX_COLLECTION_DEPTH: usize = 100;
+pub use crate::limits::{MAX_COLLECTION_DEPTH, MAX_NAME_BYTES};
+pub use crate::reserved::is_reserved_name;
 
 /// Why a path was refused. Each variant names the offending path and segment.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -68,13 +66,6 @@ fn abbreviate(text: &str) -> String {
         end -= 1;
     }
     format!("{}...", &text[..end])
-}
-
-/// Whether `name` is reserved: `.`, `..`, or `__.*__`.
-pub fn is_reserved_name(name: &str) -> bool {
-    name == "."
-        || name == ".."
-        || (name.len() >= 4 && name.starts_with("__") && name.ends_with("__"))
 }
 
 impl ResourcePath {
@@ -136,7 +127,7 @@ impl ResourcePath {
             }
             // Typed JSON text that mentions it never parses (docs/typed-json.md), and paths
             // travel in typed JSON: references, `commit`'s writes, the HTTP API.
-            if crate::typed_json::mentions_reserved(segment) {
+            if crate::reserved::mentions_reserved(segment) {
                 return Err(PathError::ReservedMention {
                     path: shown(),
                     segment: abbreviate(segment),

@@ -7,9 +7,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Display;
 
+use docstore_core::document::LimitError;
 use docstore_core::encoding::DecodeError;
 use docstore_core::index::{IndexError, Scope};
-use docstore_core::limits::LimitError;
 use docstore_core::mutation::MutationError;
 use docstore_core::plan::simulate::SimulateError;
 use docstore_core::plan::{KeyError, PlanError};
