@@ -2,6 +2,9 @@
 //! extension as an `ErrorReport` with a specific code, a message naming the path or field,
 //! and where useful a hint; never XX000 for user input.
 //!
+//! Each error reports its [`ErrorKind`] ([`DocstoreError::kind`]: core errors report their
+//! own); the SQLSTATE is the kind's, read from core's one table ([`ErrorKind::sqlstate`]).
+//!
 //! | error | SQLSTATE |
 //! |---|---|
 //! | bad typed JSON | 22P02 |
@@ -13,14 +16,18 @@
 //! | too large (document, nesting, index entry count or size) | 54000 |
 //! | query syntax | 42601 (message has line and column) |
 //! | missing index | 55000 (message has the `create_index` call) |
+//! | a query no index layout can serve | 0A000 |
+//! | internal (SPI, corrupt data) | XX000 |
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::spi::SpiError;
 use pgrx::PgSqlErrorCode;
 
+use docstore_core::commit::CommitError;
+use docstore_core::document::LimitError;
+use docstore_core::error::ErrorKind;
 use docstore_core::index::IndexError;
-use docstore_core::limits::LimitError;
-use docstore_core::mutation::{ErrorClass, MutationError};
+use docstore_core::mutation::MutationError;
 use docstore_core::plan::PlanError;
 use docstore_core::query::QueryError;
 use docstore_core::{PathError, TypedJsonError};
@@ -58,6 +65,8 @@ pub enum DocstoreError {
         error: Box<DocstoreError>,
     },
     #[error(transparent)]
+    Commit(#[from] CommitError),
+    #[error(transparent)]
     Query(#[from] QueryError),
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -68,50 +77,30 @@ pub enum DocstoreError {
 }
 
 impl DocstoreError {
-    fn sqlstate(&self) -> PgSqlErrorCode {
-        use PgSqlErrorCode::*;
+    /// The kind of failure: core errors report their own
+    /// ([`docstore_core::error::ErrorKind`]); the extension's own variants are mapped here,
+    /// the one place that does.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            DocstoreError::TypedJson(_) => ERRCODE_INVALID_TEXT_REPRESENTATION,
-            DocstoreError::Path(_) | DocstoreError::InvalidArgument(_) => {
-                ERRCODE_INVALID_PARAMETER_VALUE
-            }
-            DocstoreError::Mutation(e) => match e.sqlstate_class() {
-                ErrorClass::InvalidArgument => ERRCODE_INVALID_PARAMETER_VALUE,
-                ErrorClass::InvalidTypedJson => ERRCODE_INVALID_TEXT_REPRESENTATION,
-                ErrorClass::NotFound => ERRCODE_NO_DATA_FOUND,
-                ErrorClass::AlreadyExists => ERRCODE_UNIQUE_VIOLATION,
-            },
-            DocstoreError::Limit { error, .. } => match error {
-                LimitError::DocumentTooLarge { .. } | LimitError::TooDeep { .. } => {
-                    ERRCODE_PROGRAM_LIMIT_EXCEEDED
-                }
-                _ => ERRCODE_INVALID_PARAMETER_VALUE,
-            },
-            DocstoreError::Index(
-                IndexError::TooManyEntries { .. } | IndexError::EntryTooLarge { .. },
-            ) => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            DocstoreError::Index(IndexError::InvalidDefinition(_)) => {
-                ERRCODE_INVALID_PARAMETER_VALUE
-            }
+            DocstoreError::TypedJson(e) => e.kind(),
+            DocstoreError::Path(e) => e.kind(),
+            DocstoreError::Mutation(e) => e.kind(),
+            DocstoreError::Limit { error, .. } => error.kind(),
+            DocstoreError::Index(e) => e.kind(),
+            DocstoreError::Commit(e) => e.kind(),
+            DocstoreError::Query(e) => e.kind(),
+            DocstoreError::Plan(e) => e.kind(),
+            DocstoreError::InWrite { error, .. } => error.kind(),
+            DocstoreError::InvalidArgument(_) => ErrorKind::InvalidArgument,
             DocstoreError::NotFound { .. } | DocstoreError::IndexNotFound { .. } => {
-                ERRCODE_NO_DATA_FOUND
+                ErrorKind::NotFound
             }
             DocstoreError::AlreadyExists { .. } | DocstoreError::IndexExists { .. } => {
-                ERRCODE_UNIQUE_VIOLATION
+                ErrorKind::AlreadyExists
             }
-            DocstoreError::PreconditionFailed { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            DocstoreError::Contention { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
-            DocstoreError::InWrite { error, .. } => error.sqlstate(),
-            DocstoreError::Query(e) => match e.sqlstate() {
-                "42601" => ERRCODE_SYNTAX_ERROR,
-                "22P02" => ERRCODE_INVALID_TEXT_REPRESENTATION,
-                _ => ERRCODE_INVALID_PARAMETER_VALUE,
-            },
-            DocstoreError::Plan(PlanError::MissingIndex { .. }) => {
-                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
-            }
-            DocstoreError::Plan(PlanError::Unsupported(_)) => ERRCODE_FEATURE_NOT_SUPPORTED,
-            DocstoreError::Internal(_) | DocstoreError::Spi(_) => ERRCODE_INTERNAL_ERROR,
+            DocstoreError::PreconditionFailed { .. } => ErrorKind::FailedPrecondition,
+            DocstoreError::Contention { .. } => ErrorKind::Aborted,
+            DocstoreError::Internal(_) | DocstoreError::Spi(_) => ErrorKind::Internal,
         }
     }
 
@@ -137,10 +126,102 @@ impl DocstoreError {
 
 impl From<DocstoreError> for ErrorReport {
     fn from(e: DocstoreError) -> Self {
-        let report = ErrorReport::new(e.sqlstate(), e.to_string(), "pg_docstore");
+        let code = sql_error_code(e.kind().sqlstate());
+        let report = ErrorReport::new(code, e.to_string(), "pg_docstore");
         match e.hint() {
             Some(hint) => report.set_hint(hint),
             None => report,
+        }
+    }
+}
+
+/// The [`PgSqlErrorCode`] of a five-character SQLSTATE (Postgres' `MAKE_SQLSTATE`); anything
+/// that is not one is `ERRCODE_INTERNAL_ERROR`.
+pub fn sql_error_code(sqlstate: &str) -> PgSqlErrorCode {
+    let bytes = sqlstate.as_bytes();
+    if bytes.len() != 5 || !bytes.iter().all(u8::is_ascii_alphanumeric) {
+        return PgSqlErrorCode::ERRCODE_INTERNAL_ERROR;
+    }
+    let six_bit = |b: u8| (i32::from(b) - i32::from(b'0')) & 0x3F;
+    let packed = bytes
+        .iter()
+        .enumerate()
+        .fold(0i32, |acc, (i, b)| acc + (six_bit(*b) << (6 * i)));
+    PgSqlErrorCode::from(packed)
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use super::*;
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn every_kind_raises_its_sqlstate() {
+        use PgSqlErrorCode::*;
+        let expected = [
+            (ErrorKind::InvalidArgument, ERRCODE_INVALID_PARAMETER_VALUE),
+            (
+                ErrorKind::InvalidTypedJson,
+                ERRCODE_INVALID_TEXT_REPRESENTATION,
+            ),
+            (ErrorKind::Syntax, ERRCODE_SYNTAX_ERROR),
+            (ErrorKind::NotFound, ERRCODE_NO_DATA_FOUND),
+            (ErrorKind::AlreadyExists, ERRCODE_UNIQUE_VIOLATION),
+            (
+                ErrorKind::FailedPrecondition,
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            ),
+            (ErrorKind::Aborted, ERRCODE_T_R_SERIALIZATION_FAILURE),
+            (ErrorKind::PermissionDenied, ERRCODE_INSUFFICIENT_PRIVILEGE),
+            (
+                ErrorKind::Unauthenticated,
+                ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
+            ),
+            (ErrorKind::TooLarge, ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+            (ErrorKind::Unavailable, ERRCODE_CANNOT_CONNECT_NOW),
+            (ErrorKind::Unimplemented, ERRCODE_FEATURE_NOT_SUPPORTED),
+            (ErrorKind::Internal, ERRCODE_INTERNAL_ERROR),
+        ];
+        for (kind, code) in expected {
+            assert_eq!(sql_error_code(kind.sqlstate()), code, "{kind:?}");
+        }
+        assert_eq!(sql_error_code("2202"), ERRCODE_INTERNAL_ERROR);
+    }
+
+    #[pg_test]
+    fn extension_variants_keep_their_sqlstates() {
+        let cases = [
+            (DocstoreError::InvalidArgument("x".into()), "22023"),
+            (DocstoreError::NotFound { path: "c/d".into() }, "P0002"),
+            (DocstoreError::IndexNotFound { id: 1 }, "P0002"),
+            (DocstoreError::AlreadyExists { path: "c/d".into() }, "23505"),
+            (
+                DocstoreError::IndexExists {
+                    id: 1,
+                    collection_group: "c".into(),
+                },
+                "23505",
+            ),
+            (
+                DocstoreError::PreconditionFailed {
+                    path: "c/d".into(),
+                    reason: "x".into(),
+                },
+                "55000",
+            ),
+            (DocstoreError::Contention { path: "c/d".into() }, "40001"),
+            (DocstoreError::Internal("x".into()), "XX000"),
+            (
+                DocstoreError::InWrite {
+                    index: 0,
+                    error: Box::new(DocstoreError::Mutation(MutationError::AlreadyExists)),
+                },
+                "23505",
+            ),
+        ];
+        for (error, state) in cases {
+            assert_eq!(error.kind().sqlstate(), state, "{error}");
         }
     }
 }

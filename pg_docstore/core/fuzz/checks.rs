@@ -11,12 +11,13 @@
 
 use std::cmp::Ordering;
 
+use docstore_core::commit::{self, CommitError, Operation, MAX_WRITES};
 use docstore_core::encoding::{self, DecodeError};
 use docstore_core::index::{IndexDefinition, Scope};
 use docstore_core::mutation::{Mutation, MutationError, WriteKind};
 use docstore_core::query::{self, Query};
 use docstore_core::value::{Map, Timestamp};
-use docstore_core::{compare, typed_json, FieldPath, ResourcePath, Value};
+use docstore_core::{compare, typed_json, ErrorKind, FieldPath, ResourcePath, Value};
 
 /// What a check reports when a property does not hold.
 pub type Failure = String;
@@ -25,13 +26,14 @@ pub type Failure = String;
 pub type Check = fn(&[u8]) -> Result<(), Failure>;
 
 /// Every fuzz target, by the name of its binary and of its directory under `fuzz/corpus/`.
-pub const TARGETS: [(&str, Check); 6] = [
+pub const TARGETS: [(&str, Check); 7] = [
     ("typed_json", check_typed_json),
     ("decode", check_decode),
     ("paths", check_paths),
     ("mutation", check_mutation),
     ("index_fields", check_index_fields),
     ("query", check_query),
+    ("commit", check_commit),
 ];
 
 /// Target `typed_json`: [`typed_json::parse`] on UTF-8 text. A value it accepts must print
@@ -339,6 +341,118 @@ fn query_round_trips(text: &str, parsed: &Query) -> Result<(), Failure> {
         again => Err(format!(
             "query {text:?} parses to {parsed:?}, whose structured form {structured} parses to {again:?}"
         )),
+    }
+}
+
+/// Target `commit`: [`commit::parse`] of UTF-8 JSON (the `docstore.commit` argument and the
+/// HTTP `:commit` body). Accepted: one write per array item (at most [`MAX_WRITES`]), each
+/// with the verb its item names, a document path that prints and parses back to itself, and
+/// the same result from [`commit::parse_write`] alone. Refused: an argument error (never an
+/// internal one) naming a write that [`commit::parse_write`] refuses the same way, after
+/// writes it accepts.
+pub fn check_commit(data: &[u8]) -> Result<(), Failure> {
+    commit_is_consistent(data).map_err(elide)
+}
+
+fn commit_is_consistent(data: &[u8]) -> Result<(), Failure> {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return Ok(());
+    };
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Ok(());
+    };
+    let items = json.as_array().map_or(&[][..], Vec::as_slice);
+    match commit::parse(&json) {
+        Ok(writes) => {
+            if writes.len() != items.len() || writes.len() > MAX_WRITES {
+                return Err(format!(
+                    "{} writes from {} items: {text:?}",
+                    writes.len(),
+                    items.len()
+                ));
+            }
+            for (write, item) in writes.iter().zip(items) {
+                let verb = ["create", "set", "update", "delete"]
+                    .into_iter()
+                    .find(|v| item.get(v).is_some());
+                let kind = match &write.operation {
+                    Operation::Mutate(m) => Some(*m.kind()),
+                    Operation::Delete => None,
+                };
+                let agrees = matches!(
+                    (verb, kind),
+                    (Some("create"), Some(WriteKind::Create))
+                        | (Some("set"), Some(WriteKind::Set { .. }))
+                        | (Some("update"), Some(WriteKind::Update))
+                        | (Some("delete"), None)
+                );
+                if !agrees {
+                    return Err(format!("{item} parsed as {kind:?}"));
+                }
+                let printed = write.path.to_string();
+                match ResourcePath::parse_document(&printed) {
+                    Ok(again) if again == write.path => {}
+                    again => {
+                        return Err(format!(
+                            "the path of {item} prints as {printed:?}, which parses to {again:?}"
+                        ))
+                    }
+                }
+                match commit::parse_write(item) {
+                    Ok(alone)
+                        if alone.path == write.path && alone.precondition == write.precondition => {
+                    }
+                    alone => {
+                        return Err(format!(
+                            "{item} alone parses to {alone:?}, in the commit to {write:?}"
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        }
+        Err(error) => {
+            if !matches!(
+                error.kind(),
+                ErrorKind::InvalidArgument | ErrorKind::InvalidTypedJson
+            ) {
+                return Err(format!(
+                    "{text:?} is refused with kind {:?}: {error}",
+                    error.kind()
+                ));
+            }
+            match &error {
+                CommitError::NotAnArray if json.is_array() => {
+                    Err(format!("an array is refused as not an array: {text:?}"))
+                }
+                CommitError::TooManyWrites { count }
+                    if *count != items.len() || *count <= MAX_WRITES =>
+                {
+                    Err(format!("{error} for {} items", items.len()))
+                }
+                CommitError::InWrite {
+                    index,
+                    error: cause,
+                } => {
+                    let Some(item) = items.get(*index) else {
+                        return Err(format!("{error} names no item of {text:?}"));
+                    };
+                    if let Some(i) = items[..*index]
+                        .iter()
+                        .position(|item| commit::parse_write(item).is_err())
+                    {
+                        return Err(format!(
+                            "{error} reported, but write {i} before it is refused too"
+                        ));
+                    }
+                    match commit::parse_write(item) {
+                        Err(alone) if alone == *cause => Ok(()),
+                        alone => Err(format!("{error}, but the item alone gives {alone:?}")),
+                    }
+                }
+                _ => Ok(()),
+            }
+        }
     }
 }
 

@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
+use crate::error::ErrorKind;
 use crate::path::ResourcePath;
 use crate::value::{GeoPoint, Timestamp, Value};
 
-/// Longest indexed value encoding; longer encodings are truncated (Firestore's 1,500 bytes).
-pub const MAX_INDEXED_VALUE_BYTES: usize = 1_500;
+pub use crate::limits::{MAX_DECODE_DEPTH, MAX_INDEXED_VALUE_BYTES};
 
 /// Type and sub-type tags: the first byte of every value encoding.
 pub mod tag {
@@ -52,9 +52,6 @@ const TERMINATOR: u8 = 0x01;
 /// Bias that makes the binary exponent of a number a positive u16 (exponents are in
 /// [-1074, 1023]).
 const EXPONENT_BIAS: i32 = 1_075;
-/// Deepest nesting the decoder accepts (values are at most 20 deep; headroom for
-/// non-document values such as query literals).
-pub const MAX_DECODE_DEPTH: usize = 64;
 
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -69,6 +66,14 @@ pub enum DecodeError {
     Invalid(&'static str),
     #[error("{0} trailing bytes after the encoded value")]
     TrailingBytes(usize),
+}
+
+impl DecodeError {
+    /// The kind of failure: stored bytes that do not decode are corrupt, never the caller's
+    /// fault, so every decode error is [`ErrorKind::Internal`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Internal
+    }
 }
 
 /// Ascending or descending order.
@@ -409,7 +414,7 @@ impl Reader<'_> {
     /// be printed and read back. (Path segments are refused by [`ResourcePath::from_segments`].)
     fn value_string(&mut self) -> Result<String, DecodeError> {
         let s = self.string()?;
-        if crate::typed_json::mentions_reserved(&s) {
+        if crate::reserved::mentions_reserved(&s) {
             return Err(DecodeError::Invalid(
                 "string mentions a name reserved by typed JSON",
             ));
@@ -525,7 +530,7 @@ impl Reader<'_> {
             }
             tag::VECTOR => {
                 let len = u32::from_be_bytes(self.array()?) as usize;
-                if len > crate::typed_json::MAX_VECTOR_DIMENSIONS {
+                if len > crate::limits::MAX_VECTOR_DIMENSIONS {
                     return Err(DecodeError::Invalid("vector too long"));
                 }
                 let mut items = Vec::with_capacity(len);

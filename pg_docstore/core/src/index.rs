@@ -21,19 +21,11 @@ use std::collections::BTreeSet;
 use thiserror::Error;
 
 use crate::encoding::{self, encode_index_value, Direction};
+use crate::error::ErrorKind;
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::{Map, Value};
 
-/// Most index entries one document may have (Firestore's limit).
-pub const MAX_ENTRIES_PER_DOCUMENT: usize = 40_000;
-/// Most fields in one composite index.
-pub const MAX_INDEX_FIELDS: usize = 100;
-/// Longest index key, in bytes. A btree row holds at most 2,704 bytes (a third of a page), and
-/// index keys are stored uncompressed (`storage external`, docs/storage.md), so the limit is the
-/// same for every key: 2,600 leaves room for the row's header and a database id (at most 63
-/// bytes). Firestore allows 7.5 KiB per entry; only very long field paths or document names
-/// next to a long indexed value come near this.
-pub const MAX_ENTRY_KEY_BYTES: usize = 2_600;
+pub use crate::limits::{MAX_ENTRIES_PER_DOCUMENT, MAX_ENTRY_KEY_BYTES, MAX_INDEX_FIELDS};
 
 /// First byte of every index key.
 pub mod kind {
@@ -108,6 +100,19 @@ pub enum IndexError {
         source_of: String,
         bytes: usize,
     },
+}
+
+impl IndexError {
+    /// The kind of failure: a bad definition is [`ErrorKind::InvalidArgument`], a document
+    /// over the entry limits [`ErrorKind::TooLarge`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            IndexError::InvalidDefinition(_) => ErrorKind::InvalidArgument,
+            IndexError::TooManyEntries { .. } | IndexError::EntryTooLarge { .. } => {
+                ErrorKind::TooLarge
+            }
+        }
+    }
 }
 
 /// Add `key` to `out` unless it is longer than [`MAX_ENTRY_KEY_BYTES`].

@@ -3,16 +3,30 @@
 //! Everything that decides what a value *is* lives here, with no pgrx and no I/O, so the
 //! PostgreSQL extension, the live-query sidecar and the rules compiler can never disagree:
 //!
-//! - [`value`]: the Firestore value model ([`Value`]) and its timestamp and geopoint types.
-//! - [`compare`]: the one total order over values ([`compare()`]).
-//! - [`typed_json`]: the one text form of a value (parse and print), see `docs/typed-json.md`.
-//! - [`path`]: document, collection and field paths.
-//! - [`error`]: the canonical error codes and the one kind -> code -> SQLSTATE table.
-//! - [`limits`]: Firestore's limits (document size, nesting, name lengths).
-//! - [`encoding`]: the order-preserving byte encoding of values and document names, see
-//!   `docs/encoding.md`.
+//! Modules, bottom-up. Each imports only modules on lower lines (the module graph is a DAG;
+//! `tests/module_graph.rs` checks it):
+//!
+//! 1. Leaves, importing nothing from core: [`error`] (the canonical codes and the one kind ->
+//!    code -> SQLSTATE table), [`limits`] (every limit, as constants), [`reserved`] (the
+//!    reserved names).
+//! 2. [`path`]: document, collection and field paths.
+//! 3. [`value`]: the Firestore value model ([`Value`]) and its timestamp and geopoint types.
+//! 4. [`compare`]: the one total order over values ([`compare()`]).
+//! 5. [`typed_json`]: the one text form of a value (parse and print), see `docs/typed-json.md`;
+//!    [`encoding`]: the order-preserving byte encoding of values and document names, see
+//!    `docs/encoding.md`; [`document`]: a document's storage size and its limit checks.
+//! 6. [`mutation`]: writes (create, set, merge, update, transforms); [`index`]: index
+//!    definitions and a document's index entries; [`query`]: the query model, its two front
+//!    ends, the matcher and result shaping.
+//! 7. [`commit`]: the commit format (a batch of mutations with preconditions); [`plan`]: the
+//!    query planner over the index layout.
+//!
+//! Every error type reports an [`ErrorKind`] (`kind()`); the boundaries map kinds, never
+//! variants.
 
+pub mod commit;
 pub mod compare;
+pub mod document;
 pub mod encoding;
 pub mod error;
 pub mod index;
@@ -21,6 +35,7 @@ pub mod mutation;
 pub mod path;
 pub mod plan;
 pub mod query;
+pub mod reserved;
 pub mod typed_json;
 pub mod value;
 

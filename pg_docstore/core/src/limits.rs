@@ -1,209 +1,57 @@
-//! Firestore's limits on documents, checked before anything is written.
-//!
-//! Sizes follow Firestore's published storage-size calculation: a string is its UTF-8 length
-//! plus one, numbers and timestamps 8, booleans and null 1, a geopoint 16, bytes their length,
-//! a reference its document-name size, a map the sum of its keys (as strings) and values, an
-//! array the sum of its values; a document is its name size plus its fields plus 32.
+//! Every limit pg_docstore enforces, as constants, in one place. This module imports nothing
+//! from the rest of core, so every other module may read it (it is the bottom of the module
+//! graph, see the crate docs). The checks live with what they check: document limits in
+//! [`crate::document`], names and paths in [`crate::path`], index entries in
+//! [`crate::index`], queries in [`crate::query`], commits in [`crate::commit`].
 
-use thiserror::Error;
+// Names and paths.
 
-use crate::path::{is_reserved_name, ResourcePath, MAX_NAME_BYTES};
-use crate::value::{Map, Value};
-
-/// Largest document, in storage-size bytes (1 MiB).
-pub const MAX_DOCUMENT_BYTES: usize = 1_048_576;
-/// Deepest nesting of maps and arrays: a top-level field is at depth 1.
-pub const MAX_DEPTH: usize = 20;
+/// Longest document ID, collection ID or field name, in UTF-8 bytes (Firestore's 1,500).
+pub const MAX_NAME_BYTES: usize = 1_500;
+/// Deepest path: at most this many collections on the way to a document.
+pub const MAX_COLLECTION_DEPTH: usize = 100;
 /// Longest field path (all segments, dotted), in bytes.
 pub const MAX_FIELD_PATH_BYTES: usize = 1_500;
 
-/// A document that breaks one of Firestore's limits. Each variant names the field.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum LimitError {
-    #[error("document is {bytes} bytes; the limit is 1048576 bytes (1 MiB)")]
-    DocumentTooLarge { bytes: usize },
-    #[error("field {at} is nested {depth} levels deep; the limit is 20")]
-    TooDeep { at: String, depth: usize },
-    #[error("field name at {at} is empty")]
-    EmptyFieldName { at: String },
-    #[error("field name \"{name}\" at {at} is reserved (names matching __.*__ are not allowed)")]
-    ReservedFieldName { at: String, name: String },
-    #[error(
-        "field name \"{name}\" at {at} is reserved (typed JSON's parser uses it for exact numbers)"
-    )]
-    UnrepresentableFieldName { at: String, name: String },
-    #[error("field name at {at} is {bytes} bytes; the limit is 1500 bytes")]
-    FieldNameTooLong { at: String, bytes: usize },
-    #[error("field path {at} is longer than 1500 bytes")]
-    FieldPathTooLong { at: String },
-}
+// Documents.
 
-/// Storage size of a document name.
-pub fn name_size(path: &ResourcePath) -> usize {
-    path.segments().iter().map(|s| s.len() + 1).sum::<usize>() + 16
-}
+/// Largest document, in storage-size bytes (1 MiB).
+pub const MAX_DOCUMENT_BYTES: usize = 1_048_576;
+/// Deepest nesting of maps and arrays in a document: a top-level field is at depth 1.
+pub const MAX_DEPTH: usize = 20;
+/// Longest vector Firestore accepts.
+pub const MAX_VECTOR_DIMENSIONS: usize = 2_048;
+/// Deepest nesting the value decoder (and typed JSON) accepts: documents are at most
+/// [`MAX_DEPTH`] deep; headroom for non-document values such as query literals.
+pub const MAX_DECODE_DEPTH: usize = 64;
 
-/// Storage size of a value.
-pub fn value_size(value: &Value) -> usize {
-    match value {
-        Value::Null | Value::Boolean(_) => 1,
-        Value::Integer(_) | Value::Double(_) | Value::Timestamp(_) => 8,
-        Value::String(s) => s.len() + 1,
-        Value::Bytes(b) => b.len(),
-        Value::Reference(p) => name_size(p),
-        Value::GeoPoint(_) => 16,
-        Value::Array(items) => items.iter().map(value_size).sum(),
-        Value::Vector(items) => items.len() * 8,
-        Value::Map(map) => map_size(map),
-    }
-}
+// Indexes.
 
-fn map_size(map: &Map) -> usize {
-    map.iter().map(|(k, v)| k.len() + 1 + value_size(v)).sum()
-}
+/// Longest indexed value encoding; longer encodings are truncated (Firestore's 1,500 bytes).
+pub const MAX_INDEXED_VALUE_BYTES: usize = 1_500;
+/// Most index entries one document may have (Firestore's limit).
+pub const MAX_ENTRIES_PER_DOCUMENT: usize = 40_000;
+/// Most fields in one composite index.
+pub const MAX_INDEX_FIELDS: usize = 100;
+/// Longest index key, in bytes. A btree row holds at most 2,704 bytes (a third of a page), and
+/// index keys are stored uncompressed (`storage external`, docs/storage.md), so the limit is the
+/// same for every key: 2,600 leaves room for the row's header and a database id (at most 63
+/// bytes). Firestore allows 7.5 KiB per entry; only very long field paths or document names
+/// next to a long indexed value come near this.
+pub const MAX_ENTRY_KEY_BYTES: usize = 2_600;
 
-/// Storage size of a whole document.
-pub fn document_size(path: &ResourcePath, fields: &Map) -> usize {
-    name_size(path) + map_size(fields) + 32
-}
+// Queries.
 
-/// Check a document against every limit.
-///
-/// # Errors
-/// The first limit broken, naming the field.
-pub fn check_document(path: &ResourcePath, fields: &Map) -> Result<(), LimitError> {
-    check_map(fields, &mut Vec::new(), 0)?;
-    let bytes = document_size(path, fields);
-    if bytes > MAX_DOCUMENT_BYTES {
-        return Err(LimitError::DocumentTooLarge { bytes });
-    }
-    Ok(())
-}
+/// Largest number of values in an `in` or `array_contains_any` list (and of DNF disjunctions).
+pub const MAX_DISJUNCTIONS: usize = 30;
+/// Largest number of values in a `not in` list.
+pub const MAX_NOT_IN_VALUES: usize = 10;
+/// Largest number of aggregations in one query.
+pub const MAX_AGGREGATIONS: usize = 5;
+/// Largest `limit` and `offset` (Firestore's are 32-bit signed integers).
+pub const MAX_LIMIT: u32 = i32::MAX as u32;
 
-fn shown(trail: &[&str]) -> String {
-    crate::path::FieldPath::new(trail.iter().map(|s| (*s).to_owned()).collect())
-        .map_or_else(|_| trail.join("."), |p| p.to_string())
-}
+// Writes.
 
-fn check_map<'a>(map: &'a Map, trail: &mut Vec<&'a str>, depth: usize) -> Result<(), LimitError> {
-    for (key, value) in map {
-        trail.push(key);
-        if key.is_empty() {
-            return Err(LimitError::EmptyFieldName { at: shown(trail) });
-        }
-        if key.len() > MAX_NAME_BYTES {
-            trail.pop();
-            return Err(LimitError::FieldNameTooLong {
-                at: shown(trail).chars().take(64).collect(),
-                bytes: key.len(),
-            });
-        }
-        if is_reserved_name(key) && key.starts_with("__") {
-            return Err(LimitError::ReservedFieldName {
-                at: shown(trail),
-                name: key.clone(),
-            });
-        }
-        if key == crate::typed_json::RESERVED_KEY {
-            return Err(LimitError::UnrepresentableFieldName {
-                at: shown(trail),
-                name: key.clone(),
-            });
-        }
-        if trail.iter().map(|s| s.len() + 1).sum::<usize>() > MAX_FIELD_PATH_BYTES + 1 {
-            return Err(LimitError::FieldPathTooLong {
-                at: shown(trail).chars().take(64).collect(),
-            });
-        }
-        check_value(value, trail, depth + 1)?;
-        trail.pop();
-    }
-    Ok(())
-}
-
-fn check_value<'a>(
-    value: &'a Value,
-    trail: &mut Vec<&'a str>,
-    depth: usize,
-) -> Result<(), LimitError> {
-    if depth > MAX_DEPTH {
-        return Err(LimitError::TooDeep {
-            at: shown(trail),
-            depth,
-        });
-    }
-    match value {
-        Value::Map(map) => check_map(map, trail, depth),
-        Value::Array(items) => items
-            .iter()
-            .try_for_each(|item| check_value(item, trail, depth + 1)),
-        _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::typed_json::map_from_json;
-
-    fn doc(json: &str) -> Map {
-        map_from_json(&serde_json::from_str(json).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn the_key_typed_json_cannot_hold_is_refused() {
-        // Built in Rust (JSON text holding it never parses): {"m": {RESERVED_KEY: true}}.
-        let inner: Map = [(
-            crate::typed_json::RESERVED_KEY.to_owned(),
-            Value::Boolean(true),
-        )]
-        .into_iter()
-        .collect();
-        let fields: Map = [("m".to_owned(), Value::Map(inner))].into_iter().collect();
-        let path = ResourcePath::parse_document("c/d").unwrap();
-        assert!(matches!(
-            check_document(&path, &fields),
-            Err(LimitError::UnrepresentableFieldName { .. })
-        ));
-    }
-
-    #[test]
-    fn sizes_follow_firestore() {
-        // Firestore's documented example: a task document of 147 bytes.
-        let path = ResourcePath::parse("users/jeff/tasks/my_task_id").unwrap();
-        assert_eq!(name_size(&path), 6 + 5 + 6 + 11 + 16);
-        let fields = doc(
-            r#"{"type":"Personal","done":false,"priority":1,"description":"Learn Cloud Firestore"}"#,
-        );
-        assert_eq!(document_size(&path, &fields), 147);
-    }
-
-    #[test]
-    fn limits() {
-        let path = ResourcePath::parse("a/b").unwrap();
-        assert!(check_document(&path, &doc(r#"{"a":1}"#)).is_ok());
-        assert!(matches!(
-            check_document(&path, &doc(r#"{"__x__":1}"#)),
-            Err(LimitError::ReservedFieldName { .. })
-        ));
-        assert!(matches!(
-            check_document(&path, &doc(r#"{"":1}"#)),
-            Err(LimitError::EmptyFieldName { .. })
-        ));
-        let mut deep = "1".to_owned();
-        for _ in 0..20 {
-            deep = format!("{{\"a\":{deep}}}");
-        }
-        assert!(check_document(&path, &doc(&deep)).is_ok());
-        let deeper = format!("{{\"a\":{deep}}}");
-        assert!(matches!(
-            check_document(&path, &doc(&deeper)),
-            Err(LimitError::TooDeep { depth: 21, .. })
-        ));
-        let big = format!("{{\"s\":\"{}\"}}", "x".repeat(MAX_DOCUMENT_BYTES));
-        assert!(matches!(
-            check_document(&path, &doc(&big)),
-            Err(LimitError::DocumentTooLarge { .. })
-        ));
-    }
-}
+/// Most writes in one commit (Firestore's limit).
+pub const MAX_WRITES: usize = 500;

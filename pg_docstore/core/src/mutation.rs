@@ -31,7 +31,9 @@ use serde_json::{Map as JsonMap, Value as Json};
 use thiserror::Error;
 
 use crate::compare::compare;
-use crate::path::{is_reserved_name, FieldPath, PathError};
+use crate::error::ErrorKind;
+use crate::path::{FieldPath, PathError};
+use crate::reserved::is_reserved_name;
 use crate::typed_json::{self, is_tag, TypedJsonError, TRANSFORM_TAGS};
 use crate::value::{Map, Timestamp, Value};
 
@@ -73,31 +75,6 @@ pub enum FieldOp {
     Delete,
     /// Apply a transform to the field.
     Transform(Transform),
-}
-
-/// The class of a [`MutationError`], which decides its SQLSTATE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// 22023 `invalid_parameter_value`.
-    InvalidArgument,
-    /// 22P02 `invalid_text_representation`: malformed typed JSON.
-    InvalidTypedJson,
-    /// P0002 `no_data_found`.
-    NotFound,
-    /// 23505 `unique_violation`.
-    AlreadyExists,
-}
-
-impl ErrorClass {
-    /// The SQLSTATE the extension raises for this class.
-    pub fn sqlstate(self) -> &'static str {
-        match self {
-            ErrorClass::InvalidArgument => "22023",
-            ErrorClass::InvalidTypedJson => "22P02",
-            ErrorClass::NotFound => "P0002",
-            ErrorClass::AlreadyExists => "23505",
-        }
-    }
 }
 
 /// Why a write was refused. Field paths are in their text form (backtick-quoted where needed);
@@ -145,12 +122,12 @@ pub enum MutationError {
 }
 
 impl MutationError {
-    /// Which SQLSTATE this error maps to (see [`ErrorClass::sqlstate`]).
-    pub fn sqlstate_class(&self) -> ErrorClass {
+    /// The kind of failure (its canonical code and SQLSTATE).
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            MutationError::TypedJson(_) => ErrorClass::InvalidTypedJson,
-            MutationError::NotFound => ErrorClass::NotFound,
-            MutationError::AlreadyExists => ErrorClass::AlreadyExists,
+            MutationError::TypedJson(_) => ErrorKind::InvalidTypedJson,
+            MutationError::NotFound => ErrorKind::NotFound,
+            MutationError::AlreadyExists => ErrorKind::AlreadyExists,
             MutationError::NotAnObject { .. }
             | MutationError::InvalidFieldPath(_)
             | MutationError::ReservedField { .. }
@@ -158,7 +135,7 @@ impl MutationError {
             | MutationError::TransformInArray { .. }
             | MutationError::DeleteNotAllowed { .. }
             | MutationError::DuplicateFieldPath { .. }
-            | MutationError::ConflictingFieldPaths { .. } => ErrorClass::InvalidArgument,
+            | MutationError::ConflictingFieldPaths { .. } => ErrorKind::InvalidArgument,
         }
     }
 }

@@ -9,10 +9,10 @@ use std::fmt;
 
 use thiserror::Error;
 
-/// Longest document ID or field name, in UTF-8 bytes.
-pub const MAX_NAME_BYTES: usize = 1_500;
-/// Deepest path: at most this many collections on the way to a document.
-pub const MAX_COLLECTION_DEPTH: usize = 100;
+use crate::error::ErrorKind;
+
+pub use crate::limits::{MAX_COLLECTION_DEPTH, MAX_NAME_BYTES};
+pub use crate::reserved::is_reserved_name;
 
 /// Why a path was refused. Each variant names the offending path and segment.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -43,6 +43,13 @@ pub enum PathError {
     InvalidFieldPath { path: String, reason: &'static str },
 }
 
+impl PathError {
+    /// The kind of failure: every path error is [`ErrorKind::InvalidArgument`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidArgument
+    }
+}
+
 /// A validated document or collection path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ResourcePath {
@@ -59,13 +66,6 @@ fn abbreviate(text: &str) -> String {
         end -= 1;
     }
     format!("{}...", &text[..end])
-}
-
-/// Whether `name` is reserved: `.`, `..`, or `__.*__`.
-pub fn is_reserved_name(name: &str) -> bool {
-    name == "."
-        || name == ".."
-        || (name.len() >= 4 && name.starts_with("__") && name.ends_with("__"))
 }
 
 impl ResourcePath {
@@ -127,7 +127,7 @@ impl ResourcePath {
             }
             // Typed JSON text that mentions it never parses (docs/typed-json.md), and paths
             // travel in typed JSON: references, `commit`'s writes, the HTTP API.
-            if crate::typed_json::mentions_reserved(segment) {
+            if crate::reserved::mentions_reserved(segment) {
                 return Err(PathError::ReservedMention {
                     path: shown(),
                     segment: abbreviate(segment),

@@ -17,11 +17,11 @@ use base64::Engine as _;
 use serde_json::Value as Json;
 use thiserror::Error;
 
+use crate::error::ErrorKind;
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::{GeoPoint, Map, Timestamp, Value};
 
-/// Longest vector Firestore accepts.
-pub const MAX_VECTOR_DIMENSIONS: usize = 2_048;
+pub use crate::limits::MAX_VECTOR_DIMENSIONS;
 
 /// Tags of value types.
 pub const VALUE_TAGS: [&str; 7] = [
@@ -77,6 +77,13 @@ pub enum TypedJsonError {
     NulCharacter { at: String },
 }
 
+impl TypedJsonError {
+    /// The kind of failure: every typed JSON error is [`ErrorKind::InvalidTypedJson`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidTypedJson
+    }
+}
+
 /// Parse typed JSON text.
 ///
 /// # Errors
@@ -85,23 +92,7 @@ pub fn parse(text: &str) -> Result<Value, TypedJsonError> {
     from_json(&json_from_str(text)?)
 }
 
-/// The one map key typed JSON cannot hold. serde_json (with `arbitrary_precision`, which keeps
-/// numbers exact) passes every number to its visitors as a map with this single key: a real
-/// object whose first key is this one fails to parse, or, with a numeric string value, silently
-/// reads as that number. So [`json_from_str`] refuses any text that mentions it, writes refuse
-/// it as a field name (`limits::check_document`), paths refuse an ID that mentions it (paths
-/// travel in typed JSON), and the index decoder any string that mentions it (no document can
-/// hold one); all through [`mentions_reserved`].
-pub const RESERVED_KEY: &str = "$serde_json::private::Number";
-
-/// [`RESERVED_KEY`] without its `$`: what [`json_from_str`] looks for, so that escaped forms
-/// of the `$` are caught too.
-const RESERVED_MARK: &str = "serde_json::private::Number";
-
-/// Whether `text` mentions [`RESERVED_KEY`] (with or without its `$`, escaped or not).
-pub fn mentions_reserved(text: &str) -> bool {
-    text.contains(RESERVED_MARK)
-}
+pub use crate::reserved::{mentions_reserved, RESERVED_KEY};
 
 /// Parse JSON text, refusing text that mentions [`RESERVED_KEY`].
 ///
@@ -200,7 +191,7 @@ fn check_string(s: &str, trail: &[Step]) -> Result<(), TypedJsonError> {
 fn convert(json: &Json, trail: &mut Vec<Step>) -> Result<Value, TypedJsonError> {
     // Values deeper than the decoder accepts could be stored but never read back from an index
     // key; documents are limited to 20 levels anyway (limits.rs).
-    if trail.len() > crate::encoding::MAX_DECODE_DEPTH {
+    if trail.len() > crate::limits::MAX_DECODE_DEPTH {
         return Err(TypedJsonError::TooDeep { at: at(trail) });
     }
     Ok(match json {
@@ -631,7 +622,6 @@ mod tests {
 
     #[test]
     fn the_serde_number_key_is_refused_not_misread() {
-        assert_eq!(RESERVED_KEY, format!("${RESERVED_MARK}"));
         // serde_json would read the first as the number 5 and fail on the second.
         for text in [
             r#"{"a": {"$serde_json::private::Number": "5"}}"#,

@@ -3,9 +3,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use docstore_core::mutation::{ErrorClass, FieldOp, Mutation, MutationError, WriteKind};
+use docstore_core::mutation::{FieldOp, Mutation, MutationError, WriteKind};
 use docstore_core::typed_json::map_from_json;
 use docstore_core::value::Map;
+use docstore_core::ErrorKind;
 use docstore_core::{FieldPath, Timestamp, TypedJsonError, Value};
 use serde_json::Value as Json;
 
@@ -62,7 +63,7 @@ fn create_of_existing_document_fails() {
     let m = parse(WriteKind::Create, r#"{"a":1}"#).unwrap();
     let e = m.apply(Some(&doc(r#"{"a":0}"#)), now()).unwrap_err();
     assert_eq!(e, MutationError::AlreadyExists);
-    assert_eq!(e.sqlstate_class().sqlstate(), "23505");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists);
 }
 
 #[test]
@@ -100,7 +101,7 @@ fn delete_is_refused_in_create_and_set() {
             matches!(&e, MutationError::DeleteNotAllowed { path, .. } if path == "a.b"),
             "{e}"
         );
-        assert_eq!(e.sqlstate_class(), ErrorClass::InvalidArgument);
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     }
 }
 
@@ -242,7 +243,7 @@ fn update_of_missing_document_is_not_found() {
     let m = parse(WriteKind::Update, r#"{"a":1}"#).unwrap();
     let e = m.apply(None, now()).unwrap_err();
     assert_eq!(e, MutationError::NotFound);
-    assert_eq!(e.sqlstate_class().sqlstate(), "P0002");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
 }
 
 #[test]
@@ -268,8 +269,8 @@ fn update_paths_may_not_overlap() {
             WriteKind::Update,
             r#"{"a.b":{"$delete":true},"a":{"$increment":1}}"#
         )
-        .sqlstate_class(),
-        ErrorClass::InvalidArgument
+        .kind(),
+        ErrorKind::InvalidArgument
     );
 }
 
@@ -277,7 +278,7 @@ fn update_paths_may_not_overlap() {
 fn update_paths_may_not_repeat() {
     let e = err(WriteKind::Update, r#"{"a.b":1,"`a`.b":2}"#);
     assert_eq!(e, MutationError::DuplicateFieldPath { path: "a.b".into() });
-    assert_eq!(e.sqlstate_class(), ErrorClass::InvalidArgument);
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
 
 #[test]
@@ -330,7 +331,7 @@ fn update_keys_must_be_field_paths() {
             matches!(e, MutationError::InvalidFieldPath(_)),
             "{bad}: {e}"
         );
-        assert_eq!(e.sqlstate_class(), ErrorClass::InvalidArgument);
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     }
     let e = err(WriteKind::Update, "[1]");
     assert!(matches!(e, MutationError::NotAnObject { .. }), "{e}");
@@ -456,11 +457,11 @@ fn numeric_transforms_need_a_number() {
                 matches!(&e, MutationError::InvalidTransform { path, tag: t, .. } if path == "f" && *t == tag),
                 "{tag} {arg}: {e}"
             );
-            assert_eq!(e.sqlstate_class(), ErrorClass::InvalidArgument);
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
         }
     }
     let e = err(MERGE, r#"{"f":{"$increment":1e400}}"#);
-    assert_eq!(e.sqlstate_class(), ErrorClass::InvalidTypedJson, "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidTypedJson, "{e}");
     assert!(parse(MERGE, r#"{"f":{"$max":{"$double":"NaN"}}}"#).is_ok());
 }
 
@@ -650,7 +651,7 @@ fn transforms_inside_arrays_are_refused() {
             matches!(&e, MutationError::TransformInArray { path, .. } if path == at),
             "{text}: {e}"
         );
-        assert_eq!(e.sqlstate_class(), ErrorClass::InvalidArgument);
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     }
 }
 
@@ -691,8 +692,8 @@ fn bad_typed_json_is_located_by_full_path() {
         matches!(&e, MutationError::TypedJson(TypedJsonError::BadTag { at, .. }) if at == "a.b"),
         "{e}"
     );
-    assert_eq!(e.sqlstate_class(), ErrorClass::InvalidTypedJson);
-    assert_eq!(e.sqlstate_class().sqlstate(), "22P02");
+    assert_eq!(e.kind(), ErrorKind::InvalidTypedJson);
+    assert_eq!(e.kind().sqlstate(), "22P02");
     let e = err(WriteKind::Update, r#"{"x.y":[1,{"z":1e999}]}"#);
     assert!(
         matches!(&e, MutationError::TypedJson(TypedJsonError::NumberOutOfRange { at, .. }) if at == "x.y[1].z"),
@@ -721,7 +722,7 @@ fn document_data_must_be_an_object() {
                 matches!(e, MutationError::NotAnObject { .. }),
                 "{text}: {e}"
             );
-            assert_eq!(e.sqlstate_class().sqlstate(), "22023");
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
         }
     }
     assert_eq!(

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use pgrx::spi::SpiClient;
 
 use docstore_core::plan::{self, Branch, Catalog, Plan};
-use docstore_core::query::{aggregate, matches, project, AggregateFunction, Query, Selection};
+use docstore_core::query::{aggregate, matches, result, Query, Selection};
 use docstore_core::value::Map;
 use docstore_core::{ResourcePath, Value};
 
@@ -135,17 +135,11 @@ pub fn run(
         stats.index_queries = 1;
         return Ok((rows, stats));
     }
-    let aggregations = match &query.selection {
-        Selection::Aggregations(a) => Some(a.clone()),
-        _ => None,
-    };
-    let count_only = aggregations.as_ref().is_some_and(|a| {
-        a.iter()
-            .all(|x| matches!(x.function, AggregateFunction::Count { .. }))
-    });
+    let aggregations = query.aggregations().is_some();
+    let count_only = result::is_count_only(query);
     // Aggregations see every matching document; `aggregate` applies offset and limit itself.
     // A count-only query without a re-check never fetches documents.
-    let window = if aggregations.is_some() {
+    let window = if aggregations {
         None
     } else {
         query
@@ -247,7 +241,7 @@ pub fn run(
                     continue;
                 }
                 accepted += 1;
-                if aggregations.is_none() && skip > 0 {
+                if !aggregations && skip > 0 {
                     skip -= 1;
                     continue;
                 }
@@ -268,24 +262,10 @@ pub fn run(
         stats.index_queries += s.queries;
         stats.index_rows_read += s.rows;
     }
-    if let Some(aggs) = aggregations {
+    if aggregations {
         let result = if count_only {
-            // The window of `aggregate`, without the documents: offset, then limit, then up_to.
-            let mut n = counted.saturating_sub(u64::from(query.offset));
-            if let Some(limit) = query.limit {
-                n = n.min(u64::from(limit.count()));
-            }
-            let mut out = Map::new();
-            for a in &aggs {
-                if let AggregateFunction::Count { up_to } = a.function {
-                    let v = up_to.map_or(n, |u| n.min(u));
-                    out.insert(
-                        a.alias.clone(),
-                        Value::Integer(i64::try_from(v).unwrap_or(i64::MAX)),
-                    );
-                }
-            }
-            out
+            // The window of `aggregate`, without the documents.
+            result::count_aggregates(query, counted)
         } else {
             let all: Vec<(ResourcePath, Map)> = docs
                 .into_iter()
@@ -295,7 +275,7 @@ pub fn run(
         };
         stats.results = 1;
         let row = ResultRow {
-            path: String::new(),
+            path: result::AGGREGATION_PATH.to_owned(),
             data: JsonbOut::Text(TypedJsonb::from_value(&Value::Map(result))),
             update_time: 0,
         };
@@ -304,16 +284,12 @@ pub fn run(
     if plan.reverse_output {
         docs.reverse();
     }
-    let fields = match &query.selection {
-        Selection::Fields(f) => Some(f.clone()),
-        _ => None,
-    };
     let rows: Vec<ResultRow> = docs
         .into_iter()
         .map(|(path, doc, mut row)| {
-            if let (Some(f), Some(doc)) = (&fields, &doc) {
-                row.data =
-                    JsonbOut::Text(TypedJsonb::from_value(&Value::Map(project(&path, doc, f))));
+            // Whole documents keep their stored form; a select list is projected.
+            if let Some(projected) = doc.and_then(|doc| result::projected(query, &path, &doc)) {
+                row.data = JsonbOut::Text(TypedJsonb::from_value(&Value::Map(projected)));
             }
             row
         })

@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use pgrx::spi::SpiClient;
 
+use docstore_core::document::check_document;
 use docstore_core::encoding::encode_name;
 use docstore_core::index::{document_entries, IndexConfig};
-use docstore_core::limits::check_document;
 use docstore_core::mutation::{Mutation, MutationError, WriteKind};
 use docstore_core::value::Map;
 use docstore_core::{typed_json, ResourcePath};

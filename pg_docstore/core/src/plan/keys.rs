@@ -16,6 +16,7 @@
 use thiserror::Error;
 
 use crate::encoding::{self, tag, DecodeError, MAX_INDEXED_VALUE_BYTES};
+use crate::error::ErrorKind;
 use crate::value::Value;
 
 use super::ranges::{intersect_range, successor_or_top};
@@ -31,6 +32,14 @@ pub enum KeyError {
     Decode(#[from] DecodeError),
     #[error("the key's suffix has no value for order component {0}")]
     Missing(usize),
+}
+
+impl KeyError {
+    /// The kind of failure: a key without the scan's layout is corrupt or a bug, so every
+    /// key error is [`ErrorKind::Internal`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Internal
+    }
 }
 
 /// The outcome of [`key_matches`].

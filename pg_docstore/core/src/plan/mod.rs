@@ -53,6 +53,7 @@ use std::cmp::Ordering;
 use thiserror::Error;
 
 use crate::encoding::{self, MAX_INDEXED_VALUE_BYTES};
+use crate::error::ErrorKind;
 use crate::index::{IndexDefinition, IndexField, Scope};
 use crate::path::{FieldPath, ResourcePath};
 use crate::query::{Filter, Limit, Order, Query};
@@ -337,6 +338,18 @@ pub enum PlanError {
     /// A query no index layout can serve (the reason says which part).
     #[error("the query cannot be served by an index: {0}")]
     Unsupported(String),
+}
+
+impl PlanError {
+    /// The kind of failure: a missing index is [`ErrorKind::FailedPrecondition`] (the
+    /// message holds the `create_index` call), a query no index can serve
+    /// [`ErrorKind::Unimplemented`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            PlanError::MissingIndex { .. } => ErrorKind::FailedPrecondition,
+            PlanError::Unsupported(_) => ErrorKind::Unimplemented,
+        }
+    }
 }
 
 /// Plan a validated query (see the module docs).

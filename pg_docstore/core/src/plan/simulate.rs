@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
 use crate::encoding;
+use crate::error::ErrorKind;
 use crate::index::{document_entries, IndexConfig, IndexDefinition, IndexError};
 use crate::path::{FieldPath, ResourcePath};
 use crate::query::{matches, project, Query, Selection};
@@ -89,6 +90,14 @@ pub enum SimulateError {
     MissingDocument,
     #[error("a seek landed before its target")]
     Seek,
+}
+
+impl SimulateError {
+    /// The kind of failure: a plan that misbehaves is a bug, so every simulation error is
+    /// [`ErrorKind::Internal`].
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Internal
+    }
 }
 
 /// One row of a branch: its position, and whether the matcher must confirm it.

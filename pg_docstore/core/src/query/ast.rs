@@ -9,14 +9,7 @@
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::Value;
 
-/// Largest number of values in an `in` or `array_contains_any` list (and of DNF disjunctions).
-pub const MAX_DISJUNCTIONS: usize = 30;
-/// Largest number of values in a `not in` list.
-pub const MAX_NOT_IN_VALUES: usize = 10;
-/// Largest number of aggregations in one query.
-pub const MAX_AGGREGATIONS: usize = 5;
-/// Largest `limit` and `offset` (Firestore's are 32-bit signed integers).
-pub const MAX_LIMIT: u32 = i32::MAX as u32;
+pub use crate::limits::{MAX_AGGREGATIONS, MAX_DISJUNCTIONS, MAX_LIMIT, MAX_NOT_IN_VALUES};
 
 /// Which documents a query reads: one collection, or a collection group.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,9 @@
 //! Why a query was refused. One enum for both front ends and the validator; each variant's
-//! doc comment names the SQLSTATE the extension reports it with ([`QueryError::sqlstate`]).
+//! doc comment names the SQLSTATE the extension reports it with ([`QueryError::kind`]).
 
 use thiserror::Error;
 
+use crate::error::ErrorKind;
 use crate::typed_json::TypedJsonError;
 
 /// A query that cannot be parsed or breaks one of Firestore's query rules.
@@ -116,12 +117,30 @@ pub enum QueryError {
 }
 
 impl QueryError {
-    /// The SQLSTATE the extension reports this error with.
-    pub fn sqlstate(&self) -> &'static str {
+    /// The kind of failure (its canonical code and SQLSTATE): [`ErrorKind::Syntax`] for
+    /// [`QueryError::Syntax`], [`ErrorKind::InvalidTypedJson`] for
+    /// [`QueryError::InvalidValue`], [`ErrorKind::InvalidArgument`] for every other variant.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            QueryError::Syntax { .. } => "42601",
-            QueryError::InvalidValue { .. } => "22P02",
-            _ => "22023",
+            QueryError::Syntax { .. } => ErrorKind::Syntax,
+            QueryError::InvalidValue { .. } => ErrorKind::InvalidTypedJson,
+            QueryError::InvalidCollection { .. }
+            | QueryError::InvalidStructure { .. }
+            | QueryError::InvalidFieldPath { .. }
+            | QueryError::InvalidDocumentName { .. }
+            | QueryError::InvalidOperand { .. }
+            | QueryError::TooManyValues { .. }
+            | QueryError::TooManyDisjunctions { .. }
+            | QueryError::ConflictingFilters { .. }
+            | QueryError::UnsupportedNegation { .. }
+            | QueryError::DuplicateOrder { .. }
+            | QueryError::CursorTooLong { .. }
+            | QueryError::InvalidCursor { .. }
+            | QueryError::InvalidLimit { .. }
+            | QueryError::LimitToLastWithoutOrder
+            | QueryError::TooManyAggregations { .. }
+            | QueryError::InvalidAggregation { .. }
+            | QueryError::EmptyComposite { .. } => ErrorKind::InvalidArgument,
         }
     }
 }

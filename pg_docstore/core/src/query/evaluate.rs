@@ -7,6 +7,7 @@ use crate::value::{Map, Value};
 
 use super::ast::{AggregateFunction, Limit, Query, Selection};
 use super::matcher::{field_value, Matcher};
+use super::result::{count_value, row_data};
 
 /// The results of `query` over `docs`, in the query's order: matching documents (see
 /// [`super::matches`]) sorted by [`super::compare_results`], then offset and limit applied
@@ -14,20 +15,10 @@ use super::matcher::{field_value, Matcher};
 /// reversed query does), then the projection. For an aggregation query these are the
 /// documents the aggregates are computed over (unprojected).
 pub fn evaluate(query: &Query, docs: &[(ResourcePath, Map)]) -> Vec<(ResourcePath, Map)> {
-    let window = result_window(query, docs);
-    match &query.selection {
-        Selection::Fields(fields) => window
-            .into_iter()
-            .map(|(path, doc)| {
-                let projected = project(path, doc, fields);
-                (path.clone(), projected)
-            })
-            .collect(),
-        Selection::Documents | Selection::Aggregations(_) => window
-            .into_iter()
-            .map(|(path, doc)| (path.clone(), doc.clone()))
-            .collect(),
-    }
+    result_window(query, docs)
+        .into_iter()
+        .map(|(path, doc)| (path.clone(), row_data(query, path, doc).into_owned()))
+        .collect()
 }
 
 fn result_window<'d>(
@@ -114,9 +105,7 @@ pub fn aggregate(query: &Query, docs: &[(ResourcePath, Map)]) -> Map {
     for aggregation in aggregations {
         let value = match &aggregation.function {
             AggregateFunction::Count { up_to } => {
-                let count = u64::try_from(window.len()).unwrap_or(u64::MAX);
-                let count = up_to.map_or(count, |limit| count.min(limit));
-                Value::Integer(i64::try_from(count).unwrap_or(i64::MAX))
+                count_value(*up_to, u64::try_from(window.len()).unwrap_or(u64::MAX))
             }
             AggregateFunction::Sum(field) => {
                 let sum = numeric_sum(&window, field);

@@ -10,6 +10,8 @@
 //! - `normalize`: [`Query::validate`] (canonical form and Firestore's rules) and
 //!   [`Query::normalized_order`].
 //! - [`matcher`]: [`matches`] and [`compare_results`], shared with the live-query sidecar.
+//! - [`result`]: the shape of result rows (projection, the aggregation row), shared by the
+//!   extension's executor, [`evaluate()`] and the live-query sidecar.
 //! - [`evaluate`]: [`evaluate()`] and [`aggregate`], the oracle of the planner's tests.
 //!
 //! The dialect, the JSON form and the semantics are specified in `docs/query.md`.
@@ -22,6 +24,7 @@ pub mod matcher;
 mod normalize;
 mod prepass;
 mod print;
+pub mod result;
 pub mod structured;
 mod text;
 

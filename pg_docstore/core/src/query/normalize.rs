@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::encoding::MAX_DECODE_DEPTH;
+use crate::limits::MAX_DECODE_DEPTH;
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::Value;
 
@@ -545,12 +545,12 @@ fn check_aggregations(aggregations: &[super::ast::Aggregation]) -> Result<(), Qu
         if alias.is_empty() {
             return Err(invalid("the alias is empty"));
         }
-        if crate::path::is_reserved_name(alias) {
+        if crate::reserved::is_reserved_name(alias) {
             return Err(invalid(
                 "the alias is reserved (names matching __.*__ are not allowed)",
             ));
         }
-        if alias.len() > crate::path::MAX_NAME_BYTES {
+        if alias.len() > crate::limits::MAX_NAME_BYTES {
             return Err(invalid("the alias is longer than 1500 bytes"));
         }
         if alias.contains('\0') {
