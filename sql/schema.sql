@@ -74,8 +74,18 @@ create table docstore.field_exemptions (
     primary key (database_id, collection_group, field_path)
 );
 
--- Ad-hoc SQL over the documents of the session's database.
-create view docstore.documents as
+-- The Firestore databases that exist (the sidecar answers 404 for any other id). The SQL
+-- functions work for any valid id (`set docstore.database`); docstore.create_database and
+-- docstore.drop_database keep this list.
+create table docstore.databases (
+    id         text collate "C" primary key,
+    created_at timestamptz not null default now()
+);
+insert into docstore.databases (id) values ('(default)');
+
+-- Ad-hoc SQL over the documents of the session's database, with the rights of the caller
+-- (security_invoker: row-level security on entities applies to whoever reads the view).
+create view docstore.documents with (security_invoker = true) as
 select e.path,
        -- the collection path: the path without its last segment
        left(e.path, length(e.path) - length(regexp_replace(e.path, '^.*/', '')) - 1) as collection,

@@ -46,6 +46,8 @@ pub enum DocstoreError {
     AlreadyExists { path: String },
     #[error("index already exists: {id} on collection group {collection_group}")]
     IndexExists { id: i32, collection_group: String },
+    #[error("database already exists: {id}")]
+    DatabaseExists { id: String },
     #[error("index not found: {id}")]
     IndexNotFound { id: i32 },
     #[error("precondition failed for {path}: {reason}")]
@@ -96,9 +98,9 @@ impl DocstoreError {
             DocstoreError::NotFound { .. } | DocstoreError::IndexNotFound { .. } => {
                 ERRCODE_NO_DATA_FOUND
             }
-            DocstoreError::AlreadyExists { .. } | DocstoreError::IndexExists { .. } => {
-                ERRCODE_UNIQUE_VIOLATION
-            }
+            DocstoreError::AlreadyExists { .. }
+            | DocstoreError::IndexExists { .. }
+            | DocstoreError::DatabaseExists { .. } => ERRCODE_UNIQUE_VIOLATION,
             DocstoreError::PreconditionFailed { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             DocstoreError::Contention { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
             DocstoreError::InWrite { error, .. } => error.sqlstate(),

@@ -5,7 +5,8 @@
 //! - `storage/`: the fixed tables through cached SPI plans.
 //! - `pg/`: Datum, SPI, time and random glue; the only place with `unsafe`.
 //! - `errors`: the one mapping from domain errors to SQLSTATEs.
-//! - `guc`: the `docstore.database` setting.
+//! - `guc`: the settings (`docstore.database`, and the protected `docstore.auth` and
+//!   `docstore.request`).
 
 mod api;
 mod errors;
@@ -23,6 +24,7 @@ pgrx::extension_sql_file!(
     name = "index_build",
     requires = ["schema", index_build_step]
 );
+pgrx::extension_sql_file!("../../sql/roles.sql", name = "roles", finalize);
 
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
