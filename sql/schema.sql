@@ -41,6 +41,16 @@ create table docstore.index_entries (
 -- (docstore_core::index::MAX_ENTRY_KEY_BYTES), which the btree's 2,704-byte rows always hold.
 alter table docstore.index_entries alter column key set storage external;
 
+-- Claims on the names of documents being created (storage::entities::lock_missing): a writer
+-- of a document that does not exist yet inserts its name here and deletes it at once; a second
+-- writer of the name waits in the primary key's unique check until the first transaction ends.
+-- Never holds a live row after a transaction, so it is unlogged and not dumped.
+create unlogged table docstore.creating (
+    database_id text collate "C" not null,
+    name        bytea not null,
+    primary key (database_id, name)
+);
+
 -- Composite (and collection-group single-field) index definitions and their build state.
 create table docstore.indexes (
     id               serial primary key,

@@ -3,7 +3,8 @@
 //! failed write leaves nothing behind.
 //!
 //! Locking: documents are locked in name order (fewer deadlocks between batches); a document
-//! that does not exist yet is guarded by a transaction advisory lock on its name, so two
+//! that does not exist yet is guarded by a claim on its name (`entities::lock_missing`: no
+//! shared lock-table entry, so a transaction may write any number of documents), so two
 //! creators of one path queue and the second sees the first's row (23505 for `create`).
 //!
 //! Time: one commit time per batch, `max(now(), latest previous update time + 1us)`, so update
