@@ -109,3 +109,14 @@ where e.database_id = docstore.current_database_id();
 comment on table docstore.entities is 'pg_docstore documents (write through docstore.set/update/commit, never directly)';
 comment on table docstore.index_entries is 'pg_docstore index entries (maintained by every docstore write)';
 comment on view docstore.documents is 'The documents of the current docstore database (SET docstore.database)';
+
+-- Backups: the tables of an extension are not dumped unless registered, so pg_dump would write
+-- every definition and no document. Registered, their rows (and the index id sequence) are
+-- dumped and restored after `create extension` (docs/storage.md, "Backups"). The '(default)'
+-- database row is created by the extension itself, so it is left out of the dump.
+select pg_catalog.pg_extension_config_dump('docstore.entities', '');
+select pg_catalog.pg_extension_config_dump('docstore.index_entries', '');
+select pg_catalog.pg_extension_config_dump('docstore.indexes', '');
+select pg_catalog.pg_extension_config_dump('docstore.indexes_id_seq', '');
+select pg_catalog.pg_extension_config_dump('docstore.field_exemptions', '');
+select pg_catalog.pg_extension_config_dump('docstore.databases', $$where id <> '(default)'$$);
