@@ -129,7 +129,7 @@ impl DocstoreError {
             DocstoreError::Contention { .. } => Some("retry the transaction"),
             DocstoreError::InWrite { error, .. } => error.hint(),
             DocstoreError::Plan(PlanError::MissingIndex { .. }) => {
-                Some("run the create_index call above, then CALL docstore.build_indexes(); see docs/query.md")
+                Some("run the create_index call above; the index is built in the background (see docs/query.md)")
             }
             DocstoreError::Query(QueryError::Syntax { .. }) => Some("the query dialect is described in docs/query.md"),
             _ => None,
