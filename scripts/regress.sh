@@ -16,6 +16,9 @@ else
 fi
 
 fresh_database docstore_regress
+# The tests drive index builds by hand (index_build_step, CALL build_indexes): no background
+# builder in this database (scripts/builder.sh tests that one).
+"${PSQL[@]}" -d postgres -qc "alter database docstore_regress set docstore.auto_build_indexes = off"
 mkdir -p "${OUT_DIR}"
 "${PG_REGRESS}" --use-existing --host=127.0.0.1 --port="${DOCSTORE_PG_PORT}" --user=postgres \
   --dbname=docstore_regress --inputdir="${REGRESS_DIR}" --outputdir="${OUT_DIR}" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency|faults ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency|builder|bulk|backup|faults ...]  (default: all, in this order)
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 
@@ -59,13 +59,28 @@ concurrency() {
   bash scripts/concurrency.sh
 }
 
+builder() {
+  say "background index builder: an index becomes READY and a dropped one goes away with no CALL"
+  bash scripts/builder.sh
+}
+
+bulk() {
+  say "bulk writes: 200,000 new documents in one transaction at default lock settings"
+  bash scripts/bulk.sh
+}
+
+backup() {
+  say "backups: pg_dump -Fc / pg_restore round trip into a fresh database"
+  bash scripts/backup.sh
+}
+
 faults() {
   say "faults: index builds (an older transaction, a cancel, a killed backend) and writes killed mid-stream (crash recovery)"
   bash scripts/faults.sh
 }
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency faults)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency builder bulk backup faults)
 for step in "${steps[@]}"; do
   "${step}"
 done

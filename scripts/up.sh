@@ -67,6 +67,14 @@ max_connections = 200
 # Index entries have random keys, so right after a checkpoint most btree inserts log a full
 # page image; compressing those cuts WAL volume several-fold (BENCHMARKS.md).
 wal_compression = lz4
+# The background index builder (and the protected settings docstore.auth/docstore.request,
+# defined before any session can set them) need the library loaded at server start.
+shared_preload_libraries = 'pg_docstore'
+# The sidecar's replication slot holds WAL until the sidecar confirms it. A sidecar that is
+# down (or stuck) must not fill the disk: past 4GB of WAL (about 600,000 document creates at
+# 6.8 KB each, hours of development traffic) Postgres invalidates the slot, and the sidecar
+# recreates it and sends every stream a typed reset (DESIGN.md section 5).
+max_slot_wal_keep_size = 4GB
 CONF
   grep -q "^include_if_exists = 'docstore.conf'" "${PGDATA}/postgresql.conf" ||
     echo "include_if_exists = 'docstore.conf'" | as_postgres tee -a "${PGDATA}/postgresql.conf" >/dev/null
@@ -78,8 +86,21 @@ start_cluster() {
       say "the extension library changed: restarting the cluster"
       as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" -l "${PGLOG}" -w -m fast restart >/dev/null
     else
-      # Pick up settings changed in docstore.conf (those that need a restart say so in the log).
+      # Pick up settings changed in docstore.conf; restart when one of them needs it
+      # (shared_preload_libraries, for one).
+      local loaded pending
+      loaded="$("${PSQL[@]}" -d postgres -Atc "select pg_conf_load_time()")"
       as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" reload >/dev/null
+      # The postmaster reloads asynchronously; new sessions show its new load time once done.
+      for _ in $(seq 1 50); do
+        [ "$("${PSQL[@]}" -d postgres -Atc "select pg_conf_load_time()")" != "${loaded}" ] && break
+        sleep 0.1
+      done
+      pending="$("${PSQL[@]}" -d postgres -Atc "select string_agg(name, ', ') from pg_settings where pending_restart")"
+      if [ -n "${pending}" ]; then
+        say "settings that need a restart changed (${pending}): restarting the cluster"
+        as_postgres "${PG_BIN}/pg_ctl" -D "${PGDATA}" -l "${PGLOG}" -w -m fast restart >/dev/null
+      fi
     fi
   else
     say "starting Postgres on 127.0.0.1:${DOCSTORE_PG_PORT}"

@@ -1,6 +1,9 @@
--- Online index builds (docs/storage.md, "Index builds"): CALL docstore.build_indexes();
--- Backfills CREATING indexes and removes DELETING ones in batches, committing after each batch,
--- so it can be cancelled or crash and simply be called again: it resumes where it stopped.
+-- Online index builds (docs/storage.md, "Index builds"). The background index builder
+-- (pg::background) runs them by itself; CALL docstore.build_indexes() runs them in the caller's
+-- session and returns when none is left (for scripts that want to wait, and clusters without
+-- the builder). Backfills CREATING indexes and removes DELETING ones in batches, committing
+-- after each batch, so it can be cancelled or crash and simply be called again: it resumes
+-- where it stopped.
 
 -- Waits until every client transaction that started before `since` has ended: those may have
 -- read the index catalog before the change and would not maintain the index.

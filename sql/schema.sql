@@ -41,6 +41,16 @@ create table docstore.index_entries (
 -- (docstore_core::index::MAX_ENTRY_KEY_BYTES), which the btree's 2,704-byte rows always hold.
 alter table docstore.index_entries alter column key set storage external;
 
+-- Claims on the names of documents being created (storage::entities::lock_missing): a writer
+-- of a document that does not exist yet inserts its name here and deletes it at once; a second
+-- writer of the name waits in the primary key's unique check until the first transaction ends.
+-- Never holds a live row after a transaction, so it is unlogged and not dumped.
+create unlogged table docstore.creating (
+    database_id text collate "C" not null,
+    name        bytea not null,
+    primary key (database_id, name)
+);
+
 -- Composite (and collection-group single-field) index definitions and their build state.
 create table docstore.indexes (
     id               serial primary key,
@@ -74,8 +84,18 @@ create table docstore.field_exemptions (
     primary key (database_id, collection_group, field_path)
 );
 
--- Ad-hoc SQL over the documents of the session's database.
-create view docstore.documents as
+-- The Firestore databases that exist (the sidecar answers 404 for any other id). The SQL
+-- functions work for any valid id (`set docstore.database`); docstore.create_database and
+-- docstore.drop_database keep this list.
+create table docstore.databases (
+    id         text collate "C" primary key,
+    created_at timestamptz not null default now()
+);
+insert into docstore.databases (id) values ('(default)');
+
+-- Ad-hoc SQL over the documents of the session's database, with the rights of the caller
+-- (security_invoker: row-level security on entities applies to whoever reads the view).
+create view docstore.documents with (security_invoker = true) as
 select e.path,
        -- the collection path: the path without its last segment
        left(e.path, length(e.path) - length(regexp_replace(e.path, '^.*/', '')) - 1) as collection,
@@ -89,3 +109,14 @@ where e.database_id = docstore.current_database_id();
 comment on table docstore.entities is 'pg_docstore documents (write through docstore.set/update/commit, never directly)';
 comment on table docstore.index_entries is 'pg_docstore index entries (maintained by every docstore write)';
 comment on view docstore.documents is 'The documents of the current docstore database (SET docstore.database)';
+
+-- Backups: the tables of an extension are not dumped unless registered, so pg_dump would write
+-- every definition and no document. Registered, their rows (and the index id sequence) are
+-- dumped and restored after `create extension` (docs/storage.md, "Backups"). The '(default)'
+-- database row is created by the extension itself, so it is left out of the dump.
+select pg_catalog.pg_extension_config_dump('docstore.entities', '');
+select pg_catalog.pg_extension_config_dump('docstore.index_entries', '');
+select pg_catalog.pg_extension_config_dump('docstore.indexes', '');
+select pg_catalog.pg_extension_config_dump('docstore.indexes_id_seq', '');
+select pg_catalog.pg_extension_config_dump('docstore.field_exemptions', '');
+select pg_catalog.pg_extension_config_dump('docstore.databases', $$where id <> '(default)'$$);

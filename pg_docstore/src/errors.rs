@@ -53,6 +53,8 @@ pub enum DocstoreError {
     AlreadyExists { path: String },
     #[error("index already exists: {id} on collection group {collection_group}")]
     IndexExists { id: i32, collection_group: String },
+    #[error("database already exists: {id}")]
+    DatabaseExists { id: String },
     #[error("index not found: {id}")]
     IndexNotFound { id: i32 },
     #[error("precondition failed for {path}: {reason}")]
@@ -95,9 +97,9 @@ impl DocstoreError {
             DocstoreError::NotFound { .. } | DocstoreError::IndexNotFound { .. } => {
                 ErrorKind::NotFound
             }
-            DocstoreError::AlreadyExists { .. } | DocstoreError::IndexExists { .. } => {
-                ErrorKind::AlreadyExists
-            }
+            DocstoreError::AlreadyExists { .. }
+            | DocstoreError::IndexExists { .. }
+            | DocstoreError::DatabaseExists { .. } => ErrorKind::AlreadyExists,
             DocstoreError::PreconditionFailed { .. } => ErrorKind::FailedPrecondition,
             DocstoreError::Contention { .. } => ErrorKind::Aborted,
             DocstoreError::Internal(_) | DocstoreError::Spi(_) => ErrorKind::Internal,
@@ -116,7 +118,7 @@ impl DocstoreError {
             DocstoreError::Contention { .. } => Some("retry the transaction"),
             DocstoreError::InWrite { error, .. } => error.hint(),
             DocstoreError::Plan(PlanError::MissingIndex { .. }) => {
-                Some("run the create_index call above, then CALL docstore.build_indexes(); see docs/query.md")
+                Some("run the create_index call above; the index is built in the background (see docs/query.md)")
             }
             DocstoreError::Query(QueryError::Syntax { .. }) => Some("the query dialect is described in docs/query.md"),
             _ => None,

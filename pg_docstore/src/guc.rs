@@ -1,4 +1,6 @@
-//! Settings: `docstore.database` selects the Firestore database of the session.
+//! Settings: `docstore.database` selects the Firestore database of the session;
+//! `docstore.auth` and `docstore.request` carry the caller's identity and request for the
+//! rules (DESIGN.md section 6).
 
 use std::ffi::CString;
 
@@ -11,7 +13,18 @@ pub const DEFAULT_DATABASE: &str = "(default)";
 
 static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"(default)"));
+static AUTO_BUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
+static AUTH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static REQUEST: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
+/// Define the settings (from `_PG_init`, whenever the library is loaded).
+///
+/// `docstore.auth` and `docstore.request` are `SUSET`: only a superuser or a role granted
+/// `SET` on them (`grant set on parameter docstore.auth to ...`) may change them. Setting them
+/// before the library is loaded creates a placeholder; Postgres 15 re-checks a placeholder's
+/// value against the rights of the role that set it when the library defines the setting, and
+/// drops it with a warning when that role may not set it. With the extension in
+/// `shared_preload_libraries` (as `make up` configures) there is never a placeholder.
 pub fn init() {
     GucRegistry::define_string_guc(
         c"docstore.database",
@@ -20,6 +33,34 @@ pub fn init() {
           '(default)' or 4-63 characters of lowercase letters, digits and hyphens starting with a letter.",
         &DATABASE,
         GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"docstore.auto_build_indexes",
+        c"Whether the background workers build and drop this database's indexes by themselves.",
+        c"Read by the index builder when it connects (set it per database with ALTER DATABASE ... \
+          SET). Off: only CALL docstore.build_indexes() builds. Needs the extension in \
+          shared_preload_libraries.",
+        &AUTO_BUILD,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"docstore.auth",
+        c"The authenticated caller of this request (JWT claims as JSON; null when unauthenticated).",
+        c"Set by the sidecar for each request, read by the security rules. Only superusers and \
+          roles granted SET on this parameter may change it.",
+        &AUTH,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"docstore.request",
+        c"The request being served (JSON: method, path, query limits, time).",
+        c"Set by the sidecar for each request, read by the security rules. Only superusers and \
+          roles granted SET on this parameter may change it.",
+        &REQUEST,
+        GucContext::Suset,
         GucFlags::default(),
     );
 }
@@ -34,23 +75,27 @@ pub fn database_id() -> Result<String, DocstoreError> {
         .map(|c| c.to_string_lossy().into_owned())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| DEFAULT_DATABASE.to_owned());
-    validate_database_id(&id)?;
-    Ok(id)
+    if is_valid_database_id(&id) {
+        Ok(id)
+    } else {
+        Err(DocstoreError::InvalidArgument(format!(
+            "docstore.database = '{id}' is not a valid database id: {DATABASE_ID_RULE}"
+        )))
+    }
 }
 
-fn validate_database_id(id: &str) -> Result<(), DocstoreError> {
-    let valid = id == DEFAULT_DATABASE
+/// How a valid database id looks, for error messages.
+pub const DATABASE_ID_RULE: &str =
+    "use '(default)' or 4-63 lowercase letters, digits and hyphens, starting with a letter";
+
+/// Whether `id` is a database id Firestore accepts: `(default)`, or 4-63 lowercase letters,
+/// digits and hyphens starting with a letter and not ending with a hyphen.
+pub fn is_valid_database_id(id: &str) -> bool {
+    id == DEFAULT_DATABASE
         || ((4..=63).contains(&id.len())
             && id.starts_with(|c: char| c.is_ascii_lowercase())
             && id
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !id.ends_with('-'));
-    if valid {
-        Ok(())
-    } else {
-        Err(DocstoreError::InvalidArgument(format!(
-            "docstore.database = '{id}' is not a valid database id: use '(default)' or 4-63 lowercase letters, digits and hyphens, starting with a letter"
-        )))
-    }
+            && !id.ends_with('-'))
 }

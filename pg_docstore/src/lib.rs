@@ -3,9 +3,10 @@
 //! - `api/`: what SQL sees (thin `#[pg_extern]` functions in schema `docstore`).
 //! - `writes/`: the write pipeline (lock, apply, validate, write entities and entry deltas).
 //! - `storage/`: the fixed tables through cached SPI plans.
-//! - `pg/`: Datum, SPI, time and random glue; the only place with `unsafe`.
+//! - `pg/`: Datum, SPI, time, random and background-worker glue; the only place with `unsafe`.
 //! - `errors`: the one mapping from domain errors to SQLSTATEs.
-//! - `guc`: the `docstore.database` setting.
+//! - `guc`: the settings (`docstore.database`, and the protected `docstore.auth` and
+//!   `docstore.request`).
 
 mod api;
 mod errors;
@@ -23,11 +24,13 @@ pgrx::extension_sql_file!(
     name = "index_build",
     requires = ["schema", index_build_step]
 );
+pgrx::extension_sql_file!("../../sql/roles.sql", name = "roles", finalize);
 
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
     pg::catalog_cache::register();
+    pg::background::init();
 }
 
 /// Required by `cargo pgrx test`.

@@ -39,8 +39,10 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 /// Define a composite index (or a collection-group single-field index) and start building it.
-/// Returns its id. The index is CREATING until `CALL docstore.build_indexes()` has backfilled
-/// it (writes maintain it from now on); then READY. See docs/storage.md.
+/// Returns its id. The index is CREATING until it is backfilled (writes maintain it from now
+/// on); then READY. The background index builder starts the backfill once this transaction
+/// commits; `CALL docstore.build_indexes()` waits for it (or builds, where no builder runs).
+/// See docs/storage.md.
 ///
 /// ```sql
 /// select docstore.create_index('restaurants', '[{"field": "city"}, {"field": "avgRating", "order": "desc"}]');
@@ -105,10 +107,12 @@ fn create_index(
             .and_then(|r| r.get::<i32>(1).ok().flatten())
             .ok_or_else(|| DocstoreError::Internal("insert returned no id".into()))
     })?;
+    crate::pg::background::request();
     Ok(id)
 }
 
-/// Stop using and maintaining an index; `CALL docstore.build_indexes()` removes its entries.
+/// Stop using and maintaining an index; the background index builder (or `CALL
+/// docstore.build_indexes()`) removes its entries.
 ///
 /// ```sql
 /// select docstore.drop_index(3);
@@ -129,6 +133,7 @@ fn drop_index(id: i32) -> Result<(), ErrorReport> {
     if changed == 0 {
         return Err(DocstoreError::IndexNotFound { id }.into());
     }
+    crate::pg::background::request();
     Ok(())
 }
 
@@ -181,6 +186,14 @@ fn list_indexes() -> Result<
 fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport> {
     let limit = i64::from(batch_size.max(1));
     Ok(Spi::connect_mut(|client| -> Result<bool, DocstoreError> {
+        // One step of an index at a time: the background builder and a `CALL
+        // docstore.build_indexes()` may both be at it; the second waits here, then reads the
+        // first one's progress (a fresh snapshot per statement).
+        client.update(
+            "select 1 from docstore.indexes where id = $1 for update",
+            None,
+            &[index_id.into()],
+        )?;
         let Some(row) = catalog::index_by_id(client, index_id)? else {
             return Ok(true);
         };

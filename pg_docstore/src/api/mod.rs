@@ -1,5 +1,6 @@
 //! The SQL surface of the extension, one module per area.
 
+mod databases;
 mod documents;
 mod indexes;
 mod query;

@@ -41,6 +41,23 @@ impl Table {
     /// maintain (an expression, a partial, an exclusion or a deferred unique index): the
     /// extension's own tables have none.
     pub fn open(schema: &core::ffi::CStr, name: &core::ffi::CStr) -> Result<Table, DocstoreError> {
+        Table::open_if_exists(schema, name)?.ok_or_else(|| {
+            DocstoreError::Internal(format!(
+                "table {}.{} is missing",
+                schema.to_string_lossy(),
+                name.to_string_lossy()
+            ))
+        })
+    }
+
+    /// [`Table::open`], or `None` when the table does not exist.
+    ///
+    /// # Errors
+    /// As [`Table::open`].
+    pub fn open_if_exists(
+        schema: &core::ffi::CStr,
+        name: &core::ffi::CStr,
+    ) -> Result<Option<Table>, DocstoreError> {
         // SAFETY: catalog lookups by name; `get_namespace_oid(.., false)` raises a Postgres
         // ERROR for a missing schema; a missing table is InvalidOid, checked before opening.
         let relid = unsafe {
@@ -48,11 +65,7 @@ impl Table {
             pg_sys::get_relname_relid(name.as_ptr(), namespace)
         };
         if relid == pg_sys::InvalidOid {
-            return Err(DocstoreError::Internal(format!(
-                "table {}.{} is missing",
-                schema.to_string_lossy(),
-                name.to_string_lossy()
-            )));
+            return Ok(None);
         }
         let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
         // SAFETY: an existing relation's OID; the lock is held to the end of the transaction.
@@ -84,7 +97,7 @@ impl Table {
             }
             pg_sys::list_free(list);
         }
-        Ok(table)
+        Ok(Some(table))
     }
 
     /// How many columns the table has (dropped ones included, as a row stores them).

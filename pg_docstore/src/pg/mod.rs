@@ -1,5 +1,6 @@
-//! Datum and SPI glue. All `unsafe` of the extension lives under this module.
+//! Datum, SPI and background-worker glue. All `unsafe` of the extension lives under this module.
 
+pub mod background;
 pub mod catalog_cache;
 pub mod heap;
 pub mod jsonb;

@@ -96,16 +96,40 @@ pub fn read_for_update(
     }
 }
 
-/// Serialise writers of a document that does not exist yet (a row lock needs a row): a
-/// transaction-scoped advisory lock on the document's name.
+/// Serialise writers of a document that does not exist yet (a row lock needs a row): a claim
+/// on its name in the unlogged `docstore.creating`, inserted and at once deleted below the
+/// executor. A second claimer of the name waits in the unique check until the first
+/// transaction ends (a tuple inserted by a transaction in progress blocks it, deleted or not),
+/// then finds the claim dead and goes on; it then reads the first one's document. Unlike a
+/// transaction advisory lock, a claim leaves no entry in the shared lock table, so one
+/// transaction may create any number of documents.
+///
+/// A database whose extension SQL predates `docstore.creating` (a development cluster not yet
+/// re-created) gets the transaction advisory lock of earlier versions.
 pub fn lock_missing(
     client: &mut SpiClient<'_>,
     database: &str,
     name: &[u8],
 ) -> Result<(), DocstoreError> {
-    let sql = "select pg_advisory_xact_lock(hashtextextended($1, 0) # hashtextextended(encode($2, 'hex'), 7))";
-    let stmt = plan(client, sql, &[TEXT, BYTEA])?;
-    client.update(&*stmt, Some(1), &[database.into(), name.to_vec().into()])?;
+    let Some(table) = Table::open_if_exists(c"docstore", c"creating")? else {
+        let sql = "select pg_advisory_xact_lock(hashtextextended($1, 0) # hashtextextended(encode($2, 'hex'), 7))";
+        let stmt = plan(client, sql, &[TEXT, BYTEA])?;
+        client.update(&*stmt, Some(1), &[database.into(), name.to_vec().into()])?;
+        return Ok(());
+    };
+    let key = [column(database)?, column(name)?];
+    table.insert(&[key])?;
+    let columns = [
+        (
+            pg_sys::RegProcedure::from(pg_sys::F_TEXTEQ),
+            pg_sys::C_COLLATION_OID,
+        ),
+        (
+            pg_sys::RegProcedure::from(pg_sys::F_BYTEAEQ),
+            pg_sys::InvalidOid,
+        ),
+    ];
+    table.delete_by_primary_key(&columns, &[key])?;
     Ok(())
 }
 

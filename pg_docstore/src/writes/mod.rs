@@ -1,14 +1,16 @@
-//! The write pipeline: parse -> lock and read -> apply mutations in memory -> validate ->
-//! write entities and the exact index-entry delta. All within the caller's transaction, so a
+//! The write pipeline: parse -> authorize -> lock and read -> apply mutations in memory ->
+//! validate -> write entities and the exact index-entry delta. All within the caller's transaction, so a
 //! failed write leaves nothing behind.
 //!
 //! Locking: documents are locked in name order (fewer deadlocks between batches); a document
-//! that does not exist yet is guarded by a transaction advisory lock on its name, so two
+//! that does not exist yet is guarded by a claim on its name (`entities::lock_missing`: no
+//! shared lock-table entry, so a transaction may write any number of documents), so two
 //! creators of one path queue and the second sees the first's row (23505 for `create`).
 //!
 //! Time: one commit time per batch, `max(now(), latest previous update time + 1us)`, so update
 //! times of a document strictly increase even when an older transaction commits later.
 
+pub mod authorize;
 pub mod batch;
 
 use std::collections::hash_map::Entry;
@@ -99,6 +101,11 @@ pub fn commit(
     writes: &[Write],
 ) -> Result<CommitResult, DocstoreError> {
     let _generic = crate::pg::spi::GenericPlans::new();
+    // Clients (docstore_client) write as the extension's owner once their batch is allowed.
+    let _owner = match authorize::authorize(database, writes)? {
+        authorize::Authority::Extension => Some(crate::pg::owner::AsOwner::new(client)?),
+        authorize::Authority::Caller => None,
+    };
     // Lock and read every document once, in name order.
     let names: Vec<Vec<u8>> = writes.iter().map(|w| encode_name(&w.path)).collect();
     let mut first_writes: BTreeMap<&[u8], &Write> = BTreeMap::new();

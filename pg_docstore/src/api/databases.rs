@@ -1,0 +1,78 @@
+//! The catalog of Firestore databases: `docstore.databases`, kept by `create_database` and
+//! `drop_database` (administrators only: `roles.sql` revokes them from everyone else).
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use crate::errors::DocstoreError;
+use crate::guc::{is_valid_database_id, DATABASE_ID_RULE, DEFAULT_DATABASE};
+
+fn valid(id: &str) -> Result<(), DocstoreError> {
+    if is_valid_database_id(id) {
+        Ok(())
+    } else {
+        Err(DocstoreError::InvalidArgument(format!(
+            "'{id}' is not a valid database id: {DATABASE_ID_RULE}"
+        )))
+    }
+}
+
+/// Add a database to the catalog (`docstore.databases`); fails with 23505 when it exists.
+///
+/// ```sql
+/// select docstore.create_database('staging');
+/// set docstore.database = 'staging';
+/// ```
+#[pg_extern(volatile)]
+fn create_database(id: &str) -> Result<(), ErrorReport> {
+    valid(id)?;
+    let inserted = Spi::connect_mut(|client| -> Result<usize, DocstoreError> {
+        Ok(client
+            .update(
+                "insert into docstore.databases (id) values ($1) on conflict do nothing returning id",
+                None,
+                &[id.into()],
+            )?
+            .len())
+    })?;
+    if inserted == 0 {
+        return Err(DocstoreError::DatabaseExists { id: id.to_owned() }.into());
+    }
+    Ok(())
+}
+
+/// Delete a database: its documents, index entries, composite indexes and exemptions, and its
+/// catalog row. Refuses `(default)`. Returns whether the catalog listed it (its data is
+/// deleted either way: the SQL functions write to any valid id).
+///
+/// ```sql
+/// select docstore.drop_database('staging');
+/// ```
+#[pg_extern(volatile)]
+fn drop_database(id: &str) -> Result<bool, ErrorReport> {
+    valid(id)?;
+    if id == DEFAULT_DATABASE {
+        return Err(DocstoreError::InvalidArgument(
+            "the (default) database cannot be dropped; delete its documents instead".into(),
+        )
+        .into());
+    }
+    let listed = Spi::connect_mut(|client| -> Result<bool, DocstoreError> {
+        crate::pg::catalog_cache::invalidate(client)?;
+        for table in ["entities", "index_entries", "indexes", "field_exemptions"] {
+            client.update(
+                &format!("delete from docstore.{table} where database_id = $1"),
+                None,
+                &[id.into()],
+            )?;
+        }
+        Ok(!client
+            .update(
+                "delete from docstore.databases where id = $1 returning id",
+                None,
+                &[id.into()],
+            )?
+            .is_empty())
+    })?;
+    Ok(listed)
+}

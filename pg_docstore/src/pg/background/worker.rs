@@ -1,0 +1,67 @@
+//! A database's worker: runs the pending index builds and drops of one database, then exits.
+
+use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
+use pgrx::prelude::*;
+
+use super::BATCH_SIZE;
+
+/// Main function of a database worker; `arg` is the database's OID.
+#[pg_guard]
+#[no_mangle]
+pub extern "C-unwind" fn docstore_build_worker(arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGTERM);
+    // SAFETY: the launcher passed an OID by value.
+    let Some(db) = (unsafe { pg_sys::Oid::from_datum(arg, false) }) else {
+        return;
+    };
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    let enabled = BackgroundWorker::transaction(|| {
+        Spi::get_one::<bool>(
+            "select exists (select from pg_extension where extname = 'pg_docstore') \
+                    and current_setting('docstore.auto_build_indexes')::boolean",
+        )
+    });
+    if !matches!(enabled, Ok(Some(true))) {
+        return;
+    }
+    while !BackgroundWorker::sigterm_received() {
+        let next = BackgroundWorker::transaction(|| {
+            Spi::get_one::<i32>(
+                "select id from docstore.indexes where state in ('CREATING', 'DELETING') \
+                 order by id limit 1",
+            )
+        });
+        let Ok(Some(index)) = next else {
+            return;
+        };
+        // Transactions that began before this build may have read the catalog without the
+        // index and would not maintain it: as build_indexes, wait for them first.
+        let waited = BackgroundWorker::transaction(|| {
+            Spi::run("select docstore.wait_for_older_transactions(clock_timestamp())")
+        });
+        if let Err(e) = waited {
+            // The launcher's next sweep starts another worker.
+            pgrx::warning!("docstore index builder: {e}");
+            return;
+        }
+        loop {
+            if BackgroundWorker::sigterm_received() {
+                return;
+            }
+            let done = BackgroundWorker::transaction(|| {
+                Spi::get_one_with_args::<bool>(
+                    "select docstore.index_build_step($1, $2)",
+                    &[index.into(), BATCH_SIZE.into()],
+                )
+            });
+            match done {
+                Ok(Some(false)) => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    pgrx::warning!("docstore index builder: index {index}: {e}");
+                    return;
+                }
+            }
+        }
+    }
+}

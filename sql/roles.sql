@@ -1,0 +1,41 @@
+-- Roles and the change publication (docs/storage.md, "Roles"; DESIGN.md sections 5 and 6).
+-- Loaded last, when every docstore function exists.
+
+-- docstore_client: what requests from end users run as (the sidecar does SET ROLE to it).
+-- Roles belong to the cluster, not to a database: the extension may be created in several
+-- databases (or again after a drop), so the role is created only when missing and never dropped.
+do $$
+begin
+    if not exists (select from pg_roles where rolname = 'docstore_client') then
+        create role docstore_client nologin;
+    end if;
+end $$;
+comment on role docstore_client is 'pg_docstore: end-user requests (reads under row-level security, writes through the docstore functions only)';
+
+-- Reads: the documents, under whatever row-level security entities carries (the rules issue
+-- adds its policies); the view runs with the caller's rights (security_invoker).
+grant usage on schema docstore to docstore_client;
+grant select on docstore.entities, docstore.documents, docstore.databases to docstore_client;
+-- Writes: no INSERT, UPDATE or DELETE on entities. The docstore functions authorize each write
+-- (writes::authorize) and then write as the extension's owner. Nothing on index_entries,
+-- indexes or field_exemptions: queries read them as the owner.
+grant execute on all functions in schema docstore to docstore_client;
+
+-- Managing databases is for administrators (the extension's owner and superusers), as is
+-- creating indexes (which needs the rights on docstore.indexes that clients lack).
+revoke execute on function docstore.create_database(text), docstore.drop_database(text)
+    from public, docstore_client;
+
+-- The change stream's publication (DESIGN.md section 5). A publication cannot be a member of
+-- an extension, so `drop extension` leaves it behind, empty (its table went with the
+-- extension): a later `create extension` adds the new entities table to it.
+do $$
+begin
+    if not exists (select from pg_publication where pubname = 'docstore_changes') then
+        create publication docstore_changes for table docstore.entities;
+    elsif not exists (select from pg_publication_tables
+                      where pubname = 'docstore_changes'
+                        and schemaname = 'docstore' and tablename = 'entities') then
+        alter publication docstore_changes add table docstore.entities;
+    end if;
+end $$;
