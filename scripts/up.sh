@@ -120,6 +120,7 @@ init_cluster
 start_cluster
 create_database
 load_demo
+bash "${ROOT}/scripts/venv.sh"
 bash "${ROOT}/scripts/sidecar.sh" start
 
 cat <<DONE
