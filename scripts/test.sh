@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency|faults ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency|faults|e2e ...]  (default: all, in this order)
+# Each layer closes with the line `<layer>: N passed, N failed`, the run with `total: N passed,
+# N failed` (scripts/tally.sh); the first failing layer ends the run with exit status 1.
 source "$(dirname "$0")/lib.sh"
+source "${ROOT}/scripts/tally.sh"
 cd "${ROOT}"
 
 lint() {
-  say "lint: cargo fmt --check, cargo clippy -D warnings"
-  cargo fmt --all -- --check
-  cargo clippy --workspace --all-targets --features pg_docstore/pg_test -- -D warnings
-  say "docker-compose.yml: docker compose config"
+  say "lint: cargo fmt --check, cargo clippy -D warnings (the whole workspace: extension, core, sidecar), ruff, docker compose config"
+  LINT_FAILED=0
+  lint_check "cargo fmt" cargo fmt --all -- --check
+  lint_check "cargo clippy" cargo clippy --workspace --all-targets --features pg_docstore/pg_test -- -D warnings
+  [ -x .venv/bin/ruff ] || bash scripts/venv.sh
+  lint_check "ruff check" .venv/bin/ruff check tests
+  lint_check "ruff format" .venv/bin/ruff format --check tests
+  lint_check "docker compose config" compose_config
+  return "${LINT_FAILED}"
+}
+
+# docker-compose.yml is valid (the Compose plugin, or Debian's docker-compose).
+compose_config() {
   if docker compose version >/dev/null 2>&1; then
     docker compose config -q
   else
     command -v docker-compose >/dev/null ||
-      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null ||
+      return 1
     docker-compose config -q
   fi
 }
@@ -64,9 +77,19 @@ faults() {
   bash scripts/faults.sh
 }
 
+e2e() {
+  say "end-to-end: pytest (tests/) against a cluster and a sidecar of its own, over real HTTP"
+  [ -x .venv/bin/pytest ] || bash scripts/venv.sh
+  cargo build --release --quiet -p docstore-sidecar
+  # The suite starts this binary; pytest's exit status 5 (no test collected) fails the layer.
+  DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
+    .venv/bin/pytest -q tests
+}
+
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency faults)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency faults e2e)
 for step in "${steps[@]}"; do
-  "${step}"
+  run_layer "${step}"
 done
 say "all tests passed"
+tally_total
