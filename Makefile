@@ -2,7 +2,7 @@
 #   make up     install what is missing, build, start Postgres (:5433) with the extension and
 #               the sidecar (HTTP, :8787), load the demo, make .venv/ and .docstore/dev.env
 #   make test   run every test (lint, Rust unit/property, pgrx, SQL regression, ..., end-to-end)
-.PHONY: up down test lint test-core test-pgrx test-regress test-e2e install-ext bench fuzz clean
+.PHONY: up down test lint test-core test-pgrx test-regress test-e2e install-ext bench bench-http fuzz clean
 
 up:
 	bash scripts/up.sh
@@ -30,6 +30,9 @@ test-e2e:
 
 bench:
 	cargo bench -p docstore-core --bench values
+
+bench-http:
+	bash scripts/bench_http.sh
 
 fuzz:
 	bash scripts/fuzz.sh 60
