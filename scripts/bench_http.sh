@@ -178,7 +178,11 @@ done
 
 # c. runQuery: documents/s and time to first body byte, one client, sequential runs.
 cat > "${tmp}/query.py" <<'PY'
-import json, statistics, sys, time
+import json
+import statistics
+import sys
+import time
+
 import httpx
 
 url, token, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -215,8 +219,9 @@ with httpx.Client(timeout=60) as client:
         first.append(ttfb)
         total.append(elapsed)
 first, total = first[1:], total[1:]  # the first run warms the connection and caches
-n = docs.pop() if len(docs) == 1 else -1
-print(f"{n} {n / statistics.median(total):.0f} {statistics.median(first) * 1000:.1f} {max(first) * 1000:.1f} {statistics.median(total) * 1000:.1f}")
+n = docs.pop() if len(docs) == 1 else -1  # -1: the runs disagreed
+ms = [statistics.median(first) * 1000, max(first) * 1000, statistics.median(total) * 1000]
+print(f"{n} {n / statistics.median(total):.0f} " + " ".join(f"{m:.1f}" for m in ms))
 PY
 say "runQuery: pgbench baseline, 1 client, ${QUERY_RUNS} runs"
 qbase="$(pgbench_tps "${tmp}/query.sql" prepared 1 query-sql "${QUERY_RUNS}")"
