@@ -52,9 +52,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# ~1 KB, 10 top-level scalar fields (as scripts/bench_writes.sh): the placeholders :r :c :t :a :p
-# are replaced per document (pgbench variables, Lua, SQL replace()).
-doc='{"name": "Restaurant :r", "city": "City :c", "type": "Type :t", "avgRating": :a.5, "numRatings": :r, "price": :p, "open": true, "phone": "+1-555-:r", "address": "1234 Market Street, Suite :r, San Francisco, CA 94103, United States of America", "description": "A neighbourhood favourite serving slow-smoked brisket, ribs and seasonal sides, with a long list of Californian wines and local craft beers on tap; reservations recommended on weekends, walk-ins welcome at the bar, private dining for up to forty guests, catering available for events of every size, and a patio that is dog friendly. Kitchen open until late every day except Monday, brunch on Saturdays and Sundays from ten, happy hour from four to six with half-price small plates and oysters, live music on Thursday nights, gift cards available at the host stand and online, parking validated at the garage across the street :r."}'
+# ~1 KB, 10 top-level scalar fields (scripts/bench_writes.sh's document, a longer description):
+# the placeholders :r :c :t :a :p are replaced per document (pgbench variables, Lua, SQL replace()).
+doc='{"name": "Restaurant :r", "city": "City :c", "type": "Type :t", "avgRating": :a.5, "numRatings": :r, "price": :p, "open": true, "phone": "+1-555-:r", "address": "1234 Market Street, Suite :r, San Francisco, CA 94103, United States of America", "description": "A neighbourhood favourite serving slow-smoked brisket, ribs and seasonal sides, with a long list of Californian wines and local craft beers on tap; reservations recommended on weekends, walk-ins welcome at the bar, private dining for up to forty guests, catering available for events of every size, and a patio that is dog friendly. Kitchen open until late every day except Monday, brunch on Saturdays and Sundays from ten, happy hour from four to six with half-price small plates and oysters, live music on Thursday nights, gift cards available at the host stand and online, parking validated at the garage across the street :r. Ask about the tasting menu, the smoked vegetables for guests who eat no meat, and the seasonal pies."}'
 
 say "preparing database ${DB}: ${DOCUMENTS} documents of ~1 KB in collection bench"
 fresh_database "${DB}"
@@ -94,6 +94,7 @@ for i in $(seq 1 300); do
 done
 jwt="$("${PYTHON}" -c 'import sys, time, jwt; now = int(time.time()); print(jwt.encode({"sub": "bench", "iat": now, "exp": now + 3600}, sys.argv[1], algorithm="HS256"))' "${jwt_secret}")"
 declare -A TOKENS=([admin]="${admin_key}" [jwt]="${jwt}")
+declare -A LABELS=([admin]="admin key" [jwt]="JWT (HS256)")
 
 # Each request kind answers 2xx once before it is measured (a benchmark of errors is worthless).
 documents_url="${url}/v1/databases/(default)/documents"
@@ -144,7 +145,7 @@ pgbench_tps() { # script, mode, clients, name[, transactions] -> transactions pe
   pgbench -n -M "$2" -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres -c "$3" \
     -j "$(($3 < THREADS ? $3 : THREADS))" "${run[@]}" -f "$1" "${DB}" > "${OUT}/$4.pgbench" 2>&1 ||
     { cat "${OUT}/$4.pgbench" >&2; die "pgbench $4 failed"; }
-  awk '/^tps = /{printf "%d", $3}' "${OUT}/$4.pgbench"
+  awk '/^tps = /{printf "%.1f", $3}' "${OUT}/$4.pgbench"
 }
 wrk_run() { # who, lua script, name -> "requests/s p50 p99 errors"
   "${PSQL[@]}" -d "${DB}" -qc checkpoint
@@ -169,10 +170,10 @@ for kind in get add; do
     add) what="create (POST to a collection), ${CONNECTIONS} connections" mode=simple ;;
   esac
   say "${kind}: pgbench baseline, ${CONNECTIONS} clients, ${SECONDS_PER_RUN} s"
-  base="$(pgbench_tps "${tmp}/${kind}.sql" "${mode}" "${CONNECTIONS}" "${kind}-sql")"
+  base="$(pgbench_tps "${tmp}/${kind}.sql" "${mode}" "${CONNECTIONS}" "${kind}-sql" | cut -d. -f1)"
   for who in admin jwt; do
     if skipped "${who}"; then
-      rows+=("| ${what}, ${who} | refused (see target/bench-http/${who}.refused) | ${base} | - | - |")
+      rows+=("| ${what}, ${LABELS[${who}]} | refused (see target/bench-http/${who}.refused) | ${base} | - | - |")
       continue
     fi
     say "${kind}: wrk, ${who}, ${CONNECTIONS} connections, ${SECONDS_PER_RUN} s"
@@ -180,7 +181,7 @@ for kind in get add; do
     read -r rps p50 p99 errors <<< "${measured}"
     note=""
     [ "${errors}" = 0 ] || note=" (${errors} errors)"
-    rows+=("| ${what}, ${who/admin/admin key} | ${rps} req/s${note} | ${base} tps | $(ratio "${rps}" "${base}") | ${p50} / ${p99} |")
+    rows+=("| ${what}, ${LABELS[${who}]} | ${rps} req/s${note} | ${base} tps | $(ratio "${rps}" "${base}") | ${p50} / ${p99} |")
   done
 done
 
@@ -233,10 +234,10 @@ print(f"{n} {n / statistics.median(total):.0f} " + " ".join(f"{m:.1f}" for m in 
 PY
 say "runQuery: pgbench baseline, 1 client, ${QUERY_RUNS} runs"
 qbase="$(pgbench_tps "${tmp}/query.sql" prepared 1 query-sql "${QUERY_RUNS}")"
-qbase_docs=$((qbase * DOCUMENTS))
+qbase_docs="$(awk "BEGIN { printf \"%d\", ${qbase} * ${DOCUMENTS} }")"
 for who in admin jwt; do
   if skipped "${who}"; then
-    rows+=("| runQuery ${DOCUMENTS} documents, ${who} | refused | ${qbase_docs} docs/s | - | - |")
+    rows+=("| runQuery ${DOCUMENTS} documents, ${LABELS[${who}]} | refused | ${qbase_docs} docs/s | - | - |")
     continue
   fi
   say "runQuery: HTTP, ${who}, 1 client, ${QUERY_RUNS} runs"
@@ -245,7 +246,7 @@ for who in admin jwt; do
   read -r n dps ttfb ttfb_max elapsed <<< "${measured}"
   note=""
   [ "${n}" = "${DOCUMENTS}" ] || note=" (answer held ${n} documents)"
-  rows+=("| runQuery ${DOCUMENTS} documents, 1 client, ${who/admin/admin key} | ${dps} docs/s${note}, TTFB ${ttfb} ms (max ${ttfb_max}), whole answer ${elapsed} ms | ${qbase_docs} docs/s | $(ratio "${dps}" "${qbase_docs}") | - |")
+  rows+=("| runQuery ${DOCUMENTS} documents, 1 client, ${LABELS[${who}]} | ${dps} docs/s${note}, TTFB ${ttfb} ms (max ${ttfb_max}), whole answer ${elapsed} ms | ${qbase_docs} docs/s | $(ratio "${dps}" "${qbase_docs}") | - |")
 done
 
 {
