@@ -15,7 +15,8 @@
 # are untouched. Environment:
 #   DOCSTORE_SIDECAR_BIN  the binary (default: target/release/docstore-sidecar, built if missing)
 #   BENCH_SECONDS (default 15) per wrk/pgbench run, BENCH_CONNECTIONS (32), BENCH_THREADS (2),
-#   BENCH_QUERY_RUNS (default 20) runQuery repetitions.
+#   BENCH_QUERY_RUNS (default 20) runQuery repetitions, BENCH_POOL_SIZE (the sidecar's pool,
+#   default BENCH_CONNECTIONS: as many Postgres backends as pgbench's clients).
 # Prints a Markdown table for BENCHMARKS.md ("Sidecar HTTP"); raw output in target/bench-http/.
 source "$(dirname "$0")/lib.sh"
 
@@ -23,6 +24,7 @@ SECONDS_PER_RUN="${BENCH_SECONDS:-15}"
 CONNECTIONS="${BENCH_CONNECTIONS:-32}"
 THREADS="${BENCH_THREADS:-2}"
 QUERY_RUNS="${BENCH_QUERY_RUNS:-20}"
+POOL_SIZE="${BENCH_POOL_SIZE:-${CONNECTIONS}}"
 DOCUMENTS=1000
 DB=docstore_bench_http
 SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar}"
@@ -84,7 +86,7 @@ url="http://127.0.0.1:${port}"
 say "starting ${SIDECAR_BIN} on ${url}"
 DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
   DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_JWT_SECRET="${jwt_secret}" \
-  DOCSTORE_ADMIN_KEY="${admin_key}" "${SIDECAR_BIN}" > "${OUT}/sidecar.log" 2>&1 &
+  DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_POOL_SIZE="${POOL_SIZE}" "${SIDECAR_BIN}" > "${OUT}/sidecar.log" 2>&1 &
 sidecar_pid=$!
 for i in $(seq 1 300); do
   curl -fsS -o /dev/null --max-time 2 "${url}/healthz" 2>/dev/null && break
@@ -250,7 +252,7 @@ for who in admin jwt; do
 done
 
 {
-  echo "Document size: ${bytes} bytes of typed JSON. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "Document size: ${bytes} bytes of typed JSON; sidecar pool ${POOL_SIZE} connections; wrk ${THREADS} threads; ${SECONDS_PER_RUN} s per run. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "| what | HTTP (sidecar) | baseline: SQL through pgbench, same run | ratio | HTTP p50 / p99 |"
   echo "|---|---|---|---|---|"
