@@ -12,7 +12,10 @@
 # Needs a running cluster with the extension (`make up`) at DOCSTORE_PG_PORT (default 5433).
 # It starts its own sidecar on a free port with throwaway secrets against a fresh Postgres
 # database `docstore_bench_http` (dropped at the end), so the demo data and `make up`'s sidecar
-# are untouched. Environment:
+# are untouched. With BENCH_CLUSTER=throwaway it runs on a throwaway cluster of its own instead
+# (scripts/lib.sh; default settings, removed at the end), where it may also create the role
+# `docstore_client` when the installed extension does not yet (the JWT rows need it; it never
+# creates a role on the project cluster). Environment:
 #   DOCSTORE_SIDECAR_BIN  the binary (default: target/release/docstore-sidecar, built if missing)
 #   BENCH_SECONDS (default 15) per wrk/pgbench run, BENCH_CONNECTIONS (32), BENCH_THREADS (2),
 #   BENCH_QUERY_RUNS (default 20) runQuery repetitions, BENCH_POOL_SIZE (the sidecar's pool,
@@ -31,6 +34,13 @@ SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release
 OUT="${ROOT}/target/bench-http"
 PYTHON="${ROOT}/.venv/bin/python"
 
+THROWAWAY=0
+if [ "${BENCH_CLUSTER:-project}" = throwaway ]; then
+  [ -f "$(installed_library)" ] || die "the extension is not installed: run 'make up' first"
+  say "starting a throwaway cluster"
+  start_throwaway_cluster
+  THROWAWAY=1
+fi
 "${PSQL[@]}" -d postgres -Atc "select 1" >/dev/null 2>&1 ||
   die "no Postgres answers on 127.0.0.1:${DOCSTORE_PG_PORT}: run 'make up' first"
 command -v wrk >/dev/null || {
@@ -51,6 +61,7 @@ cleanup() {
   "${PSQL[@]}" -d postgres -qc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = '${DB}' and not active" >/dev/null 2>&1 || true
   "${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" >/dev/null 2>&1 || true
   rm -rf "${tmp}"
+  stop_throwaway_cluster
 }
 trap cleanup EXIT
 
@@ -76,6 +87,18 @@ select count(docstore.set('bench/d' || i,
 from generate_series(1, :n) i;
 analyze;
 SQL
+if [ "${THROWAWAY}" = 1 ]; then
+  # As the end-to-end tests' set-up does, until the extension creates the role.
+  "${PSQL[@]}" -d "${DB}" -q <<'SQL'
+do $$ begin
+  if not exists (select from pg_roles where rolname = 'docstore_client') then
+    create role docstore_client nologin;
+    grant usage on schema docstore to docstore_client;
+    grant select, insert, update, delete on docstore.entities to docstore_client;
+  end if;
+end $$;
+SQL
+fi
 bytes="$("${PSQL[@]}" -d "${DB}" -Atc "select octet_length(docstore.get('bench/d1')::text)")"
 
 # The sidecar under test, on a free port, with secrets of this run only.
@@ -252,7 +275,7 @@ for who in admin jwt; do
 done
 
 {
-  echo "Document size: ${bytes} bytes of typed JSON; sidecar pool ${POOL_SIZE} connections; wrk ${THREADS} threads; ${SECONDS_PER_RUN} s per run. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "Cluster: $([ "${THROWAWAY}" = 1 ] && echo "a throwaway one (default settings)" || echo "the project cluster on port ${DOCSTORE_PG_PORT}"). Document size: ${bytes} bytes of typed JSON; sidecar pool ${POOL_SIZE} connections; wrk ${THREADS} threads; ${SECONDS_PER_RUN} s per run. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "| what | HTTP (sidecar) | baseline: SQL through pgbench, same run | ratio | HTTP p50 / p99 |"
   echo "|---|---|---|---|---|"
