@@ -6,7 +6,10 @@
 #      vs `docstore.add(...)` through pgbench with 32 clients;
 #   c. :runQuery returning 1,000 documents, one client, N runs: documents/s and time to first
 #      byte of the body vs `select * from docstore.query(...)` through pgbench, one client.
-# HTTP rows run once with the admin key and once with an HS256 JWT (the rules path).
+# HTTP rows run once with the admin key and once with an HS256 JWT (the rules path). For a and b
+# a second baseline sends the SQL in the shape of the sidecar's admin transaction (begin;
+# set_config; the call; commit: four round trips) through pgbench, to tell what the round trips
+# cost from what HTTP costs.
 #
 # Command:   bash scripts/bench_http.sh        (make bench-http)
 # Needs a running cluster with the extension (`make up`) at DOCSTORE_PG_PORT (default 5433).
@@ -52,6 +55,7 @@ if [ ! -x "${SIDECAR_BIN}" ]; then
   say "building the sidecar (release)"
   (cd "${ROOT}" && cargo build --release --quiet -p docstore-sidecar)
 fi
+rm -rf "${OUT}"
 mkdir -p "${OUT}"
 tmp="$(mktemp -d)"
 sidecar_pid=
@@ -162,6 +166,16 @@ printf '%s\n%s\n%s\n%s\n%s\nselect docstore.add('"'"'bench_sql_add'"'"', '"'"'%s
   '\set r random(1, 1000000)' '\set c random(1, 100)' '\set t random(1, 20)' '\set a random(1, 4)' \
   '\set p random(1, 4)' "${doc}" > "${tmp}/add.sql"
 echo "select * from docstore.query('select * from /bench');" > "${tmp}/query.sql"
+# The same calls inside the sidecar's transaction shape (pg/mod.rs, RequestTx, admin).
+for kind in get add; do
+  {
+    grep '^\\set' "${tmp}/${kind}.sql"
+    echo "begin;"
+    echo "select set_config('docstore.database', '(default)', true);"
+    grep -v '^\\set' "${tmp}/${kind}.sql"
+    echo "commit;"
+  } > "${tmp}/${kind}_tx.sql"
+done
 
 pgbench_tps() { # script, mode, clients, name[, transactions] -> transactions per second
   local run=(-T "${SECONDS_PER_RUN}")
@@ -196,9 +210,11 @@ for kind in get add; do
   esac
   say "${kind}: pgbench baseline, ${CONNECTIONS} clients, ${SECONDS_PER_RUN} s"
   base="$(pgbench_tps "${tmp}/${kind}.sql" "${mode}" "${CONNECTIONS}" "${kind}-sql" | cut -d. -f1)"
+  say "${kind}: pgbench, the sidecar's transaction shape, ${CONNECTIONS} clients, ${SECONDS_PER_RUN} s"
+  shaped="$(pgbench_tps "${tmp}/${kind}_tx.sql" "${mode}" "${CONNECTIONS}" "${kind}-sql-tx" | cut -d. -f1)"
   for who in admin jwt; do
     if skipped "${who}"; then
-      rows+=("| ${what}, ${LABELS[${who}]} | refused (see target/bench-http/${who}.refused) | ${base} | - | - |")
+      rows+=("| ${what}, ${LABELS[${who}]} | refused (see target/bench-http/${who}.refused) | ${base} tps | - | - | ${shaped} tps |")
       continue
     fi
     say "${kind}: wrk, ${who}, ${CONNECTIONS} connections, ${SECONDS_PER_RUN} s"
@@ -206,7 +222,7 @@ for kind in get add; do
     read -r rps p50 p99 errors <<< "${measured}"
     note=""
     [ "${errors}" = 0 ] || note=" (${errors} errors)"
-    rows+=("| ${what}, ${LABELS[${who}]} | ${rps} req/s${note} | ${base} tps | $(ratio "${rps}" "${base}") | ${p50} / ${p99} |")
+    rows+=("| ${what}, ${LABELS[${who}]} | ${rps} req/s${note} | ${base} tps | $(ratio "${rps}" "${base}") | ${p50} / ${p99} | ${shaped} tps ($(ratio "${shaped}" "${base}")) |")
   done
 done
 
@@ -262,7 +278,7 @@ qbase="$(pgbench_tps "${tmp}/query.sql" prepared 1 query-sql "${QUERY_RUNS}")"
 qbase_docs="$(awk "BEGIN { printf \"%d\", ${qbase} * ${DOCUMENTS} }")"
 for who in admin jwt; do
   if skipped "${who}"; then
-    rows+=("| runQuery ${DOCUMENTS} documents, ${LABELS[${who}]} | refused | ${qbase_docs} docs/s | - | - |")
+    rows+=("| runQuery ${DOCUMENTS} documents, ${LABELS[${who}]} | refused | ${qbase_docs} docs/s | - | - | - |")
     continue
   fi
   say "runQuery: HTTP, ${who}, 1 client, ${QUERY_RUNS} runs"
@@ -271,13 +287,13 @@ for who in admin jwt; do
   read -r n dps ttfb ttfb_max elapsed <<< "${measured}"
   note=""
   [ "${n}" = "${DOCUMENTS}" ] || note=" (answer held ${n} documents)"
-  rows+=("| runQuery ${DOCUMENTS} documents, 1 client, ${LABELS[${who}]} | ${dps} docs/s${note}, TTFB ${ttfb} ms (max ${ttfb_max}), whole answer ${elapsed} ms | ${qbase_docs} docs/s | $(ratio "${dps}" "${qbase_docs}") | - |")
+  rows+=("| runQuery ${DOCUMENTS} documents, 1 client, ${LABELS[${who}]} | ${dps} docs/s${note}, TTFB ${ttfb} ms (max ${ttfb_max}), whole answer ${elapsed} ms | ${qbase_docs} docs/s | $(ratio "${dps}" "${qbase_docs}") | - | - |")
 done
 
 {
   echo "Cluster: $([ "${THROWAWAY}" = 1 ] && echo "a throwaway one (default settings)" || echo "the project cluster on port ${DOCSTORE_PG_PORT}"). Document size: ${bytes} bytes of typed JSON; sidecar pool ${POOL_SIZE} connections; wrk ${THREADS} threads; ${SECONDS_PER_RUN} s per run. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
-  echo "| what | HTTP (sidecar) | baseline: SQL through pgbench, same run | ratio | HTTP p50 / p99 |"
-  echo "|---|---|---|---|---|"
+  echo "| what | HTTP (sidecar) | baseline: SQL through pgbench, same run | ratio | HTTP p50 / p99 | pgbench, sidecar's transaction shape (ratio to baseline) |"
+  echo "|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
 } | tee "${OUT}/results.md"
