@@ -282,7 +282,11 @@ for who in admin jwt; do
     continue
   fi
   say "runQuery: HTTP, ${who}, 1 client, ${QUERY_RUNS} runs"
-  measured="$("${PYTHON}" "${tmp}/query.py" "${query_url}" "${TOKENS[${who}]}" "${QUERY_RUNS}")"
+  # A failed answer (say a 500) is a row of the table, not the end of the run.
+  if ! measured="$("${PYTHON}" "${tmp}/query.py" "${query_url}" "${TOKENS[${who}]}" "${QUERY_RUNS}" 2> "${OUT}/query-${who}.err")"; then
+    rows+=("| runQuery ${DOCUMENTS} documents, 1 client, ${LABELS[${who}]} | failed: $(grep -m1 -oE "'[0-9]{3} [^']*'" "${OUT}/query-${who}.err" || echo "see target/bench-http/query-${who}.err") | ${qbase_docs} docs/s | - | - | - |")
+    continue
+  fi
   echo "${measured}" > "${OUT}/query-${who}.out"
   read -r n dps ttfb ttfb_max elapsed <<< "${measured}"
   note=""
