@@ -166,7 +166,8 @@ printf '%s\n%s\n%s\n%s\n%s\nselect docstore.add('"'"'bench_sql_add'"'"', '"'"'%s
   '\set r random(1, 1000000)' '\set c random(1, 100)' '\set t random(1, 20)' '\set a random(1, 4)' \
   '\set p random(1, 4)' "${doc}" > "${tmp}/add.sql"
 echo "select * from docstore.query('select * from /bench');" > "${tmp}/query.sql"
-# The same calls inside the sidecar's transaction shape (pg/mod.rs, RequestTx, admin).
+# The same calls inside the sidecar's first transaction shape (pg/mod.rs, RequestTx, admin):
+# four statements, one round trip each (the sidecar since be1a51e pipelines the first two).
 for kind in get add; do
   {
     grep '^\\set' "${tmp}/${kind}.sql"
