@@ -2,8 +2,9 @@
 # The sidecar (docstore-sidecar, the HTTP API) as `make up` runs it, next to the project cluster.
 # Usage: scripts/sidecar.sh start|stop|status|restart
 #   start    build it (release), generate .docstore/dev.env once, start it in the background
-#            (pid and log under .docstore/) unless it already runs this very binary, and wait
-#            for /healthz; a rebuilt binary or a dead process is restarted.
+#            (pid and log under .docstore/) unless it already runs this very binary against
+#            this very cluster, and wait for /healthz; a rebuilt binary, a restarted cluster, a
+#            recreated extension or a dead process restarts it.
 #   stop     stop it (SIGTERM, then SIGKILL after 10 s).
 #   status   say whether it runs and whether /healthz answers; exit 1 when it does not run.
 #   restart  stop, then start.
@@ -15,8 +16,8 @@ DOCSTORE_HTTP_PORT="${DOCSTORE_HTTP_PORT:-8787}"
 SIDECAR_STATE="${ROOT}/.docstore"
 SIDECAR_PID="${SIDECAR_STATE}/sidecar.pid"
 SIDECAR_LOG="${SIDECAR_STATE}/sidecar.log"
-# Fingerprint of the binary the running process was started from.
-SIDECAR_STAMP="${SIDECAR_STATE}/sidecar.sha256"
+# What the running process was started against (started_against).
+SIDECAR_STAMP="${SIDECAR_STATE}/sidecar.stamp"
 DEV_ENV="${SIDECAR_STATE}/dev.env"
 SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar"
 HEALTH_URL="http://127.0.0.1:${DOCSTORE_HTTP_PORT}/healthz"
@@ -63,6 +64,15 @@ running_pid() {
   echo "${pid}"
 }
 
+# The binary's fingerprint, the extension's SQL (up.sh's stamp) and the cluster's start time: a
+# recreated extension or a restarted cluster leaves the sidecar's pooled connections with stale
+# prepared statements or none, so a change of any of them restarts it.
+started_against() {
+  local started
+  started="$("${PSQL[@]}" -d postgres -Atc "select pg_postmaster_start_time()" 2>/dev/null || echo unknown)"
+  echo "binary $(fingerprint "${SIDECAR_BIN}"), extension $(cat "${PGSTATE}/extension.sha256" 2>/dev/null || echo none), cluster started ${started}"
+}
+
 healthy() { curl -fsS -o /dev/null --max-time 2 "${HEALTH_URL}" 2>/dev/null; }
 
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/${DOCSTORE_HTTP_PORT}") 2>/dev/null; }
@@ -78,14 +88,14 @@ start() {
   ensure_dev_env
   build
   local stamp pid
-  stamp="$(fingerprint "${SIDECAR_BIN}")"
+  stamp="$(started_against)"
   if pid="$(running_pid)"; then
     if [ "$(cat "${SIDECAR_STAMP}" 2>/dev/null || true)" = "${stamp}" ]; then
       wait_healthy "${pid}"
       say "the sidecar runs (pid ${pid}) on 127.0.0.1:${DOCSTORE_HTTP_PORT}"
       return
     fi
-    say "the sidecar's binary changed: restarting it"
+    say "the sidecar's binary, the extension or the cluster changed: restarting the sidecar"
     stop
   elif [ -f "${SIDECAR_PID}" ]; then
     say "the sidecar is not running (see ${SIDECAR_LOG}): starting it again"
