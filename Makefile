@@ -1,7 +1,8 @@
 # pg_docstore: the two commands of the README, plus a few for development.
-#   make up     install what is missing, build, start Postgres (:5433) with the extension
-#   make test   run every test (lint, Rust unit/property, pgrx, SQL regression)
-.PHONY: up down test lint test-core test-pgrx test-regress install-ext bench fuzz clean
+#   make up     install what is missing, build, start Postgres (:5433) with the extension and
+#               the sidecar (HTTP, :8787), load the demo, make .venv/ and .docstore/dev.env
+#   make test   run every test (lint, Rust unit/property, pgrx, SQL regression, ..., end-to-end)
+.PHONY: up down test lint test-core test-pgrx test-regress test-e2e install-ext bench bench-http fuzz clean
 
 up:
 	bash scripts/up.sh
@@ -24,11 +25,17 @@ test-pgrx:
 test-regress:
 	bash scripts/test.sh regress
 
+test-e2e:
+	bash scripts/test.sh e2e
+
 bench:
 	cargo bench -p docstore-core --bench values
+
+bench-http:
+	bash scripts/bench_http.sh
 
 fuzz:
 	bash scripts/fuzz.sh 60
 
 clean: down
-	rm -rf .pgdata target
+	rm -rf .pgdata target .venv

@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|pgrx|regress|differential|isolation|concurrency|builder|bulk|backup|faults ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e ...]  (default: all, in this order)
+# Each layer closes with the line `<layer>: N passed, N failed`, the run with `total: N passed,
+# N failed` (scripts/tally.sh); the first failing layer ends the run with exit status 1.
 source "$(dirname "$0")/lib.sh"
+source "${ROOT}/scripts/tally.sh"
 cd "${ROOT}"
 
 lint() {
-  say "lint: cargo fmt --check, cargo clippy -D warnings"
-  cargo fmt --all -- --check
-  cargo clippy --workspace --all-targets --features pg_docstore/pg_test -- -D warnings
-  say "docker-compose.yml: docker compose config"
+  say "lint: cargo fmt --check, cargo clippy -D warnings (the whole workspace: extension, core, sidecar), ruff, docker compose config"
+  LINT_FAILED=0
+  lint_check "cargo fmt" cargo fmt --all -- --check
+  lint_check "cargo clippy" cargo clippy --workspace --all-targets --features pg_docstore/pg_test -- -D warnings
+  [ -x .venv/bin/ruff ] || bash scripts/venv.sh
+  lint_check "ruff check" .venv/bin/ruff check tests
+  lint_check "ruff format" .venv/bin/ruff format --check tests
+  lint_check "docker compose config" compose_config
+  return "${LINT_FAILED}"
+}
+
+# docker-compose.yml is valid (the Compose plugin, or Debian's docker-compose).
+compose_config() {
   if docker compose version >/dev/null 2>&1; then
     docker compose config -q
   else
     command -v docker-compose >/dev/null ||
-      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null ||
+      return 1
     docker-compose config -q
   fi
 }
@@ -21,6 +34,11 @@ lint() {
 core() {
   say "docstore-core: unit, property (10,000 cases each) and seed tests"
   cargo test -p docstore-core
+}
+
+rules() {
+  say "docstore-rules: lexer, parser, checker, evaluator, SQL back end, Firebase's examples, differential against hidane-rules"
+  cargo test -p docstore-rules
 }
 
 pgrx() {
@@ -47,6 +65,15 @@ differential() {
   DOCSTORE_DIFFERENTIAL_CASES="${DOCSTORE_DIFFERENTIAL_CASES:-10000}" \
     DOCSTORE_TEST_DSN="host=127.0.0.1 port=${DOCSTORE_PG_PORT} user=postgres dbname=docstore_differential" \
     cargo test -p docstore-core --test differential
+}
+
+sidecar() {
+  say "docstore-sidecar: unit and property tests, fuzz seeds, the replication source against the project cluster"
+  cluster_running || die "the cluster is not running: run 'make up' first"
+  fresh_database docstore_sidecar_test
+  "${PSQL[@]}" -d docstore_sidecar_test -qc "create extension pg_docstore"
+  DOCSTORE_TEST_DSN="host=127.0.0.1 port=${DOCSTORE_PG_PORT} user=postgres dbname=docstore_sidecar_test" \
+    cargo test -p docstore-sidecar
 }
 
 isolation() {
@@ -79,9 +106,19 @@ faults() {
   bash scripts/faults.sh
 }
 
+e2e() {
+  say "end-to-end: pytest (tests/) against a cluster and a sidecar of its own, over real HTTP"
+  [ -x .venv/bin/pytest ] || bash scripts/venv.sh
+  cargo build --release --quiet -p docstore-sidecar
+  # The suite starts this binary; pytest's exit status 5 (no test collected) fails the layer.
+  DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
+    .venv/bin/pytest -q tests
+}
+
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core pgrx regress differential isolation concurrency builder bulk backup faults)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress differential sidecar isolation concurrency builder bulk backup faults e2e)
 for step in "${steps[@]}"; do
-  "${step}"
+  run_layer "${step}"
 done
 say "all tests passed"
+tally_total

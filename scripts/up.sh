@@ -141,6 +141,8 @@ init_cluster
 start_cluster
 create_database
 load_demo
+bash "${ROOT}/scripts/venv.sh"
+bash "${ROOT}/scripts/sidecar.sh" start
 
 cat <<DONE
 
@@ -148,6 +150,8 @@ pg_docstore is up.
   psql:    psql -h 127.0.0.1 -p ${DOCSTORE_PG_PORT} -U postgres ${DATABASE}
   try:     select docstore.get('restaurants/one');
            select path, data->>'name' from docstore.documents where collection = 'restaurants';
-  logs:    ${PGLOG}
+  HTTP:    source .docstore/dev.env
+           curl -H "Authorization: Bearer \$DOCSTORE_ADMIN_KEY" "\$DOCSTORE_URL/v1/databases/(default)/documents/restaurants/one"
+  logs:    ${PGLOG}, .docstore/sidecar.log
   stop:    make down
 DONE
