@@ -163,8 +163,9 @@ impl Verifier {
             return Ok(Principal::Anonymous);
         };
         let bad = |why: &str| {
-            ApiError::unauthenticated(format!("invalid credentials: {why}"))
-                .with_hint("send Authorization: Bearer <JWT> or the admin key, or no Authorization header")
+            ApiError::unauthenticated(format!("invalid credentials: {why}")).with_hint(
+                "send Authorization: Bearer <JWT> or the admin key, or no Authorization header",
+            )
         };
         let value = value
             .to_str()
@@ -281,12 +282,16 @@ mod tests {
     #[test]
     fn anonymous_admin_and_user() {
         let v = verifier();
-        assert_eq!(v.authenticate(&HeaderMap::new()).unwrap(), Principal::Anonymous);
+        assert_eq!(
+            v.authenticate(&HeaderMap::new()).unwrap(),
+            Principal::Anonymous
+        );
         assert_eq!(
             v.authenticate(&headers("Bearer admin-key")).unwrap(),
             Principal::Admin
         );
-        let claims = serde_json::json!({"sub": "u1", "exp": now() + 600, "n": 12345678901234567890u64});
+        let claims =
+            serde_json::json!({"sub": "u1", "exp": now() + 600, "n": 12345678901234567890u64});
         let t = token(claims.clone(), b"secret");
         assert_eq!(
             v.authenticate(&headers(&format!("bearer {t}"))).unwrap(),
@@ -344,7 +349,10 @@ mod tests {
         }
         // Without a configured audience, a token's aud is accepted as it is.
         let v = verifier();
-        let t = token(serde_json::json!({"exp": now() + 600, "aud": "x"}), b"secret");
+        let t = token(
+            serde_json::json!({"exp": now() + 600, "aud": "x"}),
+            b"secret",
+        );
         assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
     }
 

@@ -93,7 +93,11 @@ pub fn json_object_text(bytes: &[u8], what: &str) -> Result<String, ApiError> {
         .map_err(|_| ApiError::invalid_argument("the request body is not UTF-8"))
 }
 
-fn object<'a>(json: &'a Json, what: &str, allowed: &[&str]) -> Result<&'a Map<String, Json>, ApiError> {
+fn object<'a>(
+    json: &'a Json,
+    what: &str,
+    allowed: &[&str],
+) -> Result<&'a Map<String, Json>, ApiError> {
     let obj = json
         .as_object()
         .ok_or_else(|| ApiError::invalid_argument(format!("{what} must be a JSON object")))?;
@@ -211,13 +215,14 @@ pub fn masked_set(
 ) -> Result<Json, ApiError> {
     let data = parse_json(data)?;
     if !data.is_object() {
-        return Err(ApiError::invalid_argument("the document data must be a JSON object"));
+        return Err(ApiError::invalid_argument(
+            "the document data must be a JSON object",
+        ));
     }
     let mut fields = Map::new();
     for text in mask {
-        let field = FieldPath::parse(text).map_err(|e| {
-            ApiError::invalid_argument(format!("updateMask \"{text}\": {e}"))
-        })?;
+        let field = FieldPath::parse(text)
+            .map_err(|e| ApiError::invalid_argument(format!("updateMask \"{text}\": {e}")))?;
         let value = value_at(&data, &field)
             .cloned()
             .unwrap_or_else(|| serde_json::json!({"$delete": true}));
@@ -241,7 +246,10 @@ mod tests {
     fn content_types() {
         let mut h = HeaderMap::new();
         assert!(require_json(&h).is_err());
-        h.insert(header::CONTENT_TYPE, "application/json; charset=utf-8".parse().unwrap());
+        h.insert(
+            header::CONTENT_TYPE,
+            "application/json; charset=utf-8".parse().unwrap(),
+        );
         assert!(require_json(&h).is_ok());
         h.insert(header::CONTENT_TYPE, "Application/JSON".parse().unwrap());
         assert!(require_json(&h).is_ok());
@@ -268,7 +276,10 @@ mod tests {
             b"[]",
             b"{",
         ] {
-            assert_eq!(RunQuery::parse(bad).unwrap_err().code, Code::InvalidArgument);
+            assert_eq!(
+                RunQuery::parse(bad).unwrap_err().code,
+                Code::InvalidArgument
+            );
         }
     }
 

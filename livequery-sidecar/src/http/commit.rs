@@ -24,10 +24,16 @@ use crate::pg::documents as pg_documents;
 /// # Cancel safety
 /// Dropped mid-way, the request's transaction is cancelled and its connection discarded:
 /// nothing of the batch is written.
-pub async fn commit(state: SharedState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub async fn commit(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
     if request.uri().query().is_some_and(|q| !q.is_empty()) {
-        return Err(ApiError::invalid_argument(":commit takes no query parameters"));
+        return Err(ApiError::invalid_argument(
+            ":commit takes no query parameters",
+        ));
     }
     let principal = state.verifier.authenticate(request.headers())?;
     body::require_json(request.headers())?;

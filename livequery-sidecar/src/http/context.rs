@@ -147,7 +147,14 @@ mod tests {
         };
         assert_eq!(auth, "null");
         assert_eq!(
-            run_as(&Principal::Admin, RulesMethod::Get, "GET", "(default)", "a/b", None),
+            run_as(
+                &Principal::Admin,
+                RulesMethod::Get,
+                "GET",
+                "(default)",
+                "a/b",
+                None
+            ),
             RunAs::Admin
         );
     }

@@ -115,14 +115,25 @@ async fn read_back(tx: &RequestTx, call: &Call) -> Result<String, ApiError> {
 ///
 /// # Cancel safety
 /// Dropped mid-way, the request's transaction is cancelled and its connection discarded.
-pub async fn get(state: SharedState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub async fn get(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
     if call.params != Params::default() {
         return Err(ApiError::invalid_argument(
             "GET of a document takes no query parameters",
         ));
     }
-    let tx = begin(&state, &call, request.headers(), request.method(), RulesMethod::Get).await?;
+    let tx = begin(
+        &state,
+        &call,
+        request.headers(),
+        request.method(),
+        RulesMethod::Get,
+    )
+    .await?;
     let result = read_back(&tx, &call).await;
     let body = end(tx, result).await?;
     Ok(json_response(StatusCode::OK, body))
@@ -161,10 +172,16 @@ async fn write_and_read(
 ///
 /// # Cancel safety
 /// As [`get`].
-pub async fn put(state: SharedState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub async fn put(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
     if call.params.page_size.is_some() {
-        return Err(ApiError::invalid_argument("pageSize is for GET of a collection"));
+        return Err(ApiError::invalid_argument(
+            "pageSize is for GET of a collection",
+        ));
     }
     body::require_json(request.headers())?;
     let (parts, raw) = request.into_parts();
@@ -194,7 +211,11 @@ pub async fn put(state: SharedState, target: Target, request: Request) -> Result
 ///
 /// # Cancel safety
 /// As [`get`].
-pub async fn patch(state: SharedState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub async fn patch(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
     if call.params.merge || !call.params.update_mask.is_empty() || call.params.page_size.is_some() {
         return Err(ApiError::invalid_argument(
@@ -218,14 +239,25 @@ pub async fn patch(state: SharedState, target: Target, request: Request) -> Resu
 ///
 /// # Cancel safety
 /// As [`get`].
-pub async fn delete(state: SharedState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub async fn delete(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
     if call.params.merge || !call.params.update_mask.is_empty() || call.params.page_size.is_some() {
         return Err(ApiError::invalid_argument(
             "DELETE takes only the exists and updateTime preconditions",
         ));
     }
-    let tx = begin(&state, &call, request.headers(), request.method(), RulesMethod::Delete).await?;
+    let tx = begin(
+        &state,
+        &call,
+        request.headers(),
+        request.method(),
+        RulesMethod::Delete,
+    )
+    .await?;
     let result = async {
         match &call.params.precondition {
             None => Ok(pg_documents::delete(&tx, &call.path).await?),
@@ -257,7 +289,11 @@ pub async fn delete(state: SharedState, target: Target, request: Request) -> Res
 ///
 /// # Cancel safety
 /// As [`get`].
-pub async fn add(state: SharedState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub async fn add(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
     let mut call = call(target, &request)?;
     if call.params != Params::default() {
         return Err(ApiError::invalid_argument(
@@ -268,11 +304,20 @@ pub async fn add(state: SharedState, target: Target, request: Request) -> Result
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let data = body::json_object_text(&bytes, "the document data")?;
-    let tx = begin(&state, &call, &parts.headers, &parts.method, RulesMethod::Create).await?;
+    let tx = begin(
+        &state,
+        &call,
+        &parts.headers,
+        &parts.method,
+        RulesMethod::Create,
+    )
+    .await?;
     let result = async {
         let path = pg_documents::add(&tx, &call.path, &data).await?;
         call.resource = docstore_core::ResourcePath::parse_document(&path).map_err(|e| {
-            ApiError::from(PgError::Decode(format!("docstore.add returned {path:?}: {e}")))
+            ApiError::from(PgError::Decode(format!(
+                "docstore.add returned {path:?}: {e}"
+            )))
         })?;
         call.path = path;
         read_back(&tx, &call).await

@@ -96,7 +96,10 @@ impl ApiError {
     pub fn internal(code: Code, what: &str, error: &dyn std::fmt::Display) -> ApiError {
         let id = next_error_id();
         tracing::error!(error_id = %id, code = %code, %error, "{what}");
-        ApiError::new(code, format!("{what} (error id {id}; the sidecar's log has the cause)"))
+        ApiError::new(
+            code,
+            format!("{what} (error id {id}; the sidecar's log has the cause)"),
+        )
     }
 
     /// The status of [`ApiError::code`].
@@ -107,7 +110,10 @@ impl ApiError {
     /// This error as the JSON body of a response (also an item of a streamed array).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| {
-            format!("{{\"code\":\"{}\",\"message\":\"error\"}}", self.code.as_str())
+            format!(
+                "{{\"code\":\"{}\",\"message\":\"error\"}}",
+                self.code.as_str()
+            )
         })
     }
 }
@@ -116,11 +122,9 @@ impl From<PgError> for ApiError {
     fn from(error: PgError) -> ApiError {
         match error {
             PgError::Db(e) => from_postgres(&e),
-            PgError::Pool(e) => ApiError::internal(
-                Code::Unavailable,
-                "no database connection is available",
-                &e,
-            ),
+            PgError::Pool(e) => {
+                ApiError::internal(Code::Unavailable, "no database connection is available", &e)
+            }
             PgError::NoSuchDatabase(id) => ApiError::not_found(format!(
                 "database \"{id}\" does not exist"
             ))

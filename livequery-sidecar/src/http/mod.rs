@@ -53,7 +53,11 @@ pub fn router(state: SharedState) -> Router {
 }
 
 async fn not_found(request: Request) -> ApiError {
-    ApiError::not_found(format!("no route {} {}", request.method(), request.uri().path()))
+    ApiError::not_found(format!(
+        "no route {} {}",
+        request.method(),
+        request.uri().path()
+    ))
 }
 
 /// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer.

@@ -77,7 +77,11 @@ pub async fn run_query(
 ///
 /// # Cancel safety
 /// As [`run_query`].
-pub async fn list(state: SharedState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub async fn list(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
     let Target::Path { database, path } = target else {
         return Err(ApiError::invalid_argument("not a collection route"));
     };
@@ -118,7 +122,9 @@ fn row_json(row: &Row) -> Result<String, ApiError> {
             update_time,
         } => {
             let time = update_time.to_rfc3339().ok_or_else(|| {
-                ApiError::from(PgError::Decode(format!("update time of {path} out of range")))
+                ApiError::from(PgError::Decode(format!(
+                    "update time of {path} out of range"
+                )))
             })?;
             Ok(format!(
                 "{{\"path\":{},\"data\":{},\"updateTime\":\"{time}\"}}",

@@ -217,44 +217,45 @@ pub fn parse_params(query: Option<&str>) -> Result<Params, ApiError> {
         let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
         let name = percent_decode(raw_name, true).map_err(ApiError::invalid_argument)?;
         let value = percent_decode(raw_value, true).map_err(ApiError::invalid_argument)?;
-        let precondition = match name.as_str() {
-            "merge" => {
-                params.merge = parse_bool("merge", &value)?;
-                None
-            }
-            "updateMask" | "updateMask.fieldPaths" => {
-                if value.is_empty() {
-                    return Err(ApiError::invalid_argument("updateMask needs a field path"));
+        let precondition =
+            match name.as_str() {
+                "merge" => {
+                    params.merge = parse_bool("merge", &value)?;
+                    None
                 }
-                params.update_mask.push(value);
-                None
-            }
-            "exists" | "currentDocument.exists" => {
-                Some(Precondition::Exists(parse_bool("exists", &value)?))
-            }
-            "updateTime" | "currentDocument.updateTime" => {
-                if value.is_empty() {
-                    return Err(ApiError::invalid_argument(
-                        "updateTime needs an RFC 3339 time",
-                    ));
+                "updateMask" | "updateMask.fieldPaths" => {
+                    if value.is_empty() {
+                        return Err(ApiError::invalid_argument("updateMask needs a field path"));
+                    }
+                    params.update_mask.push(value);
+                    None
                 }
-                Some(Precondition::UpdateTime(value))
-            }
-            "pageSize" => {
-                params.page_size = Some(value.parse().map_err(|_| {
-                    ApiError::invalid_argument(format!(
-                        "pageSize must be a non-negative integer, not \"{value}\""
-                    ))
-                })?);
-                None
-            }
-            _ => {
-                return Err(ApiError::invalid_argument(format!(
+                "exists" | "currentDocument.exists" => {
+                    Some(Precondition::Exists(parse_bool("exists", &value)?))
+                }
+                "updateTime" | "currentDocument.updateTime" => {
+                    if value.is_empty() {
+                        return Err(ApiError::invalid_argument(
+                            "updateTime needs an RFC 3339 time",
+                        ));
+                    }
+                    Some(Precondition::UpdateTime(value))
+                }
+                "pageSize" => {
+                    params.page_size = Some(value.parse().map_err(|_| {
+                        ApiError::invalid_argument(format!(
+                            "pageSize must be a non-negative integer, not \"{value}\""
+                        ))
+                    })?);
+                    None
+                }
+                _ => return Err(ApiError::invalid_argument(format!(
                     "unknown query parameter \"{name}\""
                 ))
-                .with_hint("the document routes take merge, updateMask, exists, updateTime and pageSize"))
-            }
-        };
+                .with_hint(
+                    "the document routes take merge, updateMask, exists, updateTime and pageSize",
+                )),
+            };
         if let Some(p) = precondition {
             if params.precondition.replace(p).is_some() {
                 return Err(ApiError::invalid_argument(
@@ -366,7 +367,9 @@ mod tests {
         let p = parse_params(Some("updateTime=2026-01-01T00%3A00%3A00.000001Z")).unwrap();
         assert_eq!(
             p.precondition,
-            Some(Precondition::UpdateTime("2026-01-01T00:00:00.000001Z".into()))
+            Some(Precondition::UpdateTime(
+                "2026-01-01T00:00:00.000001Z".into()
+            ))
         );
         assert!(parse_params(Some("merge=yes")).is_err());
         assert!(parse_params(Some("exists=true&updateTime=x")).is_err());
@@ -375,7 +378,9 @@ mod tests {
         assert!(parse_params(Some("pageSize=-1")).is_err());
         assert_eq!(parse_params(None).unwrap(), Params::default());
         assert_eq!(
-            parse_params(Some("updateMask=%60a+b%60")).unwrap().update_mask,
+            parse_params(Some("updateMask=%60a+b%60"))
+                .unwrap()
+                .update_mask,
             ["`a b`"]
         );
     }

@@ -68,9 +68,7 @@ impl PgTime {
 
 impl<'a> FromSql<'a> for PgTime {
     fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
-        let bytes: [u8; 8] = raw
-            .try_into()
-            .map_err(|_| "timestamptz is not 8 bytes")?;
+        let bytes: [u8; 8] = raw.try_into().map_err(|_| "timestamptz is not 8 bytes")?;
         Ok(PgTime(i64::from_be_bytes(bytes)))
     }
 
@@ -97,7 +95,9 @@ mod tests {
     #[test]
     fn jsonb_text_round_trip() {
         let mut out = BytesMut::new();
-        JsonText("{\"a\": 1}").to_sql(&Type::JSONB, &mut out).unwrap();
+        JsonText("{\"a\": 1}")
+            .to_sql(&Type::JSONB, &mut out)
+            .unwrap();
         let back = RawJson::from_sql(&Type::JSONB, &out).unwrap();
         assert_eq!(back.0, "{\"a\": 1}");
         assert!(RawJson::from_sql(&Type::JSONB, &[2, b'1']).is_err());
