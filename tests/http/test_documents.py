@@ -84,8 +84,9 @@ def test_preconditions(stack, client, coll):
     assert r.status_code == 200, r.text
     t1 = r.json()["updateTime"]
     r = put(client, stack, path, {"v": 2}, params={"exists": "false"})
-    assert r.status_code in (400, 409), r.text
-    assert r.json()["code"] in ("FAILED_PRECONDITION", "ALREADY_EXISTS")
+    assert r.status_code == 400, r.text
+    assert r.json()["code"] == "FAILED_PRECONDITION"
+    assert path in r.json()["message"]
     r = client.patch(stack.doc(path), json={"v": 3}, params={"updateTime": t1},
                      headers=stack.admin)
     assert r.status_code == 200, r.text
