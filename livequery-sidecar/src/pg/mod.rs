@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use thiserror::Error;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
 
 use databases::DatabaseCache;
@@ -140,13 +141,19 @@ impl Db {
         self.databases.check(client, database).await?;
         tx.open = true;
         let client = tx.client()?;
-        client.batch_execute("begin").await?;
+        // `begin` and the settings go out together (tokio-postgres pipelines requests polled
+        // at once, in order); the settings run only inside the transaction, and the request
+        // goes on only when both succeeded.
         match run_as {
             RunAs::Admin => {
                 let stmt = client
                     .prepare_cached("select set_config('docstore.database', $1, true)")
                     .await?;
-                client.execute(&stmt, &[&database]).await?;
+                let params: [&(dyn ToSql + Sync); 1] = [&database];
+                tokio::try_join!(
+                    client.batch_execute("begin"),
+                    client.execute(&stmt, &params)
+                )?;
             }
             RunAs::Client { auth, request } => {
                 let stmt = client
@@ -157,9 +164,11 @@ impl Db {
                                 set_config('role', $4, true)",
                     )
                     .await?;
-                client
-                    .execute(&stmt, &[auth, request, &database, &CLIENT_ROLE])
-                    .await?;
+                let params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
+                tokio::try_join!(
+                    client.batch_execute("begin"),
+                    client.execute(&stmt, &params)
+                )?;
             }
         }
         Ok(tx)
