@@ -40,9 +40,14 @@ fn too_large(limit: usize) -> ApiError {
 
 /// Read the whole body, at most `limit` bytes.
 ///
+/// A body over the limit is read on (and thrown away) up to twice the limit before the
+/// answer, so a client still sending it reads the 413 instead of a reset connection; a
+/// client that sent `Expect: 100-continue` with a `Content-Length` over the limit gets the
+/// 413 before sending anything.
+///
 /// # Errors
-/// 413 RESOURCE_EXHAUSTED over the limit (a `Content-Length` over it is refused before
-/// reading); 400 INVALID_ARGUMENT when the client's body stream fails.
+/// 413 RESOURCE_EXHAUSTED over the limit; 400 INVALID_ARGUMENT when the client's body
+/// stream fails.
 ///
 /// # Cancel safety
 /// Reading only; dropping the future drops the partial body.
@@ -51,19 +56,30 @@ pub async fn read(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects_continue && declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large(limit));
     }
-    let mut out = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    let mut out = Vec::with_capacity(capacity);
+    let mut seen: usize = 0;
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
             ApiError::invalid_argument(format!("the request body could not be read: {e}"))
         })?;
-        if out.len() + chunk.len() > limit {
-            return Err(too_large(limit));
+        seen = seen.saturating_add(chunk.len());
+        if seen > limit.saturating_mul(2) {
+            break;
         }
-        out.extend_from_slice(&chunk);
+        if seen <= limit {
+            out.extend_from_slice(&chunk);
+        }
+    }
+    if seen > limit {
+        return Err(too_large(limit));
     }
     Ok(out)
 }

@@ -126,17 +126,22 @@ pub async fn get(
             "GET of a document takes no query parameters",
         ));
     }
-    let tx = begin(
-        &state,
-        &call,
-        request.headers(),
-        request.method(),
+    let principal = state.verifier.authenticate(request.headers())?;
+    let run_as = run_as(
+        &principal,
         RulesMethod::Get,
-    )
-    .await?;
-    let result = read_back(&tx, &call).await;
-    let body = end(tx, result).await?;
-    Ok(json_response(StatusCode::OK, body))
+        request.method().as_str(),
+        &call.database,
+        &call.path,
+        None,
+    );
+    match pg_documents::get(&state.db, &call.database, &run_as, &call.resource).await? {
+        Some(doc) => Ok(json_response(StatusCode::OK, document_json(&doc)?)),
+        None => Err(ApiError::not_found(format!(
+            "document \"{}\" does not exist",
+            call.path
+        ))),
+    }
 }
 
 /// The `"precondition"` member of a commit write, or nothing.

@@ -4,8 +4,14 @@
 use docstore_core::encoding::encode_name;
 use docstore_core::ResourcePath;
 
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
 use super::types::{JsonText, PgTime, RawJson};
-use super::{PgError, RequestTx};
+use super::{Db, PgError, RequestTx, RunAs, CLIENT_ROLE, SETTINGS_SQL};
+
+const READ_SQL: &str = "select data, create_time, update_time from docstore.entities \
+                        where database_id = $1 and name = $2";
 
 /// A stored document with its times.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,14 +37,14 @@ pub async fn read(
     path: &ResourcePath,
 ) -> Result<Option<Document>, PgError> {
     let client = tx.client()?;
-    let stmt = client
-        .prepare_cached(
-            "select data, create_time, update_time from docstore.entities \
-             where database_id = $1 and name = $2",
-        )
-        .await?;
+    let stmt = client.prepare_cached(READ_SQL).await?;
     let name = encode_name(path);
-    let Some(row) = client.query_opt(&stmt, &[&database, &name]).await? else {
+    let row = client.query_opt(&stmt, &[&database, &name]).await?;
+    document_of(path, row)
+}
+
+fn document_of(path: &ResourcePath, row: Option<Row>) -> Result<Option<Document>, PgError> {
+    let Some(row) = row else {
         return Ok(None);
     };
     Ok(Some(Document {
@@ -47,6 +53,59 @@ pub async fn read(
         create_time: row.try_get(1)?,
         update_time: row.try_get(2)?,
     }))
+}
+
+/// Read one document in a request of its own, in one round trip: an admin read is a single
+/// statement; a client's `begin`, settings, read and `commit` go out together (pipelined,
+/// executed in order, so the read runs as `docstore_client` with the request's settings; its
+/// result is used only when all four succeeded).
+///
+/// # Errors
+/// [`PgError::NoSuchDatabase`]; Postgres errors.
+///
+/// # Cancel safety
+/// Dropped before the answer, the transaction is cancelled and its connection discarded
+/// ([`RequestTx`]'s drop).
+pub async fn get(
+    db: &Db,
+    database: &str,
+    run_as: &RunAs,
+    path: &ResourcePath,
+) -> Result<Option<Document>, PgError> {
+    let mut tx = RequestTx {
+        client: Some(db.pool.get().await?),
+        open: false,
+    };
+    let client = tx.client()?;
+    db.databases.check(client, database).await?;
+    let read = client.prepare_cached(READ_SQL).await?;
+    let name = encode_name(path);
+    let (auth, request) = match run_as {
+        RunAs::Admin => {
+            let row = client.query_opt(&read, &[&database, &name]).await?;
+            return document_of(path, row);
+        }
+        RunAs::Client { auth, request } => (auth, request),
+    };
+    let settings = client.prepare_cached(SETTINGS_SQL).await?;
+    tx.open = true;
+    let client = tx.client()?;
+    let setting_params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
+    let read_params: [&(dyn ToSql + Sync); 2] = [&database, &name];
+    let (began, set, row, committed) = tokio::join!(
+        client.batch_execute("begin"),
+        client.execute(&settings, &setting_params),
+        client.query_opt(&read, &read_params),
+        client.batch_execute("commit"),
+    );
+    // A commit that went through ended the transaction (Postgres turns the commit of a
+    // failed one into a rollback), so the connection can go back to the pool.
+    tx.open = committed.is_err();
+    began?;
+    set?;
+    let row = row?;
+    committed?;
+    document_of(path, row)
 }
 
 /// `docstore.commit(writes)`: the batch's JSON text (validated JSON); returns the

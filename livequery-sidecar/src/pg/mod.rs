@@ -22,6 +22,13 @@ pub const APPLICATION_NAME: &str = "docstore-sidecar";
 /// The role non-admin requests run as (created by the extension).
 pub const CLIENT_ROLE: &str = "docstore_client";
 
+/// The settings of a client request's transaction: `docstore.auth`, `docstore.request`,
+/// `docstore.database`, then the role (`set local role`), all bound.
+const SETTINGS_SQL: &str = "select set_config('docstore.auth', $1, true), \
+                                   set_config('docstore.request', $2, true), \
+                                   set_config('docstore.database', $3, true), \
+                                   set_config('role', $4, true)";
+
 /// What can fail talking to Postgres.
 #[derive(Debug, Error)]
 pub enum PgError {
@@ -156,14 +163,7 @@ impl Db {
                 )?;
             }
             RunAs::Client { auth, request } => {
-                let stmt = client
-                    .prepare_cached(
-                        "select set_config('docstore.auth', $1, true), \
-                                set_config('docstore.request', $2, true), \
-                                set_config('docstore.database', $3, true), \
-                                set_config('role', $4, true)",
-                    )
-                    .await?;
+                let stmt = client.prepare_cached(SETTINGS_SQL).await?;
                 let params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
                 tokio::try_join!(
                     client.batch_execute("begin"),
