@@ -1,1 +1,89 @@
 //! Flags and environment of `docstore-sidecar` (`--help` documents each).
+//!
+//! Every flag can also be given by an environment variable (`DOCSTORE_...`); a flag on the
+//! command line wins. The stack script exports the values of `.docstore/dev.env`, so the
+//! sidecar reads them only through the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Default `--max-body-bytes`: 10 MiB (a commit of 500 writes of documents near the 1 MiB
+/// limit does not fit; send such batches in several commits).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
+
+/// pg_docstore's HTTP API (documents, queries, commits) with JWT auth, next to Postgres.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "docstore-sidecar", version, about, long_about = None)]
+pub struct Config {
+    /// Postgres to connect to: a libpq URL (`postgresql://user@host:port/db`) or keyword
+    /// string (`host=... port=... user=... dbname=...`). The role must be allowed to
+    /// `SET ROLE docstore_client` (a member of it, or a superuser).
+    #[arg(
+        long,
+        env = "DOCSTORE_DATABASE_URL",
+        default_value = "postgresql://postgres@127.0.0.1:5433/docstore"
+    )]
+    pub database_url: String,
+
+    /// Address and port the HTTP API listens on.
+    #[arg(long, env = "DOCSTORE_LISTEN", default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+
+    /// Shared secret of HS256-signed JWTs (`Authorization: Bearer <JWT>`). Without it and
+    /// without --jwks-file every bearer token but the admin key is refused (401).
+    #[arg(long, env = "DOCSTORE_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// JSON Web Key Set file (`{"keys": [...]}`) with the RS256/ES256 public keys of JWTs; a
+    /// token's `kid` picks the key (a token without `kid` is tried against every key of its
+    /// algorithm). Read once at start.
+    #[arg(long, env = "DOCSTORE_JWKS_FILE")]
+    pub jwks_file: Option<PathBuf>,
+
+    /// When set, a JWT must carry this `iss` claim.
+    #[arg(long, env = "DOCSTORE_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+
+    /// When set, a JWT must carry this audience in its `aud` claim.
+    #[arg(long, env = "DOCSTORE_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+
+    /// Admin key: a request with `Authorization: Bearer <admin key>` runs as the sidecar's
+    /// own database role and bypasses security rules. Without it no request is admin.
+    #[arg(long, env = "DOCSTORE_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+
+    /// Largest request body in bytes; a larger one is refused with 413 RESOURCE_EXHAUSTED.
+    #[arg(long, env = "DOCSTORE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+
+    /// Most Postgres connections the sidecar opens for requests (one per request in flight;
+    /// more requests wait for a free connection).
+    #[arg(long, env = "DOCSTORE_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn flags_parse_and_help_is_consistent() {
+        Config::command().debug_assert();
+        let config = Config::try_parse_from([
+            "docstore-sidecar",
+            "--database-url",
+            "host=/tmp dbname=x",
+            "--listen",
+            "127.0.0.1:9000",
+            "--max-body-bytes",
+            "100",
+        ])
+        .unwrap();
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.max_body_bytes, 100);
+    }
+}

@@ -1,3 +1,67 @@
 //! `docstore-sidecar`: see the crate documentation of `docstore_sidecar`.
 
-fn main() {}
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use docstore_sidecar::config::Config;
+use docstore_sidecar::http::{self, auth::Verifier, AppState};
+use docstore_sidecar::pg::Db;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let config = Config::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the tokio runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config) -> Result<(), String> {
+    let verifier = Verifier::from_config(&config)?;
+    let db = Db::connect(&config.database_url, config.pool_size)?;
+    let metrics = http::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
+    let upkeep = metrics.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    if let Err(e) = db.health().await {
+        tracing::warn!(error = %e, "the database does not answer yet; /healthz says 503 until it does");
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    tracing::info!(listen = %config.listen, "docstore-sidecar is serving");
+    let state = Arc::new(AppState {
+        db,
+        verifier,
+        max_body_bytes: config.max_body_bytes,
+        metrics: Some(metrics),
+    });
+    http::serve(state, listener)
+        .await
+        .map_err(|e| format!("server: {e}"))
+}

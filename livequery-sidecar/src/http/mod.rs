@@ -1,1 +1,175 @@
-//! Stage 5: routes, auth, errors and SSE.
+//! Stage 5: routes, auth, errors (and SSE, with the live-query issue).
+//!
+//! Handlers are thin: parse ([`resource`], [`body`]), authorize ([`auth`]), call one `pg/`
+//! function, map the error ([`error`]). The API is specified in docs/http.md.
+
+pub mod auth;
+pub mod body;
+pub mod commit;
+pub mod context;
+pub mod documents;
+pub mod error;
+pub mod metrics;
+pub mod query;
+pub mod resource;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::pg::Db;
+use auth::Verifier;
+use error::ApiError;
+use resource::Target;
+
+/// What every handler shares.
+pub struct AppState {
+    pub db: Db,
+    pub verifier: Verifier,
+    pub max_body_bytes: usize,
+    /// The Prometheus recorder's handle (`None` when another recorder is installed, as in
+    /// tests that build several routers in one process).
+    pub metrics: Option<PrometheusHandle>,
+}
+
+/// The shared state.
+pub type SharedState = Arc<AppState>;
+
+/// The router of the whole API.
+pub fn router(state: SharedState) -> Router {
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/metrics", get(metrics::render))
+        .route("/v1/databases/{*rest}", any(dispatch))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(metrics::track))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no route {} {}",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+/// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer.
+async fn health(State(state): State<SharedState>) -> Response {
+    match state.db.health().await {
+        Ok(()) => (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            "{\"status\":\"ok\"}",
+        )
+            .into_response(),
+        Err(e) => {
+            let mut error = ApiError::from(e);
+            error.code = docstore_core::Code::Unavailable;
+            error.into_response()
+        }
+    }
+}
+
+/// Every route under `/v1/databases/`: parse the target from the raw path, then hand the
+/// request to the handler of its method.
+async fn dispatch(State(state): State<SharedState>, request: Request) -> Response {
+    match route(state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Document,
+    Collection,
+    RunQuery,
+    Commit,
+}
+
+async fn route(state: SharedState, request: Request) -> Result<Response, ApiError> {
+    let target = resource::parse_target(request.uri().path())?;
+    let kind = match &target {
+        Target::Path { path, .. } if path.is_document() => Kind::Document,
+        Target::Path { .. } => Kind::Collection,
+        Target::RunQuery { .. } => Kind::RunQuery,
+        Target::Commit { .. } => Kind::Commit,
+    };
+    let method = request.method().clone();
+    match (kind, method) {
+        (Kind::Document, Method::GET) => documents::get(state, target, request).await,
+        (Kind::Document, Method::PUT) => documents::put(state, target, request).await,
+        (Kind::Document, Method::PATCH) => documents::patch(state, target, request).await,
+        (Kind::Document, Method::DELETE) => documents::delete(state, target, request).await,
+        (Kind::Collection, Method::GET) => query::list(state, target, request).await,
+        (Kind::Collection, Method::POST) => documents::add(state, target, request).await,
+        (Kind::Document | Kind::Collection, method) => {
+            let (is, needs) = if kind == Kind::Document {
+                ("document", "collection")
+            } else {
+                ("collection", "document")
+            };
+            let shown = match &target {
+                Target::Path { path, .. } => path.to_string(),
+                _ => String::new(),
+            };
+            Err(ApiError::invalid_argument(format!(
+                "{method} needs a {needs} path; \"{shown}\" is a {is} path"
+            ))
+            .with_hint(
+                "a document path has an even number of segments (GET, PUT, PATCH, DELETE); a collection path an odd number (GET lists, POST adds)",
+            ))
+        }
+        (Kind::RunQuery, Method::POST) => query::run_query(state, target, request).await,
+        (Kind::Commit, Method::POST) => commit::commit(state, target, request).await,
+        (_, method) => Err(ApiError::not_found(format!(
+            "no route {method} {}",
+            request.uri().path()
+        ))
+        .with_hint(":runQuery and :commit take POST")),
+    }
+}
+
+/// Serve until SIGTERM or SIGINT, then finish the requests in flight.
+///
+/// # Errors
+/// The listener could not be bound or failed.
+///
+/// # Cancel safety
+/// Runs for the life of the process; dropping it stops serving at once.
+pub async fn serve(state: SharedState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: finishing the requests in flight");
+}

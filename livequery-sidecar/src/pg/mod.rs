@@ -1,1 +1,253 @@
-//! The SQL the sidecar runs through tokio-postgres.
+//! The SQL the sidecar runs through tokio-postgres: a connection pool, one transaction per
+//! request ([`RequestTx`]) that carries the caller's auth into Postgres, and the statements of
+//! each endpoint ([`documents`], [`query`]). Values are always bound, never spliced.
+
+pub mod databases;
+pub mod documents;
+pub mod query;
+pub mod types;
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use thiserror::Error;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::NoTls;
+
+use databases::DatabaseCache;
+
+/// The `application_name` of the sidecar's connections (find them in `pg_stat_activity`).
+pub const APPLICATION_NAME: &str = "docstore-sidecar";
+
+/// The role non-admin requests run as (created by the extension).
+pub const CLIENT_ROLE: &str = "docstore_client";
+
+/// The settings of a client request's transaction: `docstore.auth`, `docstore.request`,
+/// `docstore.database`, then the role (`set local role`), all bound.
+const SETTINGS_SQL: &str = "select set_config('docstore.auth', $1, true), \
+                                   set_config('docstore.request', $2, true), \
+                                   set_config('docstore.database', $3, true), \
+                                   set_config('role', $4, true)";
+
+/// What can fail talking to Postgres.
+#[derive(Debug, Error)]
+pub enum PgError {
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+    #[error("connection pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database {0} does not exist")]
+    NoSuchDatabase(String),
+    #[error("unexpected answer: {0}")]
+    Decode(String),
+}
+
+/// Who a request runs as.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunAs {
+    /// The sidecar's own role; only `docstore.database` is set.
+    Admin,
+    /// `docstore_client`, with `docstore.auth` (JWT claims as JSON text, `null` when
+    /// unauthenticated) and `docstore.request` (JSON text) set for the transaction.
+    Client { auth: String, request: String },
+}
+
+/// The pool and the database-id cache.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+    databases: DatabaseCache,
+}
+
+/// Pool sizes for `/metrics`.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolStatus {
+    pub max: usize,
+    pub open: usize,
+    pub idle: usize,
+    pub waiting: usize,
+}
+
+impl Db {
+    /// A pool of at most `size` connections to `url` (libpq URL or keyword string). Connects
+    /// lazily: the first request (or `/healthz`) opens the first connection.
+    ///
+    /// # Errors
+    /// A `url` tokio-postgres cannot parse, or a pool that cannot be built.
+    pub fn connect(url: &str, size: usize) -> Result<Db, String> {
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| format!("--database-url: {e}"))?;
+        if config.get_application_name().is_none() {
+            config.application_name(APPLICATION_NAME);
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(5));
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| format!("connection pool: {e}"))?;
+        Ok(Db {
+            pool,
+            databases: DatabaseCache::new(),
+        })
+    }
+
+    /// `select 1` on a pooled connection.
+    ///
+    /// # Errors
+    /// No connection, or the query failed.
+    ///
+    /// # Cancel safety
+    /// Dropping the future mid-query drops the connection's pool slot normally; a `select 1`
+    /// leaves no transaction behind.
+    pub async fn health(&self) -> Result<(), PgError> {
+        let client = self.pool.get().await?;
+        client.simple_query("select 1").await?;
+        Ok(())
+    }
+
+    /// Sizes of the pool.
+    pub fn status(&self) -> PoolStatus {
+        let s = self.pool.status();
+        PoolStatus {
+            max: s.max_size,
+            open: s.size,
+            idle: s.available,
+            waiting: s.waiting,
+        }
+    }
+
+    /// Begin the transaction of one request in database `database` (its id already
+    /// validated), running as `run_as`.
+    ///
+    /// # Errors
+    /// [`PgError::NoSuchDatabase`] for an id the catalog does not hold; Postgres errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future is safe: a half-opened [`RequestTx`] is dropped with it, which
+    /// cancels its statement and discards its connection.
+    pub async fn begin(&self, database: &str, run_as: &RunAs) -> Result<RequestTx, PgError> {
+        let client = self.pool.get().await?;
+        let mut tx = RequestTx {
+            client: Some(client),
+            open: false,
+        };
+        let client = tx.client()?;
+        self.databases.check(client, database).await?;
+        tx.open = true;
+        let client = tx.client()?;
+        // `begin` and the settings go out together (tokio-postgres pipelines requests polled
+        // at once, in order); the settings run only inside the transaction, and the request
+        // goes on only when both succeeded.
+        match run_as {
+            RunAs::Admin => {
+                let stmt = client
+                    .prepare_cached("select set_config('docstore.database', $1, true)")
+                    .await?;
+                let params: [&(dyn ToSql + Sync); 1] = [&database];
+                tokio::try_join!(
+                    client.batch_execute("begin"),
+                    client.execute(&stmt, &params)
+                )?;
+            }
+            RunAs::Client { auth, request } => {
+                let stmt = client.prepare_cached(SETTINGS_SQL).await?;
+                let params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
+                tokio::try_join!(
+                    client.batch_execute("begin"),
+                    client.execute(&stmt, &params)
+                )?;
+            }
+        }
+        Ok(tx)
+    }
+}
+
+/// The transaction of one request on a pooled connection.
+///
+/// [`RequestTx::commit`] ends it. Dropped while open (the client went away, the handler
+/// failed or its future was dropped) it leaves nothing behind: the running statement is
+/// cancelled and the connection is taken out of the pool and closed, so Postgres rolls the
+/// transaction back and no backend stays `idle in transaction` or waits on a lock for a
+/// request nobody awaits.
+pub struct RequestTx {
+    client: Option<Object>,
+    open: bool,
+}
+
+impl RequestTx {
+    /// The connection.
+    ///
+    /// # Errors
+    /// [`PgError::Decode`] if the transaction was already ended (a bug).
+    pub fn client(&self) -> Result<&Object, PgError> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| PgError::Decode("the request's transaction has ended".into()))
+    }
+
+    /// Commit and give the connection back to the pool.
+    ///
+    /// # Errors
+    /// The commit failed (the transaction is then rolled back by Postgres).
+    ///
+    /// # Cancel safety
+    /// If the future is dropped before `commit` was answered, the drop handler cancels and
+    /// discards the connection; the outcome of the commit is then unknown to the client, as
+    /// with any lost connection.
+    pub async fn commit(mut self) -> Result<(), PgError> {
+        self.client()?.batch_execute("commit").await?;
+        self.open = false;
+        Ok(())
+    }
+
+    /// Roll back and give the connection back to the pool.
+    ///
+    /// # Errors
+    /// The connection failed.
+    ///
+    /// # Cancel safety
+    /// As [`RequestTx::commit`].
+    pub async fn rollback(mut self) -> Result<(), PgError> {
+        self.client()?.batch_execute("rollback").await?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for RequestTx {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let Some(object) = self.client.take() else {
+            return;
+        };
+        let token = object.cancel_token();
+        // Out of the pool: closing it ends the backend, which rolls back.
+        let client = Object::take(object);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = token.cancel_query(NoTls).await {
+                        tracing::debug!(error = %e, "cancel of an abandoned request's statement");
+                    }
+                    drop(client);
+                });
+            }
+            Err(_) => drop(client),
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The checks behind the sidecar's fuzz targets. Run them with
+//! `cd livequery-sidecar && RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir fuzz-http <routes|bodies|authorization>`
+//! (cargo-fuzz 0.13.2). A check fails when a parser panics (libFuzzer reports it) or refuses
+//! input with anything but a 4xx canonical error.
+
+use axum::http::{header, HeaderMap, HeaderValue};
+use docstore_sidecar::config::Config;
+use docstore_sidecar::http::auth::Verifier;
+use docstore_sidecar::http::body::{self, Commit, RunQuery};
+use docstore_sidecar::http::error::ApiError;
+use docstore_sidecar::http::resource::{self, Target};
+
+/// What a check reports when a property does not hold.
+pub type Failure = String;
+
+fn client_error(e: &ApiError) -> Result<(), Failure> {
+    let status = e.status().as_u16();
+    if (400..500).contains(&status) && !e.message.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("a parser refused input with {status}: {e:?}"))
+    }
+}
+
+/// Request paths (the bytes as text) and query strings (after the first `?`).
+pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
+    let text = String::from_utf8_lossy(data);
+    let (path, query) = text.split_once('?').unwrap_or((&text, ""));
+    for candidate in [path.to_owned(), format!("/v1/databases/{path}")] {
+        match resource::parse_target(&candidate) {
+            Ok(Target::Path { database, .. })
+            | Ok(Target::RunQuery { database })
+            | Ok(Target::Commit { database }) => {
+                if !resource::valid_database_id(&database) {
+                    return Err(format!("accepted database id {database:?}"));
+                }
+            }
+            Err(e) => client_error(&e)?,
+        }
+        let _ = resource::route_label(&candidate);
+    }
+    if let Err(e) = resource::parse_params(Some(query)) {
+        client_error(&e)?;
+    }
+    Ok(())
+}
+
+/// Request bodies of every shape the API reads.
+pub fn check_bodies(data: &[u8]) -> Result<(), Failure> {
+    for result in [
+        RunQuery::parse(data).map(|_| ()),
+        Commit::parse(data).map(|_| ()),
+        body::json_object_text(data, "data").map(|_| ()),
+        body::masked_set("a/b", data, &["a.b".into(), "`x y`".into()], None).map(|_| ()),
+    ] {
+        if let Err(e) = result {
+            client_error(&e)?;
+        }
+    }
+    Ok(())
+}
+
+/// `Authorization` header values: only 401 may come back.
+pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
+    let Ok(value) = HeaderValue::from_bytes(data) else {
+        return Ok(());
+    };
+    let config = Config {
+        database_url: String::new(),
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        jwt_secret: Some("secret".into()),
+        jwks_file: None,
+        jwt_issuer: Some("iss".into()),
+        jwt_audience: Some("aud".into()),
+        admin_key: Some("admin".into()),
+        max_body_bytes: 100,
+        pool_size: 1,
+    };
+    let verifier = Verifier::from_config(&config).map_err(|e| e.to_string())?;
+    let mut headers = HeaderMap::new();
+    headers.insert(header::AUTHORIZATION, value);
+    match verifier.authenticate(&headers) {
+        Ok(_) => Ok(()),
+        Err(e) if e.status().as_u16() == 401 => Ok(()),
+        Err(e) => Err(format!("authorization refused with {e:?}")),
+    }
+}

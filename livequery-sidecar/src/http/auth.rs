@@ -1,0 +1,370 @@
+//! Who is calling: `Authorization: Bearer <token>`, where the token is the admin key or a
+//! JWT (HS256 with the shared secret, or RS256/ES256 with a key of the JWKS file). No header
+//! is an unauthenticated caller (claims `null`), not an error; a bad token is 401.
+
+use std::path::Path;
+
+use axum::http::{header, HeaderMap};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm};
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde_json::Value as Json;
+
+use super::error::ApiError;
+use crate::config::Config;
+
+/// Clock skew allowed on `exp` and `nbf`, in seconds.
+pub const LEEWAY_SECONDS: u64 = 30;
+
+/// The caller of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Principal {
+    /// The admin key: runs as the sidecar's own role, bypasses rules.
+    Admin,
+    /// No `Authorization` header.
+    Anonymous,
+    /// A verified JWT's claims.
+    User(Json),
+}
+
+impl Principal {
+    /// `docstore.auth`: the claims as JSON text, `null` when unauthenticated.
+    pub fn auth_json(&self) -> String {
+        match self {
+            Principal::User(claims) => claims.to_string(),
+            Principal::Admin | Principal::Anonymous => "null".to_owned(),
+        }
+    }
+}
+
+/// A public key of the JWKS file.
+struct PublicKey {
+    kid: Option<String>,
+    algorithm: Algorithm,
+    key: DecodingKey,
+}
+
+/// Verifies bearer tokens.
+pub struct Verifier {
+    admin_key: Option<Vec<u8>>,
+    secret: Option<DecodingKey>,
+    keys: Vec<PublicKey>,
+    issuer: Option<String>,
+    audience: Option<String>,
+}
+
+/// Compare without an early exit, so the time taken does not tell how much of a guess of
+/// the admin key was right (the length may show).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn algorithm_of(key: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
+    match key.common.key_algorithm {
+        Some(KeyAlgorithm::RS256) => Some(Algorithm::RS256),
+        Some(KeyAlgorithm::RS384) => Some(Algorithm::RS384),
+        Some(KeyAlgorithm::RS512) => Some(Algorithm::RS512),
+        Some(KeyAlgorithm::PS256) => Some(Algorithm::PS256),
+        Some(KeyAlgorithm::ES256) => Some(Algorithm::ES256),
+        Some(KeyAlgorithm::ES384) => Some(Algorithm::ES384),
+        Some(_) => None,
+        None => match &key.algorithm {
+            AlgorithmParameters::RSA(_) => Some(Algorithm::RS256),
+            AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => {
+                Some(Algorithm::ES256)
+            }
+            AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P384 => {
+                Some(Algorithm::ES384)
+            }
+            _ => None,
+        },
+    }
+}
+
+/// The public keys of a JWKS document (`{"keys": [...]}`); symmetric keys are not taken
+/// from it (HS256 uses `--jwt-secret`).
+///
+/// # Errors
+/// Text that is not a JWKS, or a key that cannot be used.
+pub fn parse_jwks(text: &str) -> Result<Vec<(Option<String>, Algorithm, DecodingKey)>, String> {
+    let set: JwkSet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
+    let mut out = Vec::new();
+    for (i, jwk) in set.keys.iter().enumerate() {
+        let Some(algorithm) = algorithm_of(jwk) else {
+            return Err(format!(
+                "key {i}: only RSA and EC (P-256, P-384) public keys are supported"
+            ));
+        };
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("key {i}: {e}"))?;
+        out.push((jwk.common.key_id.clone(), algorithm, key));
+    }
+    Ok(out)
+}
+
+impl Verifier {
+    /// The verifier of a configuration (reads the JWKS file).
+    ///
+    /// # Errors
+    /// An unreadable or invalid JWKS file, an empty secret or admin key.
+    pub fn from_config(config: &Config) -> Result<Verifier, String> {
+        let keys = match &config.jwks_file {
+            Some(path) => read_jwks(path)?,
+            None => Vec::new(),
+        };
+        if config.jwt_secret.as_deref() == Some("") {
+            return Err("--jwt-secret is empty".into());
+        }
+        if config.admin_key.as_deref() == Some("") {
+            return Err("--admin-key is empty".into());
+        }
+        Ok(Verifier {
+            admin_key: config.admin_key.as_ref().map(|k| k.as_bytes().to_vec()),
+            secret: config
+                .jwt_secret
+                .as_ref()
+                .map(|s| DecodingKey::from_secret(s.as_bytes())),
+            keys,
+            issuer: config.jwt_issuer.clone(),
+            audience: config.jwt_audience.clone(),
+        })
+    }
+
+    fn validation(&self, algorithm: Algorithm) -> Validation {
+        let mut v = Validation::new(algorithm);
+        v.leeway = LEEWAY_SECONDS;
+        v.validate_exp = true;
+        v.validate_nbf = true;
+        let mut required = vec!["exp"];
+        if let Some(iss) = &self.issuer {
+            v.set_issuer(&[iss]);
+            required.push("iss");
+        }
+        match &self.audience {
+            Some(aud) => {
+                v.set_audience(&[aud]);
+                required.push("aud");
+            }
+            None => v.validate_aud = false,
+        }
+        v.set_required_spec_claims(&required);
+        v
+    }
+
+    /// The caller of a request with these headers.
+    ///
+    /// # Errors
+    /// 401 UNAUTHENTICATED for a header that is not `Bearer <token>`, or a token that is not
+    /// the admin key and not a valid JWT (bad signature, expired, not yet valid, wrong
+    /// algorithm or key, wrong issuer or audience).
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return Ok(Principal::Anonymous);
+        };
+        let bad = |why: &str| {
+            ApiError::unauthenticated(format!("invalid credentials: {why}")).with_hint(
+                "send Authorization: Bearer <JWT> or the admin key, or no Authorization header",
+            )
+        };
+        let value = value
+            .to_str()
+            .map_err(|_| bad("the Authorization header is not ASCII"))?;
+        let token = value
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .filter(|token| !token.is_empty())
+            .ok_or_else(|| bad("expected Authorization: Bearer <token>"))?;
+        if let Some(admin) = &self.admin_key {
+            if constant_time_eq(token.as_bytes(), admin) {
+                return Ok(Principal::Admin);
+            }
+        }
+        let header = decode_header(token).map_err(|_| bad("the token is not a JWT"))?;
+        let candidates: Vec<(&DecodingKey, Algorithm)> = match header.alg {
+            Algorithm::HS256 => self.secret.iter().map(|k| (k, Algorithm::HS256)).collect(),
+            alg => self
+                .keys
+                .iter()
+                .filter(|k| k.algorithm == alg)
+                .filter(|k| match (&header.kid, &k.kid) {
+                    (Some(want), Some(have)) => want == have,
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                })
+                .map(|k| (&k.key, k.algorithm))
+                .collect(),
+        };
+        if candidates.is_empty() {
+            return Err(bad(&format!(
+                "no key of this sidecar verifies {:?} tokens{}",
+                header.alg,
+                header
+                    .kid
+                    .as_deref()
+                    .map(|k| format!(" with kid \"{k}\""))
+                    .unwrap_or_default()
+            )));
+        }
+        let mut last = None;
+        for (key, algorithm) in candidates {
+            match decode::<Json>(token, key, &self.validation(algorithm)) {
+                Ok(data) => return Ok(Principal::User(data.claims)),
+                Err(e) => last = Some(e),
+            }
+        }
+        let why = match last.as_ref().map(|e| e.kind()) {
+            Some(jsonwebtoken::errors::ErrorKind::ExpiredSignature) => "the token has expired",
+            Some(jsonwebtoken::errors::ErrorKind::ImmatureSignature) => {
+                "the token is not valid yet (nbf)"
+            }
+            Some(jsonwebtoken::errors::ErrorKind::InvalidIssuer) => "wrong issuer (iss)",
+            Some(jsonwebtoken::errors::ErrorKind::InvalidAudience) => "wrong audience (aud)",
+            Some(jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(_)) => {
+                "a required claim (exp, iss or aud) is missing"
+            }
+            Some(jsonwebtoken::errors::ErrorKind::InvalidSignature) => "bad signature",
+            _ => "the token could not be verified",
+        };
+        Err(bad(why))
+    }
+}
+
+fn read_jwks(path: &Path) -> Result<Vec<PublicKey>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--jwks-file {}: {e}", path.display()))?;
+    let keys = parse_jwks(&text).map_err(|e| format!("--jwks-file {}: {e}", path.display()))?;
+    Ok(keys
+        .into_iter()
+        .map(|(kid, algorithm, key)| PublicKey {
+            kid,
+            algorithm,
+            key,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{encode, EncodingKey, Header};
+
+    fn verifier() -> Verifier {
+        Verifier {
+            admin_key: Some(b"admin-key".to_vec()),
+            secret: Some(DecodingKey::from_secret(b"secret")),
+            keys: Vec::new(),
+            issuer: None,
+            audience: None,
+        }
+    }
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, value.parse().unwrap());
+        h
+    }
+
+    fn now() -> i64 {
+        jsonwebtoken::get_current_timestamp() as i64
+    }
+
+    fn token(claims: Json, secret: &[u8]) -> String {
+        encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn anonymous_admin_and_user() {
+        let v = verifier();
+        assert_eq!(
+            v.authenticate(&HeaderMap::new()).unwrap(),
+            Principal::Anonymous
+        );
+        assert_eq!(
+            v.authenticate(&headers("Bearer admin-key")).unwrap(),
+            Principal::Admin
+        );
+        let claims =
+            serde_json::json!({"sub": "u1", "exp": now() + 600, "n": 12345678901234567890u64});
+        let t = token(claims.clone(), b"secret");
+        assert_eq!(
+            v.authenticate(&headers(&format!("bearer {t}"))).unwrap(),
+            Principal::User(claims)
+        );
+    }
+
+    #[test]
+    fn bad_tokens_are_401() {
+        let v = verifier();
+        let expired = token(serde_json::json!({"exp": now() - 3600}), b"secret");
+        let future = token(
+            serde_json::json!({"exp": now() + 7200, "nbf": now() + 3600}),
+            b"secret",
+        );
+        let wrong_key = token(serde_json::json!({"exp": now() + 600}), b"other");
+        let no_exp = token(serde_json::json!({"sub": "x"}), b"secret");
+        let good = token(serde_json::json!({"exp": now() + 600}), b"secret");
+        let mut tampered = good.clone();
+        tampered.pop();
+        tampered.push(if good.ends_with('A') { 'B' } else { 'A' });
+        for value in [
+            format!("Bearer {expired}"),
+            format!("Bearer {future}"),
+            format!("Bearer {wrong_key}"),
+            format!("Bearer {no_exp}"),
+            format!("Bearer {tampered}"),
+            "Bearer admin-keyx".into(),
+            "Bearer ".into(),
+            "Basic abc".into(),
+            "Bearer a.b.c".into(),
+        ] {
+            let e = v.authenticate(&headers(&value)).unwrap_err();
+            assert_eq!(e.status().as_u16(), 401, "{value}");
+        }
+    }
+
+    #[test]
+    fn issuer_and_audience_are_checked_when_set() {
+        let mut v = verifier();
+        v.issuer = Some("me".into());
+        v.audience = Some("app".into());
+        let ok = token(
+            serde_json::json!({"exp": now() + 600, "iss": "me", "aud": "app"}),
+            b"secret",
+        );
+        assert!(v.authenticate(&headers(&format!("Bearer {ok}"))).is_ok());
+        for claims in [
+            serde_json::json!({"exp": now() + 600, "iss": "you", "aud": "app"}),
+            serde_json::json!({"exp": now() + 600, "iss": "me", "aud": "other"}),
+            serde_json::json!({"exp": now() + 600, "aud": "app"}),
+        ] {
+            let t = token(claims, b"secret");
+            assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_err());
+        }
+        // Without a configured audience, a token's aud is accepted as it is.
+        let v = verifier();
+        let t = token(
+            serde_json::json!({"exp": now() + 600, "aud": "x"}),
+            b"secret",
+        );
+        assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
+    }
+
+    #[test]
+    fn jwks_keys() {
+        let jwks = r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
+        let keys = parse_jwks(jwks).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].1, Algorithm::ES256);
+        assert!(parse_jwks("{}").is_err());
+        assert!(parse_jwks(r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#).is_err());
+    }
+}

@@ -1,0 +1,336 @@
+//! Request bodies: the content type, the size limit, JSON syntax and the shapes of the
+//! `:runQuery` and `:commit` bodies and of set-with-update-mask. Pure functions over bytes
+//! and JSON (but [`read`]), fuzzed by the robustness tests.
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap};
+use docstore_core::{Code, FieldPath};
+use futures_util::StreamExt;
+use serde_json::{Map, Value as Json};
+
+use super::error::ApiError;
+
+/// Refuse a body that is not `application/json` (parameters such as `charset=utf-8` are
+/// allowed).
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT.
+pub fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = value.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_argument(format!(
+            "the request body must be JSON: send Content-Type: application/json (got \"{value}\")"
+        )))
+    }
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        Code::ResourceExhausted,
+        format!("the request body is larger than {limit} bytes"),
+    )
+    .with_hint("the limit is the sidecar's --max-body-bytes; split large batches")
+}
+
+/// Read the whole body, at most `limit` bytes.
+///
+/// A body over the limit is read on (and thrown away) up to twice the limit before the
+/// answer, so a client still sending it reads the 413 instead of a reset connection; a
+/// client that sent `Expect: 100-continue` with a `Content-Length` over the limit gets the
+/// 413 before sending anything.
+///
+/// # Errors
+/// 413 RESOURCE_EXHAUSTED over the limit; 400 INVALID_ARGUMENT when the client's body
+/// stream fails.
+///
+/// # Cancel safety
+/// Reading only; dropping the future drops the partial body.
+pub async fn read(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects_continue && declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    let mut out = Vec::with_capacity(capacity);
+    let mut seen: usize = 0;
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            ApiError::invalid_argument(format!("the request body could not be read: {e}"))
+        })?;
+        seen = seen.saturating_add(chunk.len());
+        if seen > limit.saturating_mul(2) {
+            break;
+        }
+        if seen <= limit {
+            out.extend_from_slice(&chunk);
+        }
+    }
+    if seen > limit {
+        return Err(too_large(limit));
+    }
+    Ok(out)
+}
+
+/// Parse JSON text.
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT with the line and column of the syntax error.
+pub fn parse_json(bytes: &[u8]) -> Result<Json, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::invalid_argument(format!("the request body is not valid JSON: {e}")))
+}
+
+/// Parse a body that must be a JSON object (document data, update fields) and return its
+/// text, validated.
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT.
+pub fn json_object_text(bytes: &[u8], what: &str) -> Result<String, ApiError> {
+    let json = parse_json(bytes)?;
+    if !json.is_object() {
+        return Err(ApiError::invalid_argument(format!(
+            "{what} must be a JSON object"
+        )));
+    }
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| ApiError::invalid_argument("the request body is not UTF-8"))
+}
+
+fn object<'a>(
+    json: &'a Json,
+    what: &str,
+    allowed: &[&str],
+) -> Result<&'a Map<String, Json>, ApiError> {
+    let obj = json
+        .as_object()
+        .ok_or_else(|| ApiError::invalid_argument(format!("{what} must be a JSON object")))?;
+    if let Some(key) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(ApiError::invalid_argument(format!(
+            "unexpected key \"{key}\" in {what} (allowed: {})",
+            allowed.join(", ")
+        )));
+    }
+    Ok(obj)
+}
+
+/// The body of `:runQuery`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunQuery {
+    /// `{"sql": "<query text>"}`.
+    Sql(String),
+    /// `{"structuredQuery": {...}}`, as JSON text.
+    Structured(String),
+}
+
+impl RunQuery {
+    /// Parse the body.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT unless it holds exactly one of `sql` (a string) and
+    /// `structuredQuery` (an object).
+    pub fn parse(bytes: &[u8]) -> Result<RunQuery, ApiError> {
+        let json = parse_json(bytes)?;
+        let obj = object(&json, "a runQuery body", &["sql", "structuredQuery"])?;
+        match (obj.get("sql"), obj.get("structuredQuery")) {
+            (Some(Json::String(text)), None) => Ok(RunQuery::Sql(text.clone())),
+            (None, Some(q @ Json::Object(_))) => Ok(RunQuery::Structured(q.to_string())),
+            (Some(_), None) => Err(ApiError::invalid_argument("\"sql\" must be a string")),
+            (None, Some(_)) => Err(ApiError::invalid_argument(
+                "\"structuredQuery\" must be a JSON object",
+            )),
+            _ => Err(ApiError::invalid_argument(
+                "a runQuery body holds exactly one of \"sql\" and \"structuredQuery\"",
+            )),
+        }
+    }
+}
+
+/// The body of `:commit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    /// The `writes` array as JSON text (`docstore.commit`'s argument).
+    pub writes: String,
+    /// An optimistic transaction: a failed precondition is 409 ABORTED (retry).
+    pub transaction: bool,
+}
+
+impl Commit {
+    /// Parse the body.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT unless it is `{"writes": [...], "transaction": bool}`
+    /// (`transaction` optional). The writes themselves are checked by the extension.
+    pub fn parse(bytes: &[u8]) -> Result<Commit, ApiError> {
+        let json = parse_json(bytes)?;
+        let obj = object(&json, "a commit body", &["writes", "transaction"])?;
+        let writes = match obj.get("writes") {
+            Some(w @ Json::Array(_)) => w.to_string(),
+            Some(_) => return Err(ApiError::invalid_argument("\"writes\" must be an array")),
+            None => return Err(ApiError::invalid_argument("a commit body needs \"writes\"")),
+        };
+        let transaction = match obj.get("transaction") {
+            None => false,
+            Some(Json::Bool(b)) => *b,
+            Some(_) => {
+                return Err(ApiError::invalid_argument(
+                    "\"transaction\" must be true or false",
+                ))
+            }
+        };
+        Ok(Commit {
+            writes,
+            transaction,
+        })
+    }
+}
+
+/// The value at a field path of typed JSON document data, `None` when absent. A map written
+/// `{"$map": {...}}` is looked into; other typed values (`{"$timestamp": ..}`, ...) have no
+/// fields.
+fn value_at<'a>(data: &'a Json, path: &FieldPath) -> Option<&'a Json> {
+    let mut at = data;
+    for segment in path.segments() {
+        let mut obj = at.as_object()?;
+        if obj.len() == 1 {
+            if let Some(Json::Object(inner)) = obj.get("$map") {
+                obj = inner;
+            } else if obj.keys().any(|k| k.starts_with('$')) {
+                return None;
+            }
+        }
+        at = obj.get(segment)?;
+    }
+    Some(at)
+}
+
+/// The writes of a set with an update mask (Firestore's `updateMask`): the document is
+/// created when missing (a merge of nothing), then each masked field path is set to its
+/// value in `data`, or deleted when `data` does not hold it; other fields stay as they are.
+/// Returns the `docstore.commit` writes as JSON; `precondition` goes on the first.
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT for data that is not a JSON object or a field path core refuses.
+pub fn masked_set(
+    path: &str,
+    data: &[u8],
+    mask: &[String],
+    precondition: Option<serde_json::Value>,
+) -> Result<Json, ApiError> {
+    let data = parse_json(data)?;
+    if !data.is_object() {
+        return Err(ApiError::invalid_argument(
+            "the document data must be a JSON object",
+        ));
+    }
+    let mut fields = Map::new();
+    for text in mask {
+        let field = FieldPath::parse(text)
+            .map_err(|e| ApiError::invalid_argument(format!("updateMask \"{text}\": {e}")))?;
+        let value = value_at(&data, &field)
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"$delete": true}));
+        fields.insert(text.clone(), value);
+    }
+    let mut create = serde_json::json!({"set": path, "data": {}, "merge": true});
+    if let (Some(p), Some(obj)) = (precondition, create.as_object_mut()) {
+        obj.insert("precondition".into(), p);
+    }
+    Ok(Json::Array(vec![
+        create,
+        serde_json::json!({"update": path, "fields": fields}),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types() {
+        let mut h = HeaderMap::new();
+        assert!(require_json(&h).is_err());
+        h.insert(
+            header::CONTENT_TYPE,
+            "application/json; charset=utf-8".parse().unwrap(),
+        );
+        assert!(require_json(&h).is_ok());
+        h.insert(header::CONTENT_TYPE, "Application/JSON".parse().unwrap());
+        assert!(require_json(&h).is_ok());
+        h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        assert!(require_json(&h).is_err());
+    }
+
+    #[test]
+    fn run_query_bodies() {
+        assert_eq!(
+            RunQuery::parse(br#"{"sql": "select * from /a"}"#).unwrap(),
+            RunQuery::Sql("select * from /a".into())
+        );
+        assert!(matches!(
+            RunQuery::parse(br#"{"structuredQuery": {"from": []}}"#).unwrap(),
+            RunQuery::Structured(_)
+        ));
+        for bad in [
+            &b"{}"[..],
+            br#"{"sql": 1}"#,
+            br#"{"sql": "x", "structuredQuery": {}}"#,
+            br#"{"structuredQuery": []}"#,
+            br#"{"other": 1}"#,
+            b"[]",
+            b"{",
+        ] {
+            assert_eq!(
+                RunQuery::parse(bad).unwrap_err().code,
+                Code::InvalidArgument
+            );
+        }
+    }
+
+    #[test]
+    fn commit_bodies() {
+        let c = Commit::parse(br#"{"writes": [{"delete": "a/b"}], "transaction": true}"#).unwrap();
+        assert!(c.transaction);
+        assert_eq!(c.writes, r#"[{"delete":"a/b"}]"#);
+        for bad in [
+            &b"{}"[..],
+            br#"{"writes": {}}"#,
+            br#"{"writes": [], "transaction": 1}"#,
+            br#"{"writes": [], "x": 1}"#,
+        ] {
+            assert!(Commit::parse(bad).is_err());
+        }
+    }
+
+    #[test]
+    fn masked_sets() {
+        let writes = masked_set(
+            "r/a",
+            br#"{"a": 1, "b": {"c": {"$map": {"d": 2}}}, "t": {"$timestamp": "2020-01-01T00:00:00Z"}}"#,
+            &["a".into(), "b.c.d".into(), "x".into(), "t.y".into()],
+            Some(serde_json::json!({"exists": true})),
+        )
+        .unwrap();
+        assert_eq!(
+            writes,
+            serde_json::json!([
+                {"set": "r/a", "data": {}, "merge": true, "precondition": {"exists": true}},
+                {"update": "r/a", "fields": {"a": 1, "b.c.d": 2, "x": {"$delete": true}, "t.y": {"$delete": true}}}
+            ])
+        );
+        assert!(masked_set("r/a", b"[]", &["a".into()], None).is_err());
+        assert!(masked_set("r/a", b"{}", &["a..b".into()], None).is_err());
+    }
+}

@@ -1,0 +1,68 @@
+//! `POST /v1/databases/{db}:commit`: `{"writes": [...], "transaction": bool}` ->
+//! `docstore.commit(writes)` -> `{"commitTime", "updateTimes"}`.
+//!
+//! Optimistic transactions: a client reads documents (their `updateTime`), then commits with
+//! `"transaction": true` and `{"updateTime": t}` / `{"exists": false}` preconditions. A failed
+//! precondition then means another writer won: 409 ABORTED, retry the transaction. Without
+//! `"transaction"` it is 400 FAILED_PRECONDITION.
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::Response;
+use docstore_core::Code;
+
+use super::body;
+use super::context::{run_as, RulesMethod};
+use super::documents::{end, json_response};
+use super::error::ApiError;
+use super::resource::Target;
+use super::SharedState;
+use crate::pg::documents as pg_documents;
+
+/// Handle `:commit`.
+///
+/// # Cancel safety
+/// Dropped mid-way, the request's transaction is cancelled and its connection discarded:
+/// nothing of the batch is written.
+pub async fn commit(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = target.database().to_owned();
+    if request.uri().query().is_some_and(|q| !q.is_empty()) {
+        return Err(ApiError::invalid_argument(
+            ":commit takes no query parameters",
+        ));
+    }
+    let principal = state.verifier.authenticate(request.headers())?;
+    body::require_json(request.headers())?;
+    let (parts, raw) = request.into_parts();
+    let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
+    let commit = body::Commit::parse(&bytes)?;
+    let run_as = run_as(
+        &principal,
+        RulesMethod::Write,
+        parts.method.as_str(),
+        &database,
+        "",
+        None,
+    );
+    let tx = state.db.begin(&database, &run_as).await?;
+    let result = pg_documents::commit(&tx, &commit.writes)
+        .await
+        .map_err(ApiError::from);
+    let result = match result {
+        Err(mut e) if commit.transaction && e.code == Code::FailedPrecondition => {
+            e.code = Code::Aborted;
+            e.hint = Some(
+                "a document changed since the transaction read it: read again and retry the transaction"
+                    .into(),
+            );
+            Err(e)
+        }
+        other => other,
+    };
+    let answer = end(tx, result).await?;
+    Ok(json_response(StatusCode::OK, answer.0))
+}

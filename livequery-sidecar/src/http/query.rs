@@ -1,0 +1,268 @@
+//! `POST /v1/databases/{db}:runQuery` (`{"sql": ...}` or `{"structuredQuery": {...}}`) and
+//! `GET` of a collection (its documents in name order, `?pageSize=n`): a JSON array written
+//! row by row, never the whole result in memory.
+//!
+//! The first row is read before the 200 header is sent, so an error of the query itself (bad
+//! syntax, a missing index: 400 FAILED_PRECONDITION with the `create_index` call) keeps its
+//! status. An error after the header ends the array with an `{"error": {...}}` item and the
+//! response ends there. Document rows are `{"path", "data", "updateTime"}`, the row of an
+//! aggregation query `{"aggregation": {...}}`.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::{FutureExt, StreamExt};
+use serde_json::Value as Json;
+use tokio_postgres::{Row, RowStream};
+
+use super::body::{self, RunQuery};
+use super::context::{run_as, structured_query_info, text_query_info, RulesMethod};
+use super::documents::end;
+use super::error::ApiError;
+use super::resource::{parse_params, Target};
+use super::SharedState;
+use crate::pg::query::{self as pg_query, QueryInput, ResultRow};
+use crate::pg::{PgError, RequestTx, RunAs};
+
+/// A response chunk is sent once it holds this many bytes (or no further row is ready).
+const CHUNK_BYTES: usize = 32 * 1024;
+
+/// Handle `:runQuery`.
+///
+/// # Cancel safety
+/// Dropped before or during the stream (the client went away), the request's transaction is
+/// cancelled and its connection discarded.
+pub async fn run_query(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = target.database().to_owned();
+    if request.uri().query().is_some_and(|q| !q.is_empty()) {
+        return Err(ApiError::invalid_argument(
+            ":runQuery takes no query parameters",
+        ));
+    }
+    let principal = state.verifier.authenticate(request.headers())?;
+    body::require_json(request.headers())?;
+    let (parts, raw) = request.into_parts();
+    let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
+    let query = RunQuery::parse(&bytes)?;
+    let info = match &query {
+        RunQuery::Sql(text) => text_query_info(text),
+        RunQuery::Structured(text) => serde_json::from_str::<Json>(text)
+            .map(|q| structured_query_info(&q))
+            .unwrap_or(Json::Null),
+    };
+    let run_as = run_as(
+        &principal,
+        RulesMethod::List,
+        parts.method.as_str(),
+        &database,
+        "",
+        Some(info),
+    );
+    let input = match &query {
+        RunQuery::Sql(text) => QueryInput::Sql(text),
+        RunQuery::Structured(text) => QueryInput::Structured(text),
+    };
+    stream(&state, &database, &run_as, input).await
+}
+
+/// Handle `GET` of a collection: its documents in name order, at most `?pageSize=n`.
+///
+/// # Cancel safety
+/// As [`run_query`].
+pub async fn list(
+    state: SharedState,
+    target: Target,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let Target::Path { database, path } = target else {
+        return Err(ApiError::invalid_argument("not a collection route"));
+    };
+    let params = parse_params(request.uri().query())?;
+    if params.merge || !params.update_mask.is_empty() || params.precondition.is_some() {
+        return Err(ApiError::invalid_argument(
+            "GET of a collection takes only pageSize",
+        ));
+    }
+    let principal = state.verifier.authenticate(request.headers())?;
+    let mut structured = serde_json::json!({
+        "from": [{"collectionId": path.last()}],
+    });
+    if let (Some(parent), Some(obj)) = (path.parent(), structured.as_object_mut()) {
+        obj.insert("parent".into(), Json::String(parent.to_string()));
+    }
+    if let (Some(limit), Some(obj)) = (params.page_size, structured.as_object_mut()) {
+        obj.insert("limit".into(), Json::from(limit));
+    }
+    let info = structured_query_info(&structured);
+    let run_as = run_as(
+        &principal,
+        RulesMethod::List,
+        request.method().as_str(),
+        &database,
+        &path.to_string(),
+        Some(info),
+    );
+    let text = structured.to_string();
+    stream(&state, &database, &run_as, QueryInput::Structured(&text)).await
+}
+
+fn row_json(row: &Row) -> Result<String, ApiError> {
+    match pg_query::decode(row)? {
+        ResultRow::Document {
+            path,
+            data,
+            update_time,
+        } => {
+            let time = update_time.to_rfc3339().ok_or_else(|| {
+                ApiError::from(PgError::Decode(format!(
+                    "update time of {path} out of range"
+                )))
+            })?;
+            Ok(format!(
+                "{{\"path\":{},\"data\":{},\"updateTime\":\"{time}\"}}",
+                Json::String(path),
+                data.0
+            ))
+        }
+        ResultRow::Aggregation { data } => Ok(format!("{{\"aggregation\":{}}}", data.0)),
+    }
+}
+
+/// The state of a streamed answer.
+struct Streaming {
+    tx: Option<RequestTx>,
+    rows: Pin<Box<RowStream>>,
+    /// The first row, read before the header.
+    first: Option<Row>,
+    items: usize,
+    done: bool,
+}
+
+impl Streaming {
+    fn separator(&mut self, out: &mut String) {
+        out.push_str(if self.items == 0 { "[\n" } else { ",\n" });
+        self.items += 1;
+    }
+
+    /// Append an error item and close the array; the transaction is rolled back.
+    async fn fail(&mut self, out: &mut String, error: ApiError) {
+        self.separator(out);
+        out.push_str("{\"error\":");
+        out.push_str(&error.to_json());
+        out.push_str("}\n]\n");
+        self.done = true;
+        if let Some(tx) = self.tx.take() {
+            if let Err(e) = tx.rollback().await {
+                tracing::debug!(error = %e, "rollback after a failed stream");
+            }
+        }
+    }
+
+    /// Close the array after the last row; commit the (read-only) transaction.
+    async fn finish(&mut self, out: &mut String) {
+        if let Some(tx) = self.tx.take() {
+            if let Err(e) = tx.commit().await {
+                self.fail(out, ApiError::from(e)).await;
+                return;
+            }
+        }
+        out.push_str(if self.items == 0 { "[]\n" } else { "\n]\n" });
+        self.done = true;
+    }
+
+    /// Append one row (or the error it is).
+    async fn push(&mut self, out: &mut String, row: Option<Result<Row, tokio_postgres::Error>>) {
+        match row {
+            Some(Ok(row)) => match row_json(&row) {
+                Ok(json) => {
+                    self.separator(out);
+                    out.push_str(&json);
+                }
+                Err(e) => self.fail(out, e).await,
+            },
+            Some(Err(e)) => self.fail(out, ApiError::from(PgError::from(e))).await,
+            None => self.finish(out).await,
+        }
+    }
+
+    /// The next chunk: at least one row (awaited), then the rows already at hand, up to
+    /// [`CHUNK_BYTES`].
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut out = String::new();
+        let first = match self.first.take() {
+            Some(row) => Some(Ok(row)),
+            None => self.rows.next().await,
+        };
+        self.push(&mut out, first).await;
+        while !self.done && out.len() < CHUNK_BYTES {
+            match self.rows.next().now_or_never() {
+                Some(row) => self.push(&mut out, row).await,
+                None => break,
+            }
+        }
+        Some(Bytes::from(out))
+    }
+}
+
+/// Run a query in a new transaction and answer with its rows as a streamed JSON array.
+async fn stream(
+    state: &SharedState,
+    database: &str,
+    run_as: &RunAs,
+    input: QueryInput<'_>,
+) -> Result<Response, ApiError> {
+    let tx = state.db.begin(database, run_as).await?;
+    let rows = match pg_query::start(&tx, input).await {
+        Ok(rows) => rows,
+        Err(e) => return end(tx, Err(ApiError::from(e))).await,
+    };
+    let mut rows = Box::pin(rows);
+    let first = match rows.next().await {
+        Some(Ok(row)) => Some(row),
+        Some(Err(e)) => return end(tx, Err(ApiError::from(PgError::from(e)))).await,
+        None => None,
+    };
+    let mut streaming = Streaming {
+        tx: Some(tx),
+        rows,
+        first,
+        items: 0,
+        done: false,
+    };
+    if streaming.first.is_none() {
+        // No row at all: finish now, so a failed commit still has its status.
+        let mut out = String::new();
+        if let Some(tx) = streaming.tx.take() {
+            tx.commit().await?;
+        }
+        streaming.finish(&mut out).await;
+        return Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            out,
+        )
+            .into_response());
+    }
+    let body = futures_util::stream::unfold(streaming, |mut s| async move {
+        s.next_chunk()
+            .await
+            .map(|chunk| (Ok::<Bytes, Infallible>(chunk), s))
+    });
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(body),
+    )
+        .into_response())
+}

@@ -1,0 +1,68 @@
+//! Which database ids exist: the extension's catalog `docstore.databases`, with positive
+//! answers cached briefly (a request to an existing database costs no extra query).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Object;
+
+use super::PgError;
+
+/// How long an id found in the catalog is believed to exist.
+pub const POSITIVE_TTL: Duration = Duration::from_secs(10);
+
+/// The default database, which always exists.
+pub const DEFAULT_DATABASE: &str = "(default)";
+
+/// Ids seen in the catalog, with when.
+#[derive(Clone, Default)]
+pub struct DatabaseCache {
+    seen: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl DatabaseCache {
+    pub fn new() -> DatabaseCache {
+        DatabaseCache::default()
+    }
+
+    fn cached(&self, id: &str) -> bool {
+        let Ok(seen) = self.seen.lock() else {
+            return false;
+        };
+        seen.get(id).is_some_and(|at| at.elapsed() < POSITIVE_TTL)
+    }
+
+    fn remember(&self, id: &str) {
+        if let Ok(mut seen) = self.seen.lock() {
+            // Only existing ids are kept, so the map is as large as the catalog; drop stale
+            // entries now and then all the same.
+            if seen.len() > 10_000 {
+                seen.retain(|_, at| at.elapsed() < POSITIVE_TTL);
+            }
+            seen.insert(id.to_owned(), Instant::now());
+        }
+    }
+
+    /// Whether database `id` exists (the default one always does).
+    ///
+    /// # Errors
+    /// [`PgError::NoSuchDatabase`], or the catalog query failed.
+    ///
+    /// # Cancel safety
+    /// A single read outside any transaction: dropping the future leaves nothing behind.
+    pub async fn check(&self, client: &Object, id: &str) -> Result<(), PgError> {
+        if id == DEFAULT_DATABASE || self.cached(id) {
+            return Ok(());
+        }
+        let stmt = client
+            .prepare_cached("select 1 from docstore.databases where id = $1")
+            .await?;
+        if client.query_opt(&stmt, &[&id]).await?.is_some() {
+            self.remember(id);
+            Ok(())
+        } else {
+            Err(PgError::NoSuchDatabase(id.to_owned()))
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Statements of the document endpoints. Every write goes through the extension's functions
+//! (`docstore.commit`, `docstore.add`, `docstore.delete`): one write path.
+
+use docstore_core::encoding::encode_name;
+use docstore_core::ResourcePath;
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+use super::types::{JsonText, PgTime, RawJson};
+use super::{Db, PgError, RequestTx, RunAs, CLIENT_ROLE, SETTINGS_SQL};
+
+const READ_SQL: &str = "select data, create_time, update_time from docstore.entities \
+                        where database_id = $1 and name = $2";
+
+/// A stored document with its times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    pub path: String,
+    /// Typed JSON.
+    pub data: RawJson,
+    pub create_time: PgTime,
+    pub update_time: PgTime,
+}
+
+/// Read one document of `database` in the request's transaction (`None`: it does not exist).
+/// One primary-key lookup by the document's encoded name (docstore-core's encoding).
+///
+/// # Errors
+/// Postgres errors (permission denied included).
+///
+/// # Cancel safety
+/// Dropping the future drops nothing but the read; the caller's [`RequestTx`] decides.
+pub async fn read(
+    tx: &RequestTx,
+    database: &str,
+    path: &ResourcePath,
+) -> Result<Option<Document>, PgError> {
+    let client = tx.client()?;
+    let stmt = client.prepare_cached(READ_SQL).await?;
+    let name = encode_name(path);
+    let row = client.query_opt(&stmt, &[&database, &name]).await?;
+    document_of(path, row)
+}
+
+fn document_of(path: &ResourcePath, row: Option<Row>) -> Result<Option<Document>, PgError> {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(Document {
+        path: path.to_string(),
+        data: row.try_get(0)?,
+        create_time: row.try_get(1)?,
+        update_time: row.try_get(2)?,
+    }))
+}
+
+/// Read one document in a request of its own, in one round trip: an admin read is a single
+/// statement; a client's `begin`, settings, read and `commit` go out together (pipelined,
+/// executed in order, so the read runs as `docstore_client` with the request's settings; its
+/// result is used only when all four succeeded).
+///
+/// # Errors
+/// [`PgError::NoSuchDatabase`]; Postgres errors.
+///
+/// # Cancel safety
+/// Dropped before the answer, the transaction is cancelled and its connection discarded
+/// ([`RequestTx`]'s drop).
+pub async fn get(
+    db: &Db,
+    database: &str,
+    run_as: &RunAs,
+    path: &ResourcePath,
+) -> Result<Option<Document>, PgError> {
+    let mut tx = RequestTx {
+        client: Some(db.pool.get().await?),
+        open: false,
+    };
+    let client = tx.client()?;
+    db.databases.check(client, database).await?;
+    let read = client.prepare_cached(READ_SQL).await?;
+    let name = encode_name(path);
+    let (auth, request) = match run_as {
+        RunAs::Admin => {
+            let row = client.query_opt(&read, &[&database, &name]).await?;
+            return document_of(path, row);
+        }
+        RunAs::Client { auth, request } => (auth, request),
+    };
+    let settings = client.prepare_cached(SETTINGS_SQL).await?;
+    tx.open = true;
+    let client = tx.client()?;
+    let setting_params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
+    let read_params: [&(dyn ToSql + Sync); 2] = [&database, &name];
+    let (began, set, row, committed) = tokio::join!(
+        client.batch_execute("begin"),
+        client.execute(&settings, &setting_params),
+        client.query_opt(&read, &read_params),
+        client.batch_execute("commit"),
+    );
+    // A commit that went through ended the transaction (Postgres turns the commit of a
+    // failed one into a rollback), so the connection can go back to the pool.
+    tx.open = committed.is_err();
+    began?;
+    set?;
+    let row = row?;
+    committed?;
+    document_of(path, row)
+}
+
+/// `docstore.commit(writes)`: the batch's JSON text (validated JSON); returns the
+/// extension's `{"commitTime", "updateTimes"}` as text.
+///
+/// # Errors
+/// The extension's errors (precondition 55000, not found, invalid argument, ...).
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn commit(tx: &RequestTx, writes: &str) -> Result<RawJson, PgError> {
+    let client = tx.client()?;
+    let stmt = client
+        .prepare_cached("select docstore.commit($1::jsonb)")
+        .await?;
+    let row = client.query_one(&stmt, &[&JsonText(writes)]).await?;
+    Ok(row.try_get(0)?)
+}
+
+/// `docstore.add(collection, data)`: a new document with a random id; returns its path.
+///
+/// # Errors
+/// The extension's errors.
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn add(tx: &RequestTx, collection: &str, data: &str) -> Result<String, PgError> {
+    let client = tx.client()?;
+    let stmt = client
+        .prepare_cached("select docstore.add($1, $2::jsonb)")
+        .await?;
+    let row = client
+        .query_one(&stmt, &[&collection, &JsonText(data)])
+        .await?;
+    Ok(row.try_get(0)?)
+}
+
+/// `docstore.delete(path)`: whether the document existed.
+///
+/// # Errors
+/// The extension's errors.
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn delete(tx: &RequestTx, path: &str) -> Result<bool, PgError> {
+    let client = tx.client()?;
+    let stmt = client.prepare_cached("select docstore.delete($1)").await?;
+    let row = client.query_one(&stmt, &[&path]).await?;
+    Ok(row.try_get(0)?)
+}

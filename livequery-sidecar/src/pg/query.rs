@@ -1,0 +1,74 @@
+//! Queries: `docstore.query(text)` and `docstore.run_query(structured)`, read row by row
+//! (`query_raw`: rows arrive as Postgres sends them, so the sidecar's memory does not grow
+//! with the result).
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, RowStream};
+
+use super::types::{JsonText, PgTime, RawJson};
+use super::{PgError, RequestTx};
+
+/// A query as the client sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryInput<'a> {
+    /// The text dialect (docs/query.md).
+    Sql(&'a str),
+    /// A structured query, as JSON text.
+    Structured(&'a str),
+}
+
+/// One result row: a document, or (empty path, no update time) an aggregation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultRow {
+    Document {
+        path: String,
+        data: RawJson,
+        update_time: PgTime,
+    },
+    Aggregation {
+        data: RawJson,
+    },
+}
+
+/// Start the query; its rows are read from the returned stream.
+///
+/// # Errors
+/// Errors Postgres reports before the first row is asked for (most come with the first row:
+/// the function runs when the portal executes).
+///
+/// # Cancel safety
+/// As the other statements: the caller's [`RequestTx`] decides what happens to the
+/// transaction when the stream is dropped.
+pub async fn start(tx: &RequestTx, input: QueryInput<'_>) -> Result<RowStream, PgError> {
+    let client = tx.client()?;
+    let (sql, param): (&str, &(dyn ToSql + Sync)) = match &input {
+        QueryInput::Sql(text) => (
+            "select path, data, update_time from docstore.query($1)",
+            text,
+        ),
+        QueryInput::Structured(json) => (
+            "select path, data, update_time from docstore.run_query($1::jsonb)",
+            &JsonText(json),
+        ),
+    };
+    let stmt = client.prepare_cached(sql).await?;
+    Ok(client.query_raw(&stmt, [param]).await?)
+}
+
+/// Decode one row of [`start`]'s stream.
+///
+/// # Errors
+/// [`PgError::Db`] for a column of an unexpected type.
+pub fn decode(row: &Row) -> Result<ResultRow, PgError> {
+    let path: String = row.try_get(0)?;
+    let data: RawJson = row.try_get(1)?;
+    let update_time: Option<PgTime> = row.try_get(2)?;
+    Ok(match update_time {
+        Some(update_time) if !path.is_empty() => ResultRow::Document {
+            path,
+            data,
+            update_time,
+        },
+        _ => ResultRow::Aggregation { data },
+    })
+}

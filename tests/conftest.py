@@ -1,0 +1,255 @@
+"""End-to-end fixtures: a throwaway Postgres 15 cluster with the installed pg_docstore and a
+real docstore-sidecar, both on free ports, started once per test session.
+
+Environment:
+  DOCSTORE_SIDECAR_BIN  the sidecar binary (default: $CARGO_TARGET_DIR or target, then
+                        release/docstore-sidecar; built with cargo when missing)
+  DOCSTORE_PG_BIN       Postgres' bin directory (default /usr/lib/postgresql/15/bin)
+  DOCSTORE_KEEP_LOGS    keep the temporary directory (cluster and sidecar logs) after the run
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_BIN = Path(os.environ.get("DOCSTORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def as_postgres(args: list[str], **kw: Any) -> subprocess.CompletedProcess:
+    """Run a command as the postgres system user (Postgres refuses to run as root)."""
+    if os.geteuid() == 0:
+        args = ["runuser", "-u", "postgres", "--", *args]
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
+
+
+def sidecar_binary() -> Path:
+    explicit = os.environ.get("DOCSTORE_SIDECAR_BIN")
+    if explicit:
+        return Path(explicit)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    binary = target / "release" / "docstore-sidecar"
+    if not binary.exists():
+        subprocess.run(
+            ["cargo", "build", "--release", "-p", "docstore-sidecar"], cwd=ROOT, check=True
+        )
+    return binary
+
+
+class Cluster:
+    """A throwaway cluster under /tmp, removed at the end."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="docstore-pytest-"))
+        self.dir.chmod(0o755)
+        self.data = self.dir / "data"
+        self.run = self.dir / "run"
+        self.log = self.dir / "postgres.log"
+        self.port = free_port()
+        self.preloaded = False
+        for d in (self.data, self.run):
+            d.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+            for d in (self.data, self.run):
+                shutil.chown(d, "postgres", "postgres")
+        self.data.chmod(0o700)
+
+    def start(self) -> None:
+        as_postgres(
+            [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "--encoding=UTF8",
+             "--locale=C", "--auth-local=trust", "--auth-host=trust"]
+        )
+        base = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.run} "
+            "-c wal_level=logical -c fsync=off -c max_connections=100"
+        )
+        # The extension goes into shared_preload_libraries when its library allows it (its
+        # background worker and protected settings); an older build may not: start without.
+        for options, preloaded in ((base + " -c shared_preload_libraries=pg_docstore", True),
+                                   (base, False)):
+            try:
+                as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
+                             "-w", "-t", "60", "-o", options, "start"])
+                self.preloaded = preloaded
+                return
+            except subprocess.CalledProcessError:
+                continue
+        raise RuntimeError(f"Postgres did not start; see {self.log}")
+
+    def stop(self) -> None:
+        try:
+            as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"])
+        except subprocess.CalledProcessError:
+            pass
+
+    def url(self, database: str = "docstore") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+
+# Objects the extension is adding; created here while the installed build lacks them.
+SETUP_SQL = [
+    "create extension if not exists pg_docstore",
+    # until the extension creates it
+    """do $$ begin
+         if to_regclass('docstore.databases') is null then
+           create table docstore.databases (id text primary key,
+                                            created_at timestamptz not null default now());
+           insert into docstore.databases (id) values ('(default)');
+         end if;
+       end $$""",
+    # until the extension creates it
+    """do $$ begin
+         if not exists (select from pg_roles where rolname = 'docstore_client') then
+           create role docstore_client nologin;
+           grant usage on schema docstore to docstore_client;
+           grant select on docstore.entities to docstore_client;
+           grant insert, update, delete on docstore.entities to docstore_client;
+         end if;
+       end $$""",
+]
+
+
+@dataclass
+class Stack:
+    """The running cluster and sidecar, as the tests use them."""
+
+    cluster: Cluster
+    url: str
+    admin_key: str
+    jwt_secret: str
+    sidecar: subprocess.Popen
+    sidecar_log: Path
+    admin: dict[str, str] = field(default_factory=dict)
+
+    def token(self, claims: dict[str, Any] | None = None, *, secret: str | None = None,
+              expires_in: int = 3600, algorithm: str = "HS256", **extra: Any) -> str:
+        """An HS256 JWT signed with the sidecar's secret (or `secret`); `exp` is added
+        unless the claims hold one (pass exp=None to leave it out)."""
+        body = dict(claims or {})
+        body.update(extra)
+        if "exp" not in body:
+            body["exp"] = int(time.time()) + expires_in
+        elif body["exp"] is None:
+            del body["exp"]
+        return jwt.encode(body, secret or self.jwt_secret, algorithm=algorithm)
+
+    def bearer(self, token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    def sql(self, query: str, *params: Any) -> list[tuple]:
+        """Run one statement as postgres in the docstore database (autocommit)."""
+        with psycopg.connect(self.cluster.url(), autocommit=True) as conn:
+            cur = conn.execute(query, params or None)
+            return cur.fetchall() if cur.description else []
+
+    @staticmethod
+    def doc(path: str, db: str = "(default)") -> str:
+        """The URL path of a document or collection."""
+        return f"/v1/databases/{db}/documents/{path}"
+
+    def client(self, **kw: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60, **kw)
+
+    def sidecar_backends(self) -> list[tuple]:
+        """(pid, state, wait_event_type, query) of the sidecar's connections."""
+        return self.sql(
+            "select pid, state, wait_event_type, query from pg_stat_activity "
+            "where application_name = 'docstore-sidecar'"
+        )
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the sidecar exited with {proc.returncode}: {log.read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the sidecar did not become healthy: {log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def stack():
+    binary = sidecar_binary()
+    cluster = Cluster()
+    proc = None
+    try:
+        cluster.start()
+        as_postgres([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(cluster.port),
+                     "-U", "postgres", "docstore"])
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            for statement in SETUP_SQL:
+                conn.execute(statement)
+        port = free_port()
+        admin_key = secrets.token_urlsafe(24)
+        jwt_secret = secrets.token_urlsafe(32)
+        log = cluster.dir / "sidecar.log"
+        env = {
+            **os.environ,
+            "DOCSTORE_DATABASE_URL": cluster.url(),
+            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
+            "DOCSTORE_JWT_SECRET": jwt_secret,
+            "DOCSTORE_ADMIN_KEY": admin_key,
+            "RUST_LOG": os.environ.get("RUST_LOG", "info"),
+        }
+        for name in ("DOCSTORE_JWKS_FILE", "DOCSTORE_JWT_ISSUER", "DOCSTORE_JWT_AUDIENCE",
+                     "DOCSTORE_MAX_BODY_BYTES", "DOCSTORE_POOL_SIZE"):
+            env.pop(name, None)
+        proc = subprocess.Popen([str(binary)], env=env, stdout=log.open("w"),
+                                stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, proc, log)
+        s = Stack(cluster=cluster, url=url, admin_key=admin_key, jwt_secret=jwt_secret,
+                  sidecar=proc, sidecar_log=log)
+        s.admin = s.bearer(admin_key)
+        yield s
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        cluster.stop()
+        if os.environ.get("DOCSTORE_KEEP_LOGS"):
+            print(f"logs kept in {cluster.dir}")
+        else:
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def client(stack):
+    with stack.client() as c:
+        yield c
+
+
+@pytest.fixture
+def coll() -> str:
+    """A collection id no other test uses."""
+    return "c" + uuid.uuid4().hex[:12]

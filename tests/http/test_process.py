@@ -1,0 +1,136 @@
+"""The process: configuration by flags and environment, /healthz when the database is down,
+graceful shutdown on SIGTERM."""
+
+import os
+import signal
+import subprocess
+import time
+
+import httpx
+
+from pathlib import Path
+
+
+def binary(stack) -> str:
+    return stack.sidecar.args[0]
+
+
+def start(stack, tmp_path: Path, database_url: str, *flags: str) -> tuple[subprocess.Popen, str]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
+    env["DOCSTORE_DATABASE_URL"] = database_url
+    log = (tmp_path / "sidecar.log").open("w")
+    proc = subprocess.Popen([binary(stack), "--listen", f"127.0.0.1:{port}", *flags], env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/healthz", timeout=10)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError((tmp_path / "sidecar.log").read_text())
+
+
+def test_help_documents_every_flag(stack):
+    out = subprocess.run([binary(stack), "--help"], capture_output=True, text=True, check=True)
+    for flag, env in (("--database-url", "DOCSTORE_DATABASE_URL"),
+                      ("--listen", "DOCSTORE_LISTEN"), ("--jwt-secret", "DOCSTORE_JWT_SECRET"),
+                      ("--jwks-file", "DOCSTORE_JWKS_FILE"), ("--jwt-issuer", None),
+                      ("--jwt-audience", None), ("--admin-key", "DOCSTORE_ADMIN_KEY"),
+                      ("--max-body-bytes", None), ("--pool-size", None)):
+        assert flag in out.stdout, flag
+        if env:
+            assert env in out.stdout, env
+
+
+def test_healthz_is_503_when_the_database_is_down(stack, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+    proc, url = start(stack, tmp_path, f"postgresql://postgres@127.0.0.1:{dead_port}/docstore")
+    try:
+        r = httpx.get(url + "/healthz", timeout=30)
+        assert r.status_code == 503
+        assert r.json()["code"] == "UNAVAILABLE"
+        # A request needing the database: 503 too, with no internals in the message.
+        r = httpx.get(url + "/v1/databases/(default)/documents/a/b", timeout=30)
+        assert r.status_code == 503, r.text
+        assert str(dead_port) not in r.text
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_sigterm_shuts_down_gracefully(stack, tmp_path):
+    proc, url = start(stack, tmp_path, stack.cluster.url())
+    assert httpx.get(url + "/healthz").status_code == 200
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert "shutting down" in (tmp_path / "sidecar.log").read_text()
+
+
+def test_small_body_limit_flag(stack, tmp_path):
+    proc, url = start(stack, tmp_path, stack.cluster.url(), "--max-body-bytes", "100",
+                      "--admin-key", "k" * 20)
+    try:
+        headers = {"Authorization": "Bearer " + "k" * 20}
+        r = httpx.put(url + "/v1/databases/(default)/documents/lim/a", headers=headers,
+                      json={"s": "x" * 200})
+        assert r.status_code == 413
+        r = httpx.put(url + "/v1/databases/(default)/documents/lim/a", headers=headers,
+                      json={"s": "x"})
+        assert r.status_code == 200, r.text
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_jwks_file_rs256_and_es256(stack, tmp_path):
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    rsa_jwk = json.loads(RSAAlgorithm.to_jwk(rsa_key.public_key()))
+    rsa_jwk.update(kid="r1", alg="RS256")
+    ec_jwk = json.loads(ECAlgorithm.to_jwk(ec_key.public_key()))
+    ec_jwk.update(kid="e1")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [rsa_jwk, ec_jwk]}))
+    proc, url = start(stack, tmp_path, stack.cluster.url(), "--jwks-file", str(jwks),
+                      "--jwt-issuer", "https://issuer.test", "--jwt-audience", "my-app")
+    try:
+        exp = int(time.time()) + 600
+        claims = {"sub": "u1", "exp": exp, "iss": "https://issuer.test", "aud": "my-app"}
+        doc = url + "/v1/databases/(default)/documents/jwks/none"
+
+        def status(token):
+            return httpx.get(doc, headers={"Authorization": f"Bearer {token}"}).status_code
+
+        assert status(jwt.encode(claims, rsa_key, "RS256", headers={"kid": "r1"})) == 404
+        assert status(jwt.encode(claims, ec_key, "ES256", headers={"kid": "e1"})) == 404
+        assert status(jwt.encode(claims, rsa_key, "RS256")) == 404  # no kid: tried by alg
+        # Wrong key, wrong kid, wrong issuer or audience, an HS256 token (no secret): 401.
+        assert status(jwt.encode(claims, other_key, "RS256", headers={"kid": "r1"})) == 401
+        assert status(jwt.encode(claims, rsa_key, "RS256", headers={"kid": "e1"})) == 401
+        assert status(jwt.encode({**claims, "iss": "evil"}, rsa_key, "RS256")) == 401
+        assert status(jwt.encode({**claims, "aud": "other"}, rsa_key, "RS256")) == 401
+        no_aud = {k: v for k, v in claims.items() if k != "aud"}
+        assert status(jwt.encode(no_aud, rsa_key, "RS256")) == 401
+        assert status(jwt.encode(claims, "secret" * 6, "HS256")) == 401
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,166 @@
+"""`:runQuery` (text and structured, aggregations, streamed) and `:commit` (batches,
+preconditions, optimistic transactions)."""
+
+import json
+import re
+import threading
+
+RUN = "/v1/databases/(default):runQuery"
+COMMIT = "/v1/databases/(default):commit"
+
+
+def seed(stack, coll, n):
+    stack.sql("select count(docstore.set(%s || '/d' || lpad(i::text, 5, '0'), "
+              "jsonb_build_object('i', i, 'even', i %% 2 = 0))) from generate_series(1, %s) i",
+              coll, n)
+
+
+def test_run_query_text(stack, client, coll):
+    seed(stack, coll, 10)
+    r = client.post(RUN, headers=stack.admin, json={
+        "sql": f"select * from /{coll} where i >= 5 order by i desc limit 3"})
+    assert r.status_code == 200, r.text
+    rows = r.json()
+    assert [row["data"]["i"] for row in rows] == [10, 9, 8]
+    assert set(rows[0]) == {"path", "data", "updateTime"}
+    assert rows[0]["path"] == f"{coll}/d00010"
+
+
+def test_run_query_structured(stack, client, coll):
+    seed(stack, coll, 5)
+    r = client.post(RUN, headers=stack.admin, json={"structuredQuery": {
+        "from": [{"collectionId": coll}],
+        "where": {"fieldFilter": {"field": {"fieldPath": "i"}, "op": "GREATER_THAN",
+                                  "value": 3}},
+    }})
+    assert r.status_code == 200, r.text
+    assert [row["data"]["i"] for row in r.json()] == [4, 5]
+
+
+def test_aggregation_rows(stack, client, coll):
+    seed(stack, coll, 4)
+    r = client.post(RUN, headers=stack.admin,
+                    json={"sql": f"select count(*), sum(i) from /{coll}"})
+    assert r.status_code == 200, r.text
+    (row,) = r.json()
+    assert set(row) == {"aggregation"}
+    assert 4 in row["aggregation"].values() and 10 in row["aggregation"].values()
+
+
+def test_empty_result_and_syntax_error(stack, client, coll):
+    r = client.post(RUN, headers=stack.admin, json={"sql": f"select * from /{coll}"})
+    assert r.status_code == 200 and r.json() == []
+    r = client.post(RUN, headers=stack.admin, json={"sql": "selec * from /x"})
+    assert r.status_code == 400
+    assert r.json()["code"] == "INVALID_ARGUMENT"
+
+
+def test_large_result_is_streamed(stack, client, coll):
+    seed(stack, coll, 5000)
+    with client.stream("POST", RUN, headers=stack.admin,
+                       json={"sql": f"select * from /{coll}"}) as r:
+        assert r.status_code == 200
+        assert "content-length" not in r.headers  # chunked: written as rows arrive
+        chunks = [c for c in r.iter_bytes()]
+    rows = json.loads(b"".join(chunks))
+    assert len(rows) == 5000
+    assert rows[0]["path"] == f"{coll}/d00001" and rows[-1]["data"]["i"] == 5000
+
+
+def test_commit_batch(stack, client, coll):
+    client.put(stack.doc(f"{coll}/b"), json={"n": 1}, headers=stack.admin)
+    r = client.post(COMMIT, headers=stack.admin, json={"writes": [
+        {"create": f"{coll}/a", "data": {"n": 0}},
+        {"update": f"{coll}/b", "fields": {"n": {"$increment": 1}},
+         "precondition": {"exists": True}},
+        {"set": f"{coll}/c", "data": {"m": 1}, "merge": True},
+        {"delete": f"{coll}/z"},
+    ]})
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert set(answer) == {"commitTime", "updateTimes"}
+    assert len(answer["updateTimes"]) == 4
+    got = client.get(stack.doc(f"{coll}/b"), headers=stack.admin).json()
+    assert got["data"] == {"n": 2}
+    assert got["updateTime"] == answer["commitTime"]
+    r = client.post(COMMIT, headers=stack.admin,
+                    json={"writes": [{"create": f"{coll}/a", "data": {}}]})
+    assert r.status_code == 409 and r.json()["code"] == "ALREADY_EXISTS"
+
+
+def test_optimistic_transaction_conflict_is_409_aborted(stack, client, coll):
+    path = f"{coll}/acct"
+    client.put(stack.doc(path), json={"balance": 10}, headers=stack.admin)
+    read = client.get(stack.doc(path), headers=stack.admin).json()
+    # Someone else writes in between.
+    client.patch(stack.doc(path), json={"balance": {"$increment": 5}}, headers=stack.admin)
+    body = {"transaction": True, "writes": [
+        {"set": path, "data": {"balance": read["data"]["balance"] - 1},
+         "precondition": {"updateTime": read["updateTime"]}}]}
+    r = client.post(COMMIT, headers=stack.admin, json=body)
+    assert r.status_code == 409, r.text
+    assert r.json()["code"] == "ABORTED"
+    assert "retry" in (r.json()["hint"] or "")
+    assert client.get(stack.doc(path), headers=stack.admin).json()["data"] == {"balance": 15}
+    # Without "transaction" the same failure is 400 FAILED_PRECONDITION.
+    body["transaction"] = False
+    r = client.post(COMMIT, headers=stack.admin, json=body)
+    assert r.status_code == 400 and r.json()["code"] == "FAILED_PRECONDITION"
+    # Read again and retry: it commits.
+    read = client.get(stack.doc(path), headers=stack.admin).json()
+    body = {"transaction": True, "writes": [
+        {"set": path, "data": {"balance": read["data"]["balance"] - 1},
+         "precondition": {"updateTime": read["updateTime"]}}]}
+    r = client.post(COMMIT, headers=stack.admin, json=body)
+    assert r.status_code == 200, r.text
+    assert client.get(stack.doc(path), headers=stack.admin).json()["data"] == {"balance": 14}
+
+
+def test_concurrent_transactions_one_wins(stack, coll):
+    """Eight clients run the same read-modify-write transaction with retries; every
+    increment lands exactly once."""
+    path = f"{coll}/counter"
+    with stack.client() as c:
+        c.put(stack.doc(path), json={"n": 0}, headers=stack.admin)
+    aborted = []
+
+    def worker():
+        with stack.client() as c:
+            for _ in range(5):
+                while True:
+                    doc = c.get(stack.doc(path), headers=stack.admin).json()
+                    r = c.post(COMMIT, headers=stack.admin, json={"transaction": True, "writes": [
+                        {"set": path, "data": {"n": doc["data"]["n"] + 1},
+                         "precondition": {"updateTime": doc["updateTime"]}}]})
+                    if r.status_code == 200:
+                        break
+                    assert r.status_code == 409, r.text
+                    aborted.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with stack.client() as c:
+        assert c.get(stack.doc(path), headers=stack.admin).json()["data"] == {"n": 40}
+
+
+def test_commit_body_shapes(stack, client):
+    for body in ({}, {"writes": {}}, {"writes": [], "transaction": "yes"}, {"writes": [], "x": 1}):
+        r = client.post(COMMIT, headers=stack.admin, json=body)
+        assert r.status_code == 400, (body, r.text)
+        assert r.json()["code"] == "INVALID_ARGUMENT"
+    r = client.post(COMMIT, headers=stack.admin, json={"writes": [{"frobnicate": "a/b"}]})
+    assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT"
+
+
+def test_health_and_metrics(stack, client, coll):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    client.get(stack.doc(f"{coll}/nope"), headers=stack.admin)
+    text = client.get("/metrics").text
+    assert re.search(r'docstore_http_requests_total\{[^}]*route="documents"[^}]*code="404"',
+                     text) or re.search(
+        r'docstore_http_requests_total\{[^}]*code="404"[^}]*route="documents"', text), text
+    assert "docstore_http_request_duration_seconds_bucket" in text
+    assert 'docstore_pg_pool_connections{state="idle"}' in text
