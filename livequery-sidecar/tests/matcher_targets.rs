@@ -119,6 +119,18 @@ fn matcher_equality_targets_of_other_cities_are_not_tested() {
         m.candidates(&delete("restaurants/two")),
         Vec::<TargetId>::new()
     );
+    // An OR of equalities on one field is keyed by each value.
+    m.add_target(
+        TargetId(7),
+        spec("select * from restaurants where city = 'SF' or city in ('LA', 'SD')"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    let sd = set("restaurants/two", json!({"city": "SD"}), 3);
+    assert_eq!(m.candidates(&sd), vec![TargetId(7)]);
+    let ny = set("restaurants/two", json!({"city": "NY"}), 3);
+    assert_eq!(m.candidates(&ny), vec![TargetId(2)]);
     // Another collection is another scope.
     let elsewhere = set("cafes/one", json!({"city": "SF"}), 3);
     assert!(m.candidates(&elsewhere).is_empty());

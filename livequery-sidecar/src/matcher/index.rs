@@ -5,8 +5,8 @@
 //! Every query target is placed once, under its *scope* (a collection path, or a collection
 //! group's ID) and one of:
 //! - an **equality key**: a top-level conjunct `field = v`, `field in [..]` (a key per
-//!   value), `field is null` or `field is nan`; a written document is looked up with its
-//!   value of each equality-indexed field of its scopes;
+//!   value), `field is null` or `field is nan`, or an OR of those on one field; a written
+//!   document is looked up with its value of each equality-indexed field of its scopes;
 //! - a **contains key**: a top-level `field array_contains v` or `array_contains_any [..]`;
 //!   looked up with each element of the document's array at that field;
 //! - the scope's **residual** list (no such conjunct: ranges, `!=`, `not in`, OR at the top).
@@ -101,18 +101,69 @@ fn list_keys(list: &Value) -> Vec<Vec<u8>> {
     let Value::Array(items) = list else {
         return Vec::new();
     };
-    let mut keys: Vec<Vec<u8>> = items
-        .iter()
-        .filter(|v| !matches!(v, Value::Null) && !matches!(v, Value::Double(d) if d.is_nan()))
-        .map(encode)
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
+    items.iter().filter(|v| matchable(v)).map(encode).collect()
 }
 
-/// The placement of a query target: the first indexable top-level conjunct, preferring
-/// equality (fewest keys first) over contains.
+/// Which of the two keyed maps a conjunct is looked up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keying {
+    Equality,
+    Contains,
+}
+
+fn matchable(value: &Value) -> bool {
+    !matches!(value, Value::Null) && !matches!(value, Value::Double(d) if d.is_nan())
+}
+
+/// The keys a filter can be found by: every document it matches has one of them at
+/// `field` (as its value, or an element of its array). An OR qualifies when all of its
+/// branches are keyed on the same field the same way (`city = 'SF' or city = 'LA'`).
+fn keys_of(filter: &Filter) -> Option<(FieldPath, Vec<Vec<u8>>, Keying)> {
+    let (field, mut keys, keying) = match filter {
+        Filter::Field { field, op, value } => match op {
+            FieldOp::Eq => (field.clone(), vec![encode(value)], Keying::Equality),
+            FieldOp::In => (field.clone(), list_keys(value), Keying::Equality),
+            FieldOp::ArrayContains => {
+                let keys = if matchable(value) {
+                    vec![encode(value)]
+                } else {
+                    Vec::new()
+                };
+                (field.clone(), keys, Keying::Contains)
+            }
+            FieldOp::ArrayContainsAny => (field.clone(), list_keys(value), Keying::Contains),
+            _ => return None,
+        },
+        Filter::Unary { field, op } => match op {
+            UnaryOp::IsNull => (field.clone(), vec![encode(&Value::Null)], Keying::Equality),
+            UnaryOp::IsNan => (
+                field.clone(),
+                vec![encode(&Value::Double(f64::NAN))],
+                Keying::Equality,
+            ),
+            UnaryOp::IsNotNull | UnaryOp::IsNotNan => return None,
+        },
+        Filter::Or(branches) => {
+            let mut branches = branches.iter().map(keys_of);
+            let (field, mut keys, keying) = branches.next()??;
+            for branch in branches {
+                let (f, k, how) = branch?;
+                if f != field || how != keying {
+                    return None;
+                }
+                keys.extend(k);
+            }
+            (field, keys, keying)
+        }
+        Filter::And(_) => return None,
+    };
+    keys.sort();
+    keys.dedup();
+    Some((field, keys, keying))
+}
+
+/// The placement of a query target: the indexable top-level conjunct with the fewest keys,
+/// preferring equality over contains; the residual list when there is none.
 pub(crate) fn place(query: &Query) -> Placement {
     let scope = Scope::of_source(&query.source);
     let conjuncts: &[Filter] = match &query.filter {
@@ -120,46 +171,14 @@ pub(crate) fn place(query: &Query) -> Placement {
         Some(Filter::And(children)) => children,
         Some(single) => std::slice::from_ref(single),
     };
-    let mut equality: Option<(FieldPath, Vec<Vec<u8>>)> = None;
-    let mut contains: Option<(FieldPath, Vec<Vec<u8>>)> = None;
-    for conjunct in conjuncts {
-        let (field, keys, is_equality) = match conjunct {
-            Filter::Field { field, op, value } => match op {
-                FieldOp::Eq => (field, vec![encode(value)], true),
-                FieldOp::In => (field, list_keys(value), true),
-                FieldOp::ArrayContains => {
-                    let keys = if matches!(value, Value::Null)
-                        || matches!(value, Value::Double(d) if d.is_nan())
-                    {
-                        Vec::new()
-                    } else {
-                        vec![encode(value)]
-                    };
-                    (field, keys, false)
-                }
-                FieldOp::ArrayContainsAny => (field, list_keys(value), false),
-                _ => continue,
-            },
-            Filter::Unary { field, op } => match op {
-                UnaryOp::IsNull => (field, vec![encode(&Value::Null)], true),
-                UnaryOp::IsNan => (field, vec![encode(&Value::Double(f64::NAN))], true),
-                UnaryOp::IsNotNull | UnaryOp::IsNotNan => continue,
-            },
-            Filter::And(_) | Filter::Or(_) => continue,
-        };
-        let slot = if is_equality {
-            &mut equality
-        } else {
-            &mut contains
-        };
-        if slot.as_ref().is_none_or(|(_, k)| keys.len() < k.len()) {
-            *slot = Some((field.clone(), keys));
-        }
-    }
-    match (equality, contains) {
-        (Some((field, keys)), _) => Placement::Equality { scope, field, keys },
-        (None, Some((field, keys))) => Placement::Contains { scope, field, keys },
-        (None, None) => Placement::Residual(scope),
+    let best = conjuncts
+        .iter()
+        .filter_map(keys_of)
+        .min_by_key(|(_, keys, keying)| (*keying == Keying::Contains, keys.len()));
+    match best {
+        Some((field, keys, Keying::Equality)) => Placement::Equality { scope, field, keys },
+        Some((field, keys, Keying::Contains)) => Placement::Contains { scope, field, keys },
+        None => Placement::Residual(scope),
     }
 }
 
