@@ -3,13 +3,17 @@
 //! result, rebuilt *only* from the deltas it reported (applied to a client-side list as a
 //! Firestore client applies `DocumentChange`s), must equal docstore-core's `evaluate` /
 //! `aggregate` of its query over the current documents. A target that asks for a requery is
-//! given a fresh fetch and its `requeried` delta is applied the same way.
+//! given a fresh fetch and its `requeried` delta is applied the same way. Targets join at
+//! random positions from snapshots behind (retained transactions handed off with
+//! `apply_to`) or ahead of the decoded stream (transactions the snapshot saw are skipped by
+//! its horizon), as the session's hand-off does.
 //!
 //! Seeded (reproducible); `MATCHER_ORACLE_CASES` sets the number of cases (default 1500),
 //! `MATCHER_ORACLE_SEED` the seed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use docstore_core::path::{FieldPath, ResourcePath};
 use docstore_core::query::{
@@ -18,8 +22,8 @@ use docstore_core::query::{
 };
 use docstore_core::value::{Map, Timestamp, Value};
 use docstore_sidecar::matcher::{
-    DocChange, Document, Matcher, MatcherConfig, TargetDelta, TargetId, TargetResult, TargetSpec,
-    Write,
+    DocChange, Document, Horizon, Matcher, MatcherConfig, TargetDelta, TargetId, TargetResult,
+    TargetSpec, Write,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -241,6 +245,20 @@ struct Case {
     specs: Vec<Spec>,
     transactions: Vec<Vec<Op>>,
     slack: u32,
+    /// Per target: the position it is added at (modulo transactions + 1) and where its
+    /// snapshot is relative to it (negative: retained transactions are handed off to it;
+    /// positive: the snapshot already sees transactions not yet decoded).
+    joins: Vec<(usize, i64)>,
+}
+
+fn joins() -> impl Strategy<Value = Vec<(usize, i64)>> {
+    prop::collection::vec(
+        prop_oneof![
+            2 => Just((0usize, 0i64)),
+            3 => (0usize..32, -2i64..=2),
+        ],
+        5,
+    )
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -249,12 +267,14 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec(spec(), 1..5),
         prop::collection::vec(prop::collection::vec(op(), 1..5), 1..16),
         prop_oneof![Just(1u32), Just(2), Just(16)],
+        joins(),
     )
-        .prop_map(|(initial, specs, transactions, slack)| Case {
+        .prop_map(|(initial, specs, transactions, slack, joins)| Case {
             initial,
             specs,
             transactions,
             slack,
+            joins,
         })
 }
 
@@ -289,12 +309,14 @@ fn window_case() -> impl Strategy<Value = Case> {
         prop::collection::vec((0..9usize, doc), 4..10),
         prop::collection::vec(window, 1..4),
         prop::collection::vec(prop::collection::vec(op, 1..4), 5..25),
+        joins(),
     )
-        .prop_map(|(initial, specs, transactions)| Case {
+        .prop_map(|(initial, specs, transactions, joins)| Case {
             initial,
             specs,
             transactions,
             slack: 1,
+            joins,
         })
 }
 
@@ -394,6 +416,40 @@ fn check(spec: &Spec, client: &Client, data: &Data, context: &str) {
     }
 }
 
+/// A snapshot that sees every transaction before `xid` (xids grow with commit order here).
+#[derive(Debug)]
+struct Before(u32);
+
+impl Horizon for Before {
+    fn sees(&self, xid: u32) -> bool {
+        xid < self.0
+    }
+}
+
+fn xid(t: usize) -> u32 {
+    100 + u32::try_from(t).unwrap()
+}
+
+/// Hand a delta to a target's client; a requery is answered from `state` (the documents at
+/// the position the target has reached).
+fn deliver(
+    matcher: &mut Matcher,
+    id: TargetId,
+    delta: TargetDelta,
+    client: &mut Client,
+    state: &Data,
+) {
+    if delta == TargetDelta::NeedsRequery {
+        assert!(matcher.awaiting_requery(id));
+        let rows = fetch(&matcher.fetch_query(id).unwrap(), state);
+        if let Some(d) = matcher.requeried(id, rows, None).unwrap() {
+            client.apply(&d);
+        }
+    } else {
+        client.apply(&delta);
+    }
+}
+
 fn run(case: &Case) {
     let config = MatcherConfig {
         initial_slack: case.slack,
@@ -404,36 +460,14 @@ fn run(case: &Case) {
         clock += 1;
         Timestamp::from_micros(clock).unwrap()
     };
+    // The documents after each transaction, and the transactions as the matcher gets them.
     let mut data = Data::new();
     for (p, doc) in &case.initial {
         data.insert(path(*p), Document::new(path(*p), doc.clone(), tick()));
     }
-    let mut matcher = Matcher::new(config);
-    let mut clients = Vec::new();
-    for (i, spec) in case.specs.iter().enumerate() {
-        let (target, rows) = match spec {
-            Spec::Query(query) => {
-                let target = TargetSpec::query((**query).clone()).unwrap();
-                let rows = fetch(&target.fetch_query(&config).unwrap(), &data);
-                (target, rows)
-            }
-            Spec::Document(p) => (
-                TargetSpec::Document(path(*p)),
-                data.get(&path(*p)).cloned().into_iter().collect(),
-            ),
-        };
-        let id = TargetId(i as u64);
-        let result = matcher.add_target(id, target, rows, None).unwrap();
-        let client = Client::from_result(result);
-        check(
-            spec,
-            &client,
-            &data,
-            &format!("initial result of target {i}"),
-        );
-        clients.push(client);
-    }
-    for (t, ops) in case.transactions.iter().enumerate() {
+    let mut states = vec![data.clone()];
+    let mut txns: Vec<Vec<Write>> = Vec::new();
+    for ops in &case.transactions {
         let mut writes = Vec::new();
         for op in ops {
             match op {
@@ -452,30 +486,69 @@ fn run(case: &Case) {
                 }
             }
         }
-        let xid = u32::try_from(t).unwrap() + 100;
-        let deltas = matcher.apply(xid, &writes);
+        txns.push(writes);
+        states.push(data.clone());
+    }
+    let n = txns.len();
+    let mut matcher = Matcher::new(config);
+    let mut clients: Vec<Option<Client>> = case.specs.iter().map(|_| None).collect();
+    let mut shown_from = vec![0usize; case.specs.len()];
+    for t in 0..=n {
+        for (i, spec) in case.specs.iter().enumerate() {
+            let (join, offset) = case.joins[i % case.joins.len()];
+            if join % (n + 1) != t {
+                continue;
+            }
+            // The target's snapshot sees the first `s` transactions.
+            let s = usize::try_from((t as i64 + offset).clamp(0, n as i64)).unwrap();
+            let (target, rows) = match spec {
+                Spec::Query(query) => {
+                    let target = TargetSpec::query((**query).clone()).unwrap();
+                    let rows = fetch(&target.fetch_query(&config).unwrap(), &states[s]);
+                    (target, rows)
+                }
+                Spec::Document(p) => (
+                    TargetSpec::Document(path(*p)),
+                    states[s].get(&path(*p)).cloned().into_iter().collect(),
+                ),
+            };
+            let id = TargetId(i as u64);
+            let horizon: Arc<dyn Horizon> = Arc::new(Before(xid(s)));
+            let result = matcher.add_target(id, target, rows, Some(horizon)).unwrap();
+            let mut client = Client::from_result(result);
+            // Retained transactions the snapshot did not see, handed off to this target.
+            for u in s..t {
+                if let Some(delta) = matcher.apply_to(id, xid(u), &txns[u]) {
+                    deliver(&mut matcher, id, delta, &mut client, &states[u + 1]);
+                }
+            }
+            shown_from[i] = s.max(t);
+            let context = format!("target {i} added at {t} (snapshot {s})");
+            check(spec, &client, &states[s.max(t)], &context);
+            clients[i] = Some(client);
+        }
+        if t == n {
+            break;
+        }
+        let deltas = matcher.apply(xid(t), &txns[t]);
         let mut seen = HashSet::new();
         for (id, delta) in deltas {
             assert!(seen.insert(id), "two deltas for target {id}");
             let i = usize::try_from(id.0).unwrap();
-            if delta == TargetDelta::NeedsRequery {
-                assert!(matcher.awaiting_requery(id));
-                let rows = fetch(&matcher.fetch_query(id).unwrap(), &data);
-                if let Some(d) = matcher.requeried(id, rows, None).unwrap() {
-                    clients[i].apply(&d);
-                }
-            } else {
-                clients[i].apply(&delta);
-            }
+            let client = clients[i].as_mut().expect("delta for a target not added");
+            deliver(&mut matcher, id, delta, client, &states[t + 1]);
         }
         for (i, (spec, client)) in case.specs.iter().zip(&clients).enumerate() {
+            let Some(client) = client else { continue };
+            // A target whose snapshot is ahead shows that snapshot until the stream reaches it.
+            let at = (t + 1).max(shown_from[i]);
             let context = format!("target {i} after transaction {t}");
-            check(spec, client, &data, &context);
+            check(spec, client, &states[at], &context);
             let now = Client::from_result(matcher.result(TargetId(i as u64)).unwrap());
             check(
                 spec,
                 &now,
-                &data,
+                &states[at],
                 &format!("{context} (matcher's own result)"),
             );
         }
