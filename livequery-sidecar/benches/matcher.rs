@@ -5,6 +5,11 @@
 //! For contrast, `matcher_write_residual` has targets with only a range filter
 //! (`where rating >= <i>`): no key to look up, every target of the collection is tested.
 //! Run: `cargo bench -p docstore-sidecar --bench matcher`.
+//!
+//! Measured 2026-11-23 on the 2-core build machine under load from other builds (load 7-9),
+//! median per write: equality targets 10 -> 6.5 us, 1,000 -> 12.4 us, 10,000 -> 12.8 us
+//! (flat from 1,000 to 10,000; the step from 10 is cache misses over 1,000 targets' state);
+//! residual targets 10 -> 18 us, 1,000 -> 940 us.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::hint::black_box;

@@ -553,3 +553,16 @@ fn matcher_refuses_bad_calls_with_canonical_kinds() {
     );
     assert!(!m.remove_target(TargetId(9)));
 }
+
+#[test]
+fn matcher_moves_into_a_task() {
+    // A stream's task owns its matcher (tokio needs Send); horizons are shared snapshots.
+    fn owned_by_a_task<T: Send + 'static>() {}
+    owned_by_a_task::<Matcher>();
+    owned_by_a_task::<Vec<(TargetId, TargetDelta)>>();
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.add_target(TargetId(1), spec("select * from c"), vec![], None)
+        .unwrap();
+    let handle = std::thread::spawn(move || m.apply(1, &[set("c/a", json!({}), 1)]).len());
+    assert_eq!(handle.join().unwrap(), 1);
+}
