@@ -19,9 +19,12 @@ use docstore_core::value::{Map, Timestamp};
 /// A document as the matcher holds and reports it: name, fields and update time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
+    /// The document's name.
     pub path: ResourcePath,
-    /// Shared: one decoded version serves every target that holds it.
+    /// Its fields (for a projection target's reports, the selected ones). Shared: one
+    /// decoded version serves every target that holds it.
     pub fields: Arc<Map>,
+    /// The commit time of this version (`docstore.entities.update_time`).
     pub update_time: Timestamp,
 }
 
@@ -94,7 +97,9 @@ pub enum TargetDelta {
 /// A target's full result: the documents in order (projected), or the aggregation row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetResult {
+    /// The documents of a query (projected to its `select` list) or the single document.
     Documents(Vec<Document>),
+    /// The aggregation row of an aggregation query: alias -> value.
     Aggregate(Map),
 }
 
