@@ -13,8 +13,9 @@
 //!
 //! How the session drives it (the hand-off of DESIGN.md section 5):
 //! 1. [`TargetSpec::fetch_query`] gives the query to run in the target's snapshot (whole
-//!    documents, `offset + limit + slack` rows); [`Matcher::add_target`] takes its rows and
-//!    the snapshot as a [`Horizon`], and returns the first result.
+//!    documents, `offset + limit + slack` rows; run it as
+//!    `docstore.run_query(docstore_core::query::to_structured(&q))`); [`Matcher::add_target`]
+//!    takes its rows and the snapshot as a [`Horizon`], and returns the first result.
 //! 2. Retained transactions the snapshot does not see go to that target alone through
 //!    [`Matcher::apply_to`]; every later transaction through [`Matcher::apply`], which skips
 //!    each target whose horizon already sees it.
