@@ -1,1 +1,476 @@
-//! Stage 3: targets matched against committed changes with docstore-core's matcher (the live-query issue).
+//! Stage 3: live targets matched against committed transactions with docstore-core's matcher
+//! (DESIGN.md section 5, "Streams, targets and positions" and "Matching and scale").
+//!
+//! A [`Matcher`] owns the targets of one database by [`TargetId`]: queries (text or
+//! structured, every shape core validates) and single documents. Each committed transaction
+//! is applied in one call ([`Matcher::apply`]), never split, and yields at most one
+//! [`TargetDelta`] per target: Firestore's document changes, a new aggregation row, or
+//! [`TargetDelta::NeedsRequery`] when a sorted query with a limit has used up its slack.
+//!
+//! Modules, in the order a write meets them: `index` (which targets a write can concern),
+//! `target` (what each target keeps and how it changes), `delta` (documents, changes and the
+//! diff of two results).
+//!
+//! How the session drives it (the hand-off of DESIGN.md section 5):
+//! 1. [`TargetSpec::fetch_query`] gives the query to run in the target's snapshot (whole
+//!    documents, `offset + limit + slack` rows; run it as
+//!    `docstore.run_query(docstore_core::query::to_structured(&q))`); [`Matcher::add_target`]
+//!    takes its rows and the snapshot as a [`Horizon`], and returns the first result.
+//! 2. Retained transactions the snapshot does not see go to that target alone through
+//!    [`Matcher::apply_to`]; every later transaction through [`Matcher::apply`], which skips
+//!    each target whose horizon already sees it.
+//! 3. After [`TargetDelta::NeedsRequery`]: run [`Matcher::fetch_query`] at a new snapshot,
+//!    then [`Matcher::requeried`] (its delta is relative to what the client was last told),
+//!    then hand off as in step 2.
+//!
+//! Documents carry no database: one `Matcher` serves one database, and the session routes
+//! each transaction's writes by database id (a transaction over two databases is applied to
+//! both matchers before either's deltas are sent).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use docstore_core::error::ErrorKind;
+use docstore_core::path::{PathError, ResourcePath};
+use docstore_core::query::{parse_query, parse_structured, Query, QueryError};
+use thiserror::Error;
+
+pub mod delta;
+mod index;
+mod target;
+
+pub use delta::{diff, DocChange, Document, TargetDelta, TargetResult};
+
+use index::{place, Placement, PredicateIndex};
+use target::{DocumentTarget, Pending, QueryTarget, Target};
+
+/// A target's id, unique in its [`Matcher`] (the session allocates them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TargetId(pub u64);
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One write of a committed transaction (the source's `Change`, by document name).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// The document was created or replaced: its new version.
+    Set(Document),
+    /// The document was deleted.
+    Delete(ResourcePath),
+    /// Every document was deleted (`TRUNCATE docstore.entities`).
+    Truncate,
+}
+
+/// What a target's initial rows saw: the snapshot they were read in. A transaction the
+/// horizon sees is already in the rows and is skipped for that target.
+pub trait Horizon: fmt::Debug + Send + Sync {
+    /// Whether the transaction `xid` (as pgoutput sends it) is visible in the snapshot.
+    fn sees(&self, xid: u32) -> bool;
+}
+
+/// What a target follows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSpec {
+    /// A validated query (see [`TargetSpec::query`]).
+    Query(Box<Query>),
+    /// One document.
+    Document(ResourcePath),
+}
+
+impl TargetSpec {
+    /// A target on a query in the text dialect.
+    ///
+    /// # Errors
+    /// [`MatcherError::Query`] when core refuses the text.
+    pub fn parse_text(text: &str) -> Result<TargetSpec, MatcherError> {
+        Ok(TargetSpec::Query(Box::new(parse_query(text)?)))
+    }
+
+    /// A target on a structured query (Firestore's `StructuredQuery` JSON).
+    ///
+    /// # Errors
+    /// [`MatcherError::Query`] when core refuses it.
+    pub fn parse_structured(json: &serde_json::Value) -> Result<TargetSpec, MatcherError> {
+        Ok(TargetSpec::Query(Box::new(parse_structured(json)?)))
+    }
+
+    /// A target on a query built by hand (validated by core).
+    ///
+    /// # Errors
+    /// [`MatcherError::Query`] when core refuses it.
+    pub fn query(query: Query) -> Result<TargetSpec, MatcherError> {
+        Ok(TargetSpec::Query(Box::new(query.validate()?)))
+    }
+
+    /// A target on the document at `path`.
+    ///
+    /// # Errors
+    /// [`MatcherError::Path`] when `path` is not a document path.
+    pub fn document(path: &str) -> Result<TargetSpec, MatcherError> {
+        Ok(TargetSpec::Document(ResourcePath::parse_document(path)?))
+    }
+
+    /// The query whose rows [`Matcher::add_target`] takes (`None` for a document target: its
+    /// row is the document, if it exists): whole documents, no offset, and a limit of
+    /// `offset + limit + slack` of the same kind.
+    pub fn fetch_query(&self, config: &MatcherConfig) -> Option<Query> {
+        match self {
+            TargetSpec::Query(query) => Some(QueryTarget::fetch_query_for(
+                query,
+                usize::try_from(config.initial_slack.max(1)).unwrap_or(usize::MAX),
+            )),
+            TargetSpec::Document(_) => None,
+        }
+    }
+}
+
+/// Tuning of a [`Matcher`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatcherConfig {
+    /// Results kept beyond `offset + limit` by a target with a limit (at least 1).
+    pub initial_slack: u32,
+    /// The slack doubles at each requery, up to this.
+    pub max_slack: u32,
+}
+
+impl Default for MatcherConfig {
+    fn default() -> Self {
+        MatcherConfig {
+            initial_slack: 16,
+            max_slack: 1024,
+        }
+    }
+}
+
+/// Why the matcher refused a call.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum MatcherError {
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error("invalid document path: {0}")]
+    Path(#[from] PathError),
+    #[error("target {0} exists already")]
+    DuplicateTarget(TargetId),
+    #[error("no target {0}")]
+    UnknownTarget(TargetId),
+    #[error("target {0} follows a document; it has no query to re-run")]
+    NotAQuery(TargetId),
+    /// An initial row the target does not match: the fetch and core's matcher disagree.
+    #[error("initial row {path} is not a result of the target")]
+    RowOutsideTarget { path: String },
+    #[error("initial rows name {path} twice")]
+    DuplicateRow { path: String },
+}
+
+impl MatcherError {
+    /// The canonical kind (code and status) of the error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            MatcherError::Query(e) => ErrorKind::from_sqlstate(e.sqlstate()),
+            MatcherError::Path(_) | MatcherError::DuplicateTarget(_) => ErrorKind::InvalidArgument,
+            MatcherError::UnknownTarget(_) => ErrorKind::NotFound,
+            MatcherError::NotAQuery(_) => ErrorKind::FailedPrecondition,
+            MatcherError::RowOutsideTarget { .. } | MatcherError::DuplicateRow { .. } => {
+                ErrorKind::Internal
+            }
+        }
+    }
+}
+
+/// Counters of a [`Matcher`] (for metrics and tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MatcherStats {
+    /// Transactions applied.
+    pub transactions: u64,
+    /// Writes applied (after coalescing repeated writes of a document).
+    pub writes: u64,
+    /// Targets a transaction was tested against (index candidates, each counted once per
+    /// transaction).
+    pub targets_tested: u64,
+    /// Deltas reported.
+    pub deltas: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    target: Target,
+    horizon: Option<Arc<dyn Horizon>>,
+}
+
+/// The targets of one database and their indexes.
+#[derive(Debug, Default)]
+pub struct Matcher {
+    config: MatcherConfig,
+    targets: HashMap<TargetId, Entry>,
+    index: PredicateIndex,
+    stats: MatcherStats,
+}
+
+/// A transaction's writes, the last version of each document in first-write order.
+struct Batch {
+    truncated: bool,
+    writes: Vec<Pending>,
+}
+
+impl Batch {
+    fn coalesce(writes: &[Write]) -> Batch {
+        let mut batch = Batch {
+            truncated: false,
+            writes: Vec::new(),
+        };
+        let mut at: HashMap<ResourcePath, usize> = HashMap::new();
+        for write in writes {
+            let (path, new) = match write {
+                Write::Set(doc) => (&doc.path, Some(doc.clone())),
+                Write::Delete(path) => (path, None),
+                Write::Truncate => {
+                    batch.truncated = true;
+                    batch.writes.clear();
+                    at.clear();
+                    continue;
+                }
+            };
+            match at.get(path) {
+                Some(&i) => batch.writes[i].new = new,
+                None => {
+                    at.insert(path.clone(), batch.writes.len());
+                    batch.writes.push(Pending {
+                        path: path.clone(),
+                        new,
+                    });
+                }
+            }
+        }
+        batch
+    }
+}
+
+impl Matcher {
+    /// An empty matcher.
+    pub fn new(config: MatcherConfig) -> Matcher {
+        Matcher {
+            config,
+            ..Matcher::default()
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &MatcherConfig {
+        &self.config
+    }
+
+    /// The number of targets.
+    pub fn len(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// Whether there are no targets.
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> MatcherStats {
+        self.stats
+    }
+
+    /// Add a target whose initial `rows` were read in the snapshot `horizon` (`None`: every
+    /// later transaction applies): the rows of [`TargetSpec::fetch_query`], or for a
+    /// document target the document if it exists. Returns the target's first result.
+    ///
+    /// # Errors
+    /// [`MatcherError::DuplicateTarget`]; for a query, [`MatcherError::Query`] when core
+    /// refuses it and [`MatcherError::RowOutsideTarget`] / [`MatcherError::DuplicateRow`]
+    /// for rows it does not match or repeats.
+    pub fn add_target(
+        &mut self,
+        id: TargetId,
+        spec: TargetSpec,
+        rows: Vec<Document>,
+        horizon: Option<Arc<dyn Horizon>>,
+    ) -> Result<TargetResult, MatcherError> {
+        if self.targets.contains_key(&id) {
+            return Err(MatcherError::DuplicateTarget(id));
+        }
+        let mut events = Vec::new();
+        let (target, placement) = match spec {
+            TargetSpec::Query(query) => {
+                let query = (*query).validate()?;
+                let placement = place(&query);
+                let target = QueryTarget::new(query, rows, &self.config, &mut events)?;
+                (Target::Query(target), placement)
+            }
+            TargetSpec::Document(path) => {
+                let mut rows = rows.into_iter();
+                let doc = rows.next();
+                if let Some(extra) = rows.next() {
+                    return Err(MatcherError::RowOutsideTarget {
+                        path: extra.path.to_string(),
+                    });
+                }
+                let target = DocumentTarget::new(path.clone(), doc)?;
+                (Target::Document(target), Placement::Document(path))
+            }
+        };
+        let result = target.result();
+        self.index.insert(id, placement);
+        self.index.follow(id, events);
+        self.targets.insert(id, Entry { target, horizon });
+        Ok(result)
+    }
+
+    /// Remove a target; `false` if there was none.
+    pub fn remove_target(&mut self, id: TargetId) -> bool {
+        let Some(entry) = self.targets.remove(&id) else {
+            return false;
+        };
+        self.index.remove(id);
+        if let Target::Query(mut t) = entry.target {
+            let mut events = Vec::new();
+            t.release_all(&mut events);
+            self.index.follow(id, events);
+        }
+        true
+    }
+
+    /// The current visible result of a target.
+    pub fn result(&self, id: TargetId) -> Option<TargetResult> {
+        self.targets.get(&id).map(|e| e.target.result())
+    }
+
+    /// The query to run for a query target's rows now (after [`TargetDelta::NeedsRequery`]:
+    /// with its grown slack).
+    ///
+    /// # Errors
+    /// [`MatcherError::UnknownTarget`], [`MatcherError::NotAQuery`].
+    pub fn fetch_query(&self, id: TargetId) -> Result<Query, MatcherError> {
+        match self.targets.get(&id).map(|e| &e.target) {
+            Some(Target::Query(t)) => Ok(t.fetch_query()),
+            Some(Target::Document(_)) => Err(MatcherError::NotAQuery(id)),
+            None => Err(MatcherError::UnknownTarget(id)),
+        }
+    }
+
+    /// Whether a query target waits for [`Matcher::requeried`].
+    pub fn awaiting_requery(&self, id: TargetId) -> bool {
+        matches!(self.targets.get(&id).map(|e| &e.target), Some(Target::Query(t)) if t.awaiting_requery())
+    }
+
+    /// Give a query target the rows of [`Matcher::fetch_query`] read in the snapshot
+    /// `horizon`: the delta from what its client was last told to the new result (`None`:
+    /// no difference).
+    ///
+    /// # Errors
+    /// [`MatcherError::UnknownTarget`], [`MatcherError::NotAQuery`], and as
+    /// [`Matcher::add_target`] for the rows.
+    pub fn requeried(
+        &mut self,
+        id: TargetId,
+        rows: Vec<Document>,
+        horizon: Option<Arc<dyn Horizon>>,
+    ) -> Result<Option<TargetDelta>, MatcherError> {
+        let entry = self
+            .targets
+            .get_mut(&id)
+            .ok_or(MatcherError::UnknownTarget(id))?;
+        let Target::Query(target) = &mut entry.target else {
+            return Err(MatcherError::NotAQuery(id));
+        };
+        let mut events = Vec::new();
+        let delta = target.requeried(rows, &mut events);
+        self.index.follow(id, events);
+        let delta = delta?;
+        entry.horizon = horizon;
+        self.stats.deltas += u64::from(delta.is_some());
+        Ok(delta)
+    }
+
+    /// The targets a write may concern (index candidates, before core's matcher confirms
+    /// them), sorted.
+    pub fn candidates(&self, write: &Write) -> Vec<TargetId> {
+        let mut out = Vec::new();
+        match write {
+            Write::Set(doc) => self
+                .index
+                .candidates(&doc.path, Some(&doc.fields), &mut out),
+            Write::Delete(path) => self.index.candidates(path, None, &mut out),
+            Write::Truncate => out.extend(self.targets.keys()),
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Apply one committed transaction (xid `xid`, its writes in commit order) to every
+    /// target whose horizon does not see it: the deltas, sorted by target id.
+    pub fn apply(&mut self, xid: u32, writes: &[Write]) -> Vec<(TargetId, TargetDelta)> {
+        let batch = Batch::coalesce(writes);
+        let mut per_target: HashMap<TargetId, Vec<usize>> = HashMap::new();
+        if batch.truncated {
+            let all: Vec<usize> = (0..batch.writes.len()).collect();
+            for id in self.targets.keys() {
+                per_target.insert(*id, all.clone());
+            }
+        } else {
+            let mut found = Vec::new();
+            for (i, w) in batch.writes.iter().enumerate() {
+                found.clear();
+                self.index
+                    .candidates(&w.path, w.new.as_ref().map(|d| &*d.fields), &mut found);
+                for id in &found {
+                    let list = per_target.entry(*id).or_default();
+                    if list.last() != Some(&i) {
+                        list.push(i);
+                    }
+                }
+            }
+        }
+        let mut ids: Vec<TargetId> = per_target.keys().copied().collect();
+        ids.sort_unstable();
+        self.stats.transactions += 1;
+        self.stats.writes += u64::try_from(batch.writes.len()).unwrap_or(u64::MAX);
+        let mut out = Vec::new();
+        for id in ids {
+            let writes: Vec<&Pending> = per_target
+                .get(&id)
+                .map(|list| list.iter().map(|&i| &batch.writes[i]).collect())
+                .unwrap_or_default();
+            if let Some(delta) = self.apply_one(id, xid, batch.truncated, &writes) {
+                out.push((id, delta));
+            }
+        }
+        out
+    }
+
+    /// Apply one committed transaction to one target only (a retained transaction handed off
+    /// to a new or requeried target), unless its horizon sees it.
+    pub fn apply_to(&mut self, id: TargetId, xid: u32, writes: &[Write]) -> Option<TargetDelta> {
+        let batch = Batch::coalesce(writes);
+        let writes: Vec<&Pending> = batch.writes.iter().collect();
+        self.apply_one(id, xid, batch.truncated, &writes)
+    }
+
+    fn apply_one(
+        &mut self,
+        id: TargetId,
+        xid: u32,
+        truncated: bool,
+        writes: &[&Pending],
+    ) -> Option<TargetDelta> {
+        let entry = self.targets.get_mut(&id)?;
+        if entry.horizon.as_ref().is_some_and(|h| h.sees(xid)) {
+            return None;
+        }
+        self.stats.targets_tested += 1;
+        let mut events = Vec::new();
+        let delta = entry.target.apply(truncated, writes, &mut events);
+        self.index.follow(id, events);
+        self.stats.deltas += u64::from(delta.is_some());
+        delta
+    }
+}

@@ -1,0 +1,337 @@
+//! Predicate indexes: which targets a write can concern, found by lookups whose cost grows
+//! with the matches, not with the number of targets (DESIGN.md section 5, "Matching and
+//! scale"; InvaliDB's index inside each matching cell).
+//!
+//! Every query target is placed once, under its *scope* (a collection path, or a collection
+//! group's ID) and one of:
+//! - an **equality key**: a top-level conjunct `field = v`, `field in [..]` (a key per
+//!   value), `field is null` or `field is nan`, or an OR of those on one field; a written
+//!   document is looked up with its value of each equality-indexed field of its scopes;
+//! - a **contains key**: a top-level `field array_contains v` or `array_contains_any [..]`;
+//!   looked up with each element of the document's array at that field;
+//! - the scope's **residual** list (no such conjunct: ranges, `!=`, `not in`, OR at the top).
+//!
+//! Keys are core's order-preserving encodings (`docstore_core::encoding::encode`, without
+//! truncation): two values have the same encoding exactly when `compare` finds them equal
+//! (so `1` and `1.0` meet, `2^53` and `2^53 + 1` do not), which is the equality the filters
+//! use. A document's *old* version is covered by the **holders** map (document name ->
+//! targets that keep it): a write that makes a document leave a result is found there,
+//! whatever its new values. Single-document targets hold their name for good.
+//!
+//! Candidates are only candidates: the target confirms each with core's `matches`.
+
+use std::collections::{HashMap, HashSet};
+
+use docstore_core::encoding::encode;
+use docstore_core::path::{FieldPath, ResourcePath};
+use docstore_core::query::{field_value, FieldOp, Filter, Query, Source, UnaryOp};
+use docstore_core::value::{Map, Value};
+
+use super::target::Membership;
+use super::TargetId;
+
+/// Where writes to a document are looked for: its collection, or its collection ID (for
+/// group targets, whose parent prefix the target itself checks).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Scope {
+    Collection(ResourcePath),
+    Group(String),
+}
+
+impl Scope {
+    fn of_source(source: &Source) -> Scope {
+        match source.collection_path() {
+            Some(path) if !source.all_descendants => Scope::Collection(path),
+            _ => Scope::Group(source.collection_id.clone()),
+        }
+    }
+
+    /// The two scopes a document is written in.
+    fn of_document(path: &ResourcePath) -> Option<[Scope; 2]> {
+        let collection = path.parent()?;
+        let id = collection.last().to_owned();
+        Some([Scope::Collection(collection), Scope::Group(id)])
+    }
+}
+
+/// How a target is found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Placement {
+    Equality {
+        scope: Scope,
+        field: FieldPath,
+        keys: Vec<Vec<u8>>,
+    },
+    Contains {
+        scope: Scope,
+        field: FieldPath,
+        keys: Vec<Vec<u8>>,
+    },
+    Residual(Scope),
+    /// A single-document target (found through the holders map only).
+    Document(ResourcePath),
+}
+
+type Keyed = HashMap<FieldPath, HashMap<Vec<u8>, HashSet<TargetId>>>;
+
+#[derive(Debug, Default)]
+struct ScopeIndex {
+    equality: Keyed,
+    contains: Keyed,
+    residual: HashSet<TargetId>,
+}
+
+impl ScopeIndex {
+    fn is_empty(&self) -> bool {
+        self.equality.is_empty() && self.contains.is_empty() && self.residual.is_empty()
+    }
+}
+
+/// The index of every target of a [`super::Matcher`].
+#[derive(Debug, Default)]
+pub(crate) struct PredicateIndex {
+    scopes: HashMap<Scope, ScopeIndex>,
+    holders: HashMap<ResourcePath, HashSet<TargetId>>,
+    placed: HashMap<TargetId, Placement>,
+}
+
+/// Values of an `in` / `array_contains_any` list that can match (null and NaN match nothing
+/// there), encoded.
+fn list_keys(list: &Value) -> Vec<Vec<u8>> {
+    let Value::Array(items) = list else {
+        return Vec::new();
+    };
+    items.iter().filter(|v| matchable(v)).map(encode).collect()
+}
+
+/// Which of the two keyed maps a conjunct is looked up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keying {
+    Equality,
+    Contains,
+}
+
+fn matchable(value: &Value) -> bool {
+    !matches!(value, Value::Null) && !matches!(value, Value::Double(d) if d.is_nan())
+}
+
+/// The keys a filter can be found by: every document it matches has one of them at
+/// `field` (as its value, or an element of its array). An OR qualifies when all of its
+/// branches are keyed on the same field the same way (`city = 'SF' or city = 'LA'`).
+fn keys_of(filter: &Filter) -> Option<(FieldPath, Vec<Vec<u8>>, Keying)> {
+    let (field, mut keys, keying) = match filter {
+        Filter::Field { field, op, value } => match op {
+            FieldOp::Eq => (field.clone(), vec![encode(value)], Keying::Equality),
+            FieldOp::In => (field.clone(), list_keys(value), Keying::Equality),
+            FieldOp::ArrayContains => {
+                let keys = if matchable(value) {
+                    vec![encode(value)]
+                } else {
+                    Vec::new()
+                };
+                (field.clone(), keys, Keying::Contains)
+            }
+            FieldOp::ArrayContainsAny => (field.clone(), list_keys(value), Keying::Contains),
+            _ => return None,
+        },
+        Filter::Unary { field, op } => match op {
+            UnaryOp::IsNull => (field.clone(), vec![encode(&Value::Null)], Keying::Equality),
+            UnaryOp::IsNan => (
+                field.clone(),
+                vec![encode(&Value::Double(f64::NAN))],
+                Keying::Equality,
+            ),
+            UnaryOp::IsNotNull | UnaryOp::IsNotNan => return None,
+        },
+        Filter::Or(branches) => {
+            let mut branches = branches.iter().map(keys_of);
+            let (field, mut keys, keying) = branches.next()??;
+            for branch in branches {
+                let (f, k, how) = branch?;
+                if f != field || how != keying {
+                    return None;
+                }
+                keys.extend(k);
+            }
+            (field, keys, keying)
+        }
+        Filter::And(_) => return None,
+    };
+    keys.sort();
+    keys.dedup();
+    Some((field, keys, keying))
+}
+
+/// The placement of a query target: the indexable top-level conjunct with the fewest keys,
+/// preferring equality over contains; the residual list when there is none.
+pub(crate) fn place(query: &Query) -> Placement {
+    let scope = Scope::of_source(&query.source);
+    let conjuncts: &[Filter] = match &query.filter {
+        None => &[],
+        Some(Filter::And(children)) => children,
+        Some(single) => std::slice::from_ref(single),
+    };
+    let best = conjuncts
+        .iter()
+        .filter_map(keys_of)
+        .min_by_key(|(_, keys, keying)| (*keying == Keying::Contains, keys.len()));
+    match best {
+        Some((field, keys, Keying::Equality)) => Placement::Equality { scope, field, keys },
+        Some((field, keys, Keying::Contains)) => Placement::Contains { scope, field, keys },
+        None => Placement::Residual(scope),
+    }
+}
+
+impl PredicateIndex {
+    /// Place a target (a target is placed once; placing it again replaces the placement).
+    pub fn insert(&mut self, id: TargetId, placement: Placement) {
+        self.remove(id);
+        match &placement {
+            Placement::Equality { scope, field, keys } => {
+                let index = self.scopes.entry(scope.clone()).or_default();
+                let by_value = index.equality.entry(field.clone()).or_default();
+                for key in keys {
+                    by_value.entry(key.clone()).or_default().insert(id);
+                }
+            }
+            Placement::Contains { scope, field, keys } => {
+                let index = self.scopes.entry(scope.clone()).or_default();
+                let by_value = index.contains.entry(field.clone()).or_default();
+                for key in keys {
+                    by_value.entry(key.clone()).or_default().insert(id);
+                }
+            }
+            Placement::Residual(scope) => {
+                self.scopes
+                    .entry(scope.clone())
+                    .or_default()
+                    .residual
+                    .insert(id);
+            }
+            Placement::Document(path) => {
+                self.holders.entry(path.clone()).or_default().insert(id);
+            }
+        }
+        self.placed.insert(id, placement);
+    }
+
+    /// Remove a target's placement (its held documents are released by the caller).
+    pub fn remove(&mut self, id: TargetId) {
+        let Some(placement) = self.placed.remove(&id) else {
+            return;
+        };
+        match placement {
+            Placement::Equality { scope, field, keys } => {
+                self.remove_keyed(&scope, &field, &keys, id, false);
+            }
+            Placement::Contains { scope, field, keys } => {
+                self.remove_keyed(&scope, &field, &keys, id, true);
+            }
+            Placement::Residual(scope) => {
+                if let Some(index) = self.scopes.get_mut(&scope) {
+                    index.residual.remove(&id);
+                    if index.is_empty() {
+                        self.scopes.remove(&scope);
+                    }
+                }
+            }
+            Placement::Document(path) => self.release(id, &path),
+        }
+    }
+
+    fn remove_keyed(
+        &mut self,
+        scope: &Scope,
+        field: &FieldPath,
+        keys: &[Vec<u8>],
+        id: TargetId,
+        contains: bool,
+    ) {
+        let Some(index) = self.scopes.get_mut(scope) else {
+            return;
+        };
+        let keyed = if contains {
+            &mut index.contains
+        } else {
+            &mut index.equality
+        };
+        if let Some(by_value) = keyed.get_mut(field) {
+            for key in keys {
+                if let Some(ids) = by_value.get_mut(key) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        by_value.remove(key);
+                    }
+                }
+            }
+            if by_value.is_empty() {
+                keyed.remove(field);
+            }
+        }
+        if index.is_empty() {
+            self.scopes.remove(scope);
+        }
+    }
+
+    fn release(&mut self, id: TargetId, path: &ResourcePath) {
+        if let Some(ids) = self.holders.get_mut(path) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.holders.remove(path);
+            }
+        }
+    }
+
+    /// Follow a target's changes of held documents.
+    pub fn follow(&mut self, id: TargetId, events: Vec<Membership>) {
+        for event in events {
+            match event {
+                Membership::Hold(path) => {
+                    self.holders.entry(path).or_default().insert(id);
+                }
+                Membership::Release(path) => {
+                    // A single-document target never lets go of its name.
+                    if !matches!(self.placed.get(&id), Some(Placement::Document(p)) if *p == path) {
+                        self.release(id, &path);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The targets a write of `path` (new fields `new`, `None` for a delete) may concern,
+    /// appended to `out` (possibly with repeats).
+    pub fn candidates(&self, path: &ResourcePath, new: Option<&Map>, out: &mut Vec<TargetId>) {
+        if let Some(ids) = self.holders.get(path) {
+            out.extend(ids);
+        }
+        let Some(doc) = new else {
+            return;
+        };
+        let Some(scopes) = Scope::of_document(path) else {
+            return;
+        };
+        for scope in &scopes {
+            let Some(index) = self.scopes.get(scope) else {
+                continue;
+            };
+            out.extend(&index.residual);
+            for (field, by_value) in &index.equality {
+                if let Some(value) = field_value(path, doc, field) {
+                    if let Some(ids) = by_value.get(&encode(&value)) {
+                        out.extend(ids);
+                    }
+                }
+            }
+            for (field, by_value) in &index.contains {
+                if let Some(Value::Array(items)) = field_value(path, doc, field).as_deref() {
+                    for item in items {
+                        if let Some(ids) = by_value.get(&encode(item)) {
+                            out.extend(ids);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! One live target: a query (collection or group, every filter, order, cursors, offset and
+//! limit, `limit last`, projections, aggregations) or a single document, with the results
+//! it keeps and the deltas it reports per transaction.
+//!
+//! Semantics are docstore-core's: membership is `query::Matcher::matches`, order is its
+//! `compare` (the normalised order ending in `__name__`), projections `query::project`,
+//! aggregates `query::aggregate`. Nothing here decides a result by itself.
+//!
+//! What a query target keeps. Results are held in *scan order* — the query's order, reversed
+//! for `limit last` — so the visible window is always `kept[offset .. offset + limit]`
+//! (reversed back for `limit last`, as core's evaluator does). Without a limit the target
+//! keeps every result. With one it keeps at most `offset + limit + slack` (InvaliDB): the
+//! kept rows are then a prefix of the results in scan order, all results up to `bound`
+//! (`bound` is `None` when the kept rows are every result). A write that enters at or
+//! before `bound` is kept; one after it is beyond what the target knows and changes nothing
+//! it shows. When removals leave fewer than `offset + limit` kept rows below a `bound`, the
+//! window is no longer known: the target reports [`TargetDelta::NeedsRequery`], doubles its
+//! slack (up to the configured maximum) and waits for fresh rows.
+//!
+//! Aggregation targets keep the matching documents the same way and recompute the row with
+//! core's `aggregate` over them whenever a transaction changes them. Counts could be kept as
+//! a number, but `sum`/`avg` over doubles depend on the order the doubles are added in
+//! (core adds them in result order), so an incremental sum would not be bit-exact:
+//! exactness over speed, one code path, and no second copy of the aggregation rules.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use docstore_core::path::ResourcePath;
+use docstore_core::query::{
+    aggregate, project, Limit, Matcher as CoreMatcher, Query, Selection, MAX_LIMIT,
+};
+use docstore_core::value::Map;
+
+use super::delta::{self, diff, DocChange, Document, TargetDelta, TargetResult, Tracked};
+use super::{MatcherConfig, MatcherError};
+
+/// A write of one transaction after coalescing (the last version of each document).
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    pub path: ResourcePath,
+    /// `None`: the document is deleted.
+    pub new: Option<Document>,
+}
+
+/// A change in which documents a target holds (the index's reverse map follows it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Membership {
+    Hold(ResourcePath),
+    Release(ResourcePath),
+}
+
+/// A target of either kind.
+#[derive(Debug)]
+pub(crate) enum Target {
+    Query(QueryTarget),
+    Document(DocumentTarget),
+}
+
+impl Target {
+    /// Take in one transaction's writes that may concern this target (the rest of the
+    /// transaction cannot change its result). `truncated`: every document was deleted
+    /// before these writes.
+    pub fn apply(
+        &mut self,
+        truncated: bool,
+        writes: &[&Pending],
+        events: &mut Vec<Membership>,
+    ) -> Option<TargetDelta> {
+        match self {
+            Target::Query(t) => t.apply(truncated, writes, events),
+            Target::Document(t) => t.apply(truncated, writes),
+        }
+    }
+
+    /// The visible result.
+    pub fn result(&self) -> TargetResult {
+        match self {
+            Target::Query(t) => t.result(),
+            Target::Document(t) => TargetResult::Documents(t.doc.iter().cloned().collect()),
+        }
+    }
+}
+
+/// A single-document target: the document, when it exists.
+#[derive(Debug)]
+pub(crate) struct DocumentTarget {
+    pub path: ResourcePath,
+    doc: Option<Document>,
+}
+
+impl DocumentTarget {
+    /// A target on `path`, whose current version is `doc`.
+    ///
+    /// # Errors
+    /// [`MatcherError::RowOutsideTarget`] when `doc` is another document.
+    pub fn new(path: ResourcePath, doc: Option<Document>) -> Result<Self, MatcherError> {
+        if let Some(d) = &doc {
+            if d.path != path {
+                return Err(MatcherError::RowOutsideTarget {
+                    path: d.path.to_string(),
+                });
+            }
+        }
+        Ok(DocumentTarget { path, doc })
+    }
+
+    fn apply(&mut self, truncated: bool, writes: &[&Pending]) -> Option<TargetDelta> {
+        let mut new = if truncated { None } else { self.doc.clone() };
+        for w in writes.iter().filter(|w| w.path == self.path) {
+            new.clone_from(&w.new);
+        }
+        let change = match (self.doc.take(), &new) {
+            (None, None) => None,
+            (None, Some(doc)) => Some(DocChange::Added {
+                doc: doc.clone(),
+                new_index: 0,
+            }),
+            (Some(old), None) => Some(DocChange::Removed {
+                path: old.path,
+                old_index: 0,
+            }),
+            (Some(old), Some(doc)) => (!old.same_version(doc)).then(|| DocChange::Modified {
+                doc: doc.clone(),
+                old_index: 0,
+                new_index: 0,
+            }),
+        };
+        self.doc = new;
+        change.map(|c| TargetDelta::Changes(vec![c]))
+    }
+}
+
+/// Whether the target is live or waits for fresh rows.
+#[derive(Debug)]
+enum State {
+    Live,
+    /// Waiting for [`QueryTarget::requeried`]; `client` is the visible result the client was
+    /// last told (query order, unprojected).
+    Requery {
+        client: Vec<Document>,
+    },
+}
+
+/// A query target (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct QueryTarget {
+    query: Arc<Query>,
+    /// `limit last`: scan order is the query's order reversed.
+    reversed: bool,
+    offset: usize,
+    limit: Option<usize>,
+    slack: usize,
+    max_slack: usize,
+    /// Kept results, in scan order.
+    kept: Vec<Document>,
+    /// The kept version of each kept document.
+    held: HashMap<ResourcePath, Document>,
+    /// The last result the kept rows are known to reach (`None`: they are every result).
+    bound: Option<Document>,
+    state: State,
+    /// The aggregation row last reported (aggregation queries only).
+    aggregate: Option<Map>,
+}
+
+/// Core's result order, reversed for `limit last` (the order results are kept in).
+fn scan_compare(matcher: &CoreMatcher<'_>, reversed: bool, a: &Document, b: &Document) -> Ordering {
+    let o = matcher.compare(a.entry(), b.entry());
+    if reversed {
+        o.reverse()
+    } else {
+        o
+    }
+}
+
+fn to_usize(n: u32) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+impl QueryTarget {
+    /// A target on a validated `query` whose initial rows are `rows` (the documents
+    /// [`QueryTarget::fetch_query_for`] returned at the target's snapshot).
+    ///
+    /// # Errors
+    /// [`MatcherError::RowOutsideTarget`] for a row the query does not match (the fetch and
+    /// core disagree), [`MatcherError::DuplicateRow`] for a name given twice.
+    pub fn new(
+        query: Query,
+        rows: Vec<Document>,
+        config: &MatcherConfig,
+        events: &mut Vec<Membership>,
+    ) -> Result<Self, MatcherError> {
+        let mut target = QueryTarget {
+            reversed: matches!(query.limit, Some(Limit::Last(_))),
+            offset: to_usize(query.offset),
+            limit: query.limit.map(|l| to_usize(l.count())),
+            slack: to_usize(config.initial_slack.max(1)),
+            max_slack: to_usize(config.max_slack.max(config.initial_slack).max(1)),
+            aggregate: None,
+            query: Arc::new(query),
+            kept: Vec::new(),
+            held: HashMap::new(),
+            bound: None,
+            state: State::Live,
+        };
+        target.install(rows, events)?;
+        if target.query.aggregations().is_some() {
+            target.aggregate = Some(target.aggregate_row());
+        }
+        Ok(target)
+    }
+
+    /// Whether the target waits for a requery.
+    pub fn awaiting_requery(&self) -> bool {
+        matches!(self.state, State::Requery { .. })
+    }
+
+    /// How many results the target keeps (`None`: all of them).
+    fn capacity(&self) -> Option<usize> {
+        self.limit.map(|limit| {
+            self.offset
+                .saturating_add(limit)
+                .saturating_add(self.slack)
+                .min(to_usize(MAX_LIMIT))
+        })
+    }
+
+    /// The query whose rows a target on `query` starts from: whole documents, no offset, and
+    /// a limit of `offset + limit + slack` of the same kind (none without a limit).
+    pub fn fetch_query_for(query: &Query, slack: usize) -> Query {
+        let mut fetch = query.clone();
+        fetch.selection = Selection::Documents;
+        fetch.offset = 0;
+        fetch.limit = query.limit.map(|limit| {
+            let n = u64::from(query.offset)
+                .saturating_add(u64::from(limit.count()))
+                .saturating_add(u64::try_from(slack).unwrap_or(u64::MAX))
+                .min(u64::from(MAX_LIMIT));
+            let n = u32::try_from(n).unwrap_or(MAX_LIMIT);
+            match limit {
+                Limit::First(_) => Limit::First(n),
+                Limit::Last(_) => Limit::Last(n),
+            }
+        });
+        fetch
+    }
+
+    /// The query to run for this target's rows now (its slack as grown by requeries).
+    pub fn fetch_query(&self) -> Query {
+        Self::fetch_query_for(&self.query, self.slack)
+    }
+
+    /// Replace the kept rows with `rows` (a fetch at a snapshot).
+    fn install(
+        &mut self,
+        rows: Vec<Document>,
+        events: &mut Vec<Membership>,
+    ) -> Result<(), MatcherError> {
+        let query = Arc::clone(&self.query);
+        let matcher = CoreMatcher::new(&query);
+        let mut held = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            if !matcher.matches(&row.path, &row.fields) {
+                return Err(MatcherError::RowOutsideTarget {
+                    path: row.path.to_string(),
+                });
+            }
+            if held.insert(row.path.clone(), row.clone()).is_some() {
+                return Err(MatcherError::DuplicateRow {
+                    path: row.path.to_string(),
+                });
+            }
+        }
+        self.release_all(events);
+        let fetched = rows.len();
+        let mut rows = rows;
+        let reversed = self.reversed;
+        rows.sort_by(|a, b| scan_compare(&matcher, reversed, a, b));
+        self.bound = None;
+        if let Some(capacity) = self.capacity() {
+            // A fetch that returned as many rows as it asked for may have stopped early.
+            if fetched >= capacity {
+                for gone in rows.drain(capacity..) {
+                    held.remove(&gone.path);
+                }
+                self.bound = rows.last().cloned();
+            }
+        }
+        events.extend(rows.iter().map(|r| Membership::Hold(r.path.clone())));
+        self.kept = rows;
+        self.held = held;
+        Ok(())
+    }
+
+    pub fn release_all(&mut self, events: &mut Vec<Membership>) {
+        events.extend(self.held.drain().map(|(path, _)| Membership::Release(path)));
+        self.kept.clear();
+    }
+
+    /// The visible window in query order (unprojected).
+    fn visible(&self) -> Vec<Document> {
+        let len = self.kept.len();
+        let start = self.offset.min(len);
+        let end = self
+            .limit
+            .map_or(len, |limit| start.saturating_add(limit).min(len));
+        let mut window = self.kept[start..end].to_vec();
+        if self.reversed {
+            window.reverse();
+        }
+        window
+    }
+
+    fn present(&self, doc: &Document) -> Document {
+        match &self.query.selection {
+            Selection::Fields(fields) => Document {
+                path: doc.path.clone(),
+                fields: Arc::new(project(&doc.path, &doc.fields, fields)),
+                update_time: doc.update_time,
+            },
+            Selection::Documents | Selection::Aggregations(_) => doc.clone(),
+        }
+    }
+
+    /// The visible result.
+    pub fn result(&self) -> TargetResult {
+        match &self.aggregate {
+            Some(row) => TargetResult::Aggregate(row.clone()),
+            None => {
+                let visible = match &self.state {
+                    State::Live => self.visible(),
+                    State::Requery { client } => client.clone(),
+                };
+                TargetResult::Documents(visible.iter().map(|d| self.present(d)).collect())
+            }
+        }
+    }
+
+    /// The aggregation row over the kept rows (core's `aggregate` applies offset and limit).
+    fn aggregate_row(&self) -> Map {
+        let docs: Vec<(ResourcePath, Map)> = self
+            .kept
+            .iter()
+            .map(|d| (d.path.clone(), (*d.fields).clone()))
+            .collect();
+        aggregate(&self.query, &docs)
+    }
+
+    fn apply(
+        &mut self,
+        truncated: bool,
+        writes: &[&Pending],
+        events: &mut Vec<Membership>,
+    ) -> Option<TargetDelta> {
+        if self.awaiting_requery() {
+            return None;
+        }
+        let whole = self.aggregate.is_none() && self.limit.is_none() && self.offset == 0;
+        if whole && !truncated {
+            return self.apply_whole(writes, events);
+        }
+        let old_visible = if self.aggregate.is_none() {
+            self.visible()
+        } else {
+            Vec::new()
+        };
+        let query = Arc::clone(&self.query);
+        let matcher = CoreMatcher::new(&query);
+        let reversed = self.reversed;
+        let scan = |a: &Document, b: &Document| scan_compare(&matcher, reversed, a, b);
+        let mut changed = false;
+        if truncated && !self.held.is_empty() {
+            self.release_all(events);
+            changed = true;
+        }
+        if truncated {
+            // Every document is gone: the results are exactly what this transaction writes.
+            self.bound = None;
+        }
+        for w in writes {
+            if let Some(old) = self.held.remove(&w.path) {
+                if let Some(i) = delta::locate(&self.kept, &old, &scan) {
+                    self.kept.remove(i);
+                }
+                events.push(Membership::Release(w.path.clone()));
+                changed = true;
+            }
+            let Some(doc) = w
+                .new
+                .as_ref()
+                .filter(|d| matcher.matches(&d.path, &d.fields))
+            else {
+                continue;
+            };
+            if self.bound.as_ref().is_some_and(|b| scan(doc, b).is_gt()) {
+                continue;
+            }
+            let i = delta::insertion_point(&self.kept, doc, &scan);
+            self.kept.insert(i, doc.clone());
+            self.held.insert(doc.path.clone(), doc.clone());
+            events.push(Membership::Hold(doc.path.clone()));
+            changed = true;
+        }
+        if !changed {
+            return None;
+        }
+        if let Some(capacity) = self.capacity() {
+            if self.kept.len() > capacity {
+                for gone in self.kept.drain(capacity..) {
+                    self.held.remove(&gone.path);
+                    events.push(Membership::Release(gone.path));
+                }
+                self.bound = self.kept.last().cloned();
+            }
+        }
+        let needed = self
+            .limit
+            .map_or(usize::MAX, |l| self.offset.saturating_add(l));
+        if self.bound.is_some() && self.kept.len() < needed {
+            self.release_all(events);
+            self.bound = None;
+            self.slack = self.slack.saturating_mul(2).min(self.max_slack);
+            self.state = State::Requery {
+                client: old_visible,
+            };
+            return Some(TargetDelta::NeedsRequery);
+        }
+        self.report(&old_visible)
+    }
+
+    /// The delta from what the client was told (`old_visible`, or the last aggregation row)
+    /// to the current result.
+    fn report(&mut self, old_visible: &[Document]) -> Option<TargetDelta> {
+        if let Some(last) = &self.aggregate {
+            let row = self.aggregate_row();
+            if *last == row {
+                return None;
+            }
+            self.aggregate = Some(row.clone());
+            return Some(TargetDelta::Aggregate(row));
+        }
+        let query = Arc::clone(&self.query);
+        let matcher = CoreMatcher::new(&query);
+        let order = |a: &Document, b: &Document| matcher.compare(a.entry(), b.entry());
+        let present = |d: &Document| self.present(d);
+        let changes = diff(&order, old_visible, &self.visible(), &present);
+        (!changes.is_empty()).then_some(TargetDelta::Changes(changes))
+    }
+
+    /// A target whose visible result is every result (no offset, no limit, documents): the
+    /// changes are those of the written documents, tracked on the kept rows themselves.
+    fn apply_whole(
+        &mut self,
+        writes: &[&Pending],
+        events: &mut Vec<Membership>,
+    ) -> Option<TargetDelta> {
+        let query = Arc::clone(&self.query);
+        let matcher = CoreMatcher::new(&query);
+        let mut tracked = Tracked::default();
+        for w in writes {
+            let new = w
+                .new
+                .as_ref()
+                .filter(|d| matcher.matches(&d.path, &d.fields));
+            match (self.held.remove(&w.path), new) {
+                (None, None) => {}
+                (Some(old), None) => {
+                    events.push(Membership::Release(w.path.clone()));
+                    tracked.removed.push(old);
+                }
+                (None, Some(doc)) => {
+                    events.push(Membership::Hold(w.path.clone()));
+                    self.held.insert(w.path.clone(), doc.clone());
+                    tracked.added.push(doc.clone());
+                }
+                (Some(old), Some(doc)) => {
+                    self.held.insert(w.path.clone(), doc.clone());
+                    if !old.same_version(doc) {
+                        tracked.modified.push((old, doc.clone()));
+                    }
+                }
+            }
+        }
+        let order = |a: &Document, b: &Document| matcher.compare(a.entry(), b.entry());
+        let mut changes = Vec::new();
+        let mut kept = std::mem::take(&mut self.kept);
+        let present = |d: &Document| self.present(d);
+        delta::track(&mut kept, tracked, &order, &present, &mut changes);
+        self.kept = kept;
+        (!changes.is_empty()).then_some(TargetDelta::Changes(changes))
+    }
+
+    /// Take the rows of a requery (see [`TargetDelta::NeedsRequery`]): the delta from what
+    /// the client was last told to the new result. A live target takes them too (a forced
+    /// refresh).
+    ///
+    /// # Errors
+    /// As [`QueryTarget::new`]; the target then still waits.
+    pub fn requeried(
+        &mut self,
+        rows: Vec<Document>,
+        events: &mut Vec<Membership>,
+    ) -> Result<Option<TargetDelta>, MatcherError> {
+        let client = match &self.state {
+            State::Requery { client } => client.clone(),
+            State::Live => self.visible(),
+        };
+        self.install(rows, events)?;
+        self.state = State::Live;
+        Ok(self.report(&client))
+    }
+}

@@ -1,0 +1,568 @@
+//! Unit tests of the matcher: index lookups (who is even tested for a write), limitToLast,
+//! cursors, aggregations, requeries, horizons, single documents, and the exact indexes of
+//! Firestore's document changes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use docstore_core::error::ErrorKind;
+use docstore_core::path::ResourcePath;
+use docstore_core::typed_json::map_from_json;
+use docstore_core::value::{Map, Timestamp, Value};
+use docstore_sidecar::matcher::{
+    DocChange, Document, Horizon, Matcher, MatcherConfig, MatcherError, TargetDelta, TargetId,
+    TargetResult, TargetSpec, Write,
+};
+use serde_json::json;
+
+fn doc(path: &str, fields: serde_json::Value, micros: i64) -> Document {
+    Document::new(
+        ResourcePath::parse_document(path).unwrap(),
+        map_from_json(&fields).unwrap(),
+        Timestamp::from_micros(micros).unwrap(),
+    )
+}
+
+fn set(path: &str, fields: serde_json::Value, micros: i64) -> Write {
+    Write::Set(doc(path, fields, micros))
+}
+
+fn delete(path: &str) -> Write {
+    Write::Delete(ResourcePath::parse_document(path).unwrap())
+}
+
+fn spec(text: &str) -> TargetSpec {
+    TargetSpec::parse_text(text).unwrap()
+}
+
+fn names(result: &TargetResult) -> Vec<String> {
+    match result {
+        TargetResult::Documents(docs) => docs.iter().map(|d| d.path.to_string()).collect(),
+        TargetResult::Aggregate(row) => panic!("aggregate {row:?}"),
+    }
+}
+
+/// A shape of a change that is easy to write down: (kind, name, old index, new index).
+fn shape(delta: &TargetDelta) -> Vec<(&'static str, String, i64, i64)> {
+    let TargetDelta::Changes(changes) = delta else {
+        panic!("not changes: {delta:?}");
+    };
+    changes
+        .iter()
+        .map(|c| match c {
+            DocChange::Added { doc, new_index } => {
+                ("added", doc.path.to_string(), -1, *new_index as i64)
+            }
+            DocChange::Modified {
+                doc,
+                old_index,
+                new_index,
+            } => (
+                "modified",
+                doc.path.to_string(),
+                *old_index as i64,
+                *new_index as i64,
+            ),
+            DocChange::Removed { path, old_index } => {
+                ("removed", path.to_string(), *old_index as i64, -1)
+            }
+        })
+        .collect()
+}
+
+fn only(deltas: Vec<(TargetId, TargetDelta)>, id: u64) -> TargetDelta {
+    assert_eq!(deltas.len(), 1, "{deltas:?}");
+    let (got, delta) = deltas.into_iter().next().unwrap();
+    assert_eq!(got, TargetId(id));
+    delta
+}
+
+#[test]
+fn matcher_equality_targets_of_other_cities_are_not_tested() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    for (i, city) in ["SF", "LA", "NY"].iter().enumerate() {
+        let text = format!(
+            "select * from restaurants where city = '{city}' order by rating desc limit 10"
+        );
+        m.add_target(TargetId(i as u64), spec(&text), vec![], None)
+            .unwrap();
+    }
+    let la = set("restaurants/one", json!({"city": "LA", "rating": 4}), 1);
+    assert_eq!(m.candidates(&la), vec![TargetId(1)]);
+    let before = m.stats().targets_tested;
+    let delta = only(m.apply(1, std::slice::from_ref(&la)), 1);
+    assert_eq!(
+        shape(&delta),
+        vec![("added", "restaurants/one".into(), -1, 0)]
+    );
+    assert_eq!(
+        m.stats().targets_tested,
+        before + 1,
+        "only LA's target was tested"
+    );
+    // Moving to SF: LA's target finds it through the document it holds, SF's by value.
+    let sf = set("restaurants/one", json!({"city": "SF", "rating": 4}), 2);
+    assert_eq!(m.candidates(&sf), vec![TargetId(0), TargetId(1)]);
+    let deltas = m.apply(2, &[sf]);
+    assert_eq!(deltas.len(), 2);
+    assert_eq!(
+        shape(&deltas[0].1),
+        vec![("added", "restaurants/one".into(), -1, 0)]
+    );
+    assert_eq!(
+        shape(&deltas[1].1),
+        vec![("removed", "restaurants/one".into(), 0, -1)]
+    );
+    // A delete concerns only the target holding the document.
+    assert_eq!(m.candidates(&delete("restaurants/one")), vec![TargetId(0)]);
+    assert_eq!(
+        m.candidates(&delete("restaurants/two")),
+        Vec::<TargetId>::new()
+    );
+    // An OR of equalities on one field is keyed by each value.
+    m.add_target(
+        TargetId(7),
+        spec("select * from restaurants where city = 'SF' or city in ('LA', 'SD')"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    let sd = set("restaurants/two", json!({"city": "SD"}), 3);
+    assert_eq!(m.candidates(&sd), vec![TargetId(7)]);
+    let ny = set("restaurants/two", json!({"city": "NY"}), 3);
+    assert_eq!(m.candidates(&ny), vec![TargetId(2)]);
+    // Another collection is another scope.
+    let elsewhere = set("cafes/one", json!({"city": "SF"}), 3);
+    assert!(m.candidates(&elsewhere).is_empty());
+}
+
+#[test]
+fn matcher_equality_keys_follow_value_equality() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.add_target(
+        TargetId(1),
+        spec("select * from c where n = 1"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    m.add_target(
+        TargetId(2),
+        spec("select * from c where n = 9007199254740993"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    m.add_target(
+        TargetId(3),
+        spec("select * from c where n in (2, 'x')"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    m.add_target(
+        TargetId(4),
+        spec("select * from c where tags array_contains 'red'"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    m.add_target(
+        TargetId(5),
+        spec("select * from c where n is null"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    let one_double = set("c/a", json!({"n": 1.0}), 1);
+    assert_eq!(m.candidates(&one_double), vec![TargetId(1)]);
+    // 2^53 as a double is not 2^53 + 1.
+    let two53 = set("c/a", json!({"n": 9007199254740992.0}), 1);
+    assert!(m.candidates(&two53).is_empty());
+    let two53_plus = set("c/b", json!({"n": 9007199254740993_i64}), 1);
+    assert_eq!(m.candidates(&two53_plus), vec![TargetId(2)]);
+    assert_eq!(
+        m.candidates(&set("c/a", json!({"n": "x"}), 1)),
+        vec![TargetId(3)]
+    );
+    let tags = set("c/a", json!({"tags": ["blue", "red"], "n": null}), 1);
+    assert_eq!(m.candidates(&tags), vec![TargetId(4), TargetId(5)]);
+    let deltas = m.apply(1, &[two53_plus, tags]);
+    let ids: Vec<u64> = deltas.iter().map(|(id, _)| id.0).collect();
+    assert_eq!(ids, vec![2, 4, 5]);
+}
+
+#[test]
+fn matcher_residual_targets_are_scoped_to_their_collection_or_group() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.add_target(
+        TargetId(1),
+        spec("select * from c where a > 1"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    m.add_target(
+        TargetId(2),
+        spec("select * from group(c) where a > 1"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        m.candidates(&set("c/x", json!({"a": 2}), 1)),
+        vec![TargetId(1), TargetId(2)]
+    );
+    assert_eq!(
+        m.candidates(&set("p/q/c/x", json!({"a": 2}), 1)),
+        vec![TargetId(2)]
+    );
+    assert!(m.candidates(&set("d/x", json!({"a": 2}), 1)).is_empty());
+    let deltas = m.apply(1, &[set("p/q/c/x", json!({"a": 2}), 1)]);
+    assert_eq!(
+        only(deltas, 2),
+        TargetDelta::Changes(vec![DocChange::Added {
+            doc: doc("p/q/c/x", json!({"a": 2}), 1),
+            new_index: 0
+        }])
+    );
+}
+
+#[test]
+fn matcher_limit_to_last_keeps_the_end_in_query_order() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let target = spec("select * from c order by a limit last 2");
+    let fetch = target.fetch_query(m.config()).unwrap();
+    assert_eq!(fetch.limit.map(|l| l.count()), Some(2 + 16));
+    let rows = vec![
+        doc("c/a", json!({"a": 1}), 1),
+        doc("c/b", json!({"a": 2}), 1),
+        doc("c/c", json!({"a": 3}), 1),
+    ];
+    let first = m.add_target(TargetId(1), target, rows, None).unwrap();
+    assert_eq!(names(&first), vec!["c/b", "c/c"]);
+    // A new last document pushes c/b out of the window.
+    let delta = only(m.apply(1, &[set("c/d", json!({"a": 4}), 2)]), 1);
+    assert_eq!(
+        shape(&delta),
+        vec![
+            ("removed", "c/b".into(), 0, -1),
+            ("added", "c/d".into(), -1, 1)
+        ]
+    );
+    // Deleting the last brings c/b back at the front.
+    let delta = only(m.apply(2, &[delete("c/d")]), 1);
+    assert_eq!(
+        shape(&delta),
+        vec![
+            ("removed", "c/d".into(), 1, -1),
+            ("added", "c/b".into(), -1, 0)
+        ]
+    );
+    // A write before the window changes nothing visible.
+    assert!(m.apply(3, &[set("c/z", json!({"a": 0}), 3)]).is_empty());
+    assert_eq!(names(&m.result(TargetId(1)).unwrap()), vec!["c/b", "c/c"]);
+}
+
+#[test]
+fn matcher_cursors_bound_the_live_result() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let target = spec("select * from c order by a start after (2) end at (4)");
+    let rows = vec![doc("c/x", json!({"a": 3}), 1)];
+    m.add_target(TargetId(1), target, rows, None).unwrap();
+    assert!(m.apply(1, &[set("c/y", json!({"a": 2}), 2)]).is_empty());
+    let delta = only(m.apply(2, &[set("c/z", json!({"a": 4}), 3)]), 1);
+    assert_eq!(shape(&delta), vec![("added", "c/z".into(), -1, 1)]);
+    // c/x moves past the end cursor; c/y into the range, ahead of c/z.
+    let delta = only(
+        m.apply(
+            3,
+            &[
+                set("c/x", json!({"a": 5}), 4),
+                set("c/y", json!({"a": 3.5}), 4),
+            ],
+        ),
+        1,
+    );
+    assert_eq!(
+        shape(&delta),
+        vec![
+            ("removed", "c/x".into(), 0, -1),
+            ("added", "c/y".into(), -1, 0)
+        ]
+    );
+    assert_eq!(names(&m.result(TargetId(1)).unwrap()), vec!["c/y", "c/z"]);
+}
+
+#[test]
+fn matcher_changes_use_firestore_indexes() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let rows = ["a", "b", "c", "d"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| doc(&format!("c/{n}"), json!({"r": i}), 1))
+        .collect();
+    m.add_target(TargetId(1), spec("select * from c order by r"), rows, None)
+        .unwrap();
+    // One transaction: c/b leaves, c/e enters first, c/a moves to the end, c/c changes in place.
+    let delta = only(
+        m.apply(
+            1,
+            &[
+                delete("c/b"),
+                set("c/e", json!({"r": -1}), 2),
+                set("c/a", json!({"r": 9}), 2),
+                set("c/c", json!({"r": 2, "x": true}), 2),
+            ],
+        ),
+        1,
+    );
+    // Removed first, then added, then modified (new order), each index as the list stands.
+    assert_eq!(
+        shape(&delta),
+        vec![
+            ("removed", "c/b".into(), 1, -1),
+            ("added", "c/e".into(), -1, 0),
+            ("modified", "c/c".into(), 2, 2),
+            ("modified", "c/a".into(), 1, 3),
+        ]
+    );
+    assert_eq!(
+        names(&m.result(TargetId(1)).unwrap()),
+        vec!["c/e", "c/c", "c/d", "c/a"]
+    );
+    // Writing a document twice in one transaction reports its last version once.
+    let delta = only(
+        m.apply(
+            2,
+            &[
+                set("c/f", json!({"r": 1}), 3),
+                set("c/f", json!({"r": 5}), 3),
+            ],
+        ),
+        1,
+    );
+    assert_eq!(shape(&delta), vec![("added", "c/f".into(), -1, 3)]);
+}
+
+#[test]
+fn matcher_aggregations_are_live_and_exact() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let target = spec("select count(*) as n, sum(v) as s, avg(v) as a from c where k = 1");
+    let rows = vec![doc("c/a", json!({"k": 1, "v": 9007199254740992_i64}), 1)];
+    let first = m.add_target(TargetId(1), target, rows, None).unwrap();
+    let row = |n: i64, s: Value, a: Value| {
+        Map::from([
+            ("n".to_owned(), Value::Integer(n)),
+            ("s".to_owned(), s),
+            ("a".to_owned(), a),
+        ])
+    };
+    assert_eq!(
+        first,
+        TargetResult::Aggregate(row(
+            1,
+            Value::Integer(1 << 53),
+            Value::Double(9_007_199_254_740_992.0)
+        ))
+    );
+    // Integer sums stay exact integers: 2^53 + 1.
+    let delta = only(m.apply(1, &[set("c/b", json!({"k": 1, "v": 1}), 2)]), 1);
+    assert_eq!(
+        delta,
+        TargetDelta::Aggregate(row(
+            2,
+            Value::Integer((1 << 53) + 1),
+            Value::Double(4_503_599_627_370_496.0)
+        ))
+    );
+    // A double makes the sum a double; a write outside the filter changes nothing.
+    assert!(m
+        .apply(2, &[set("c/z", json!({"k": 2, "v": 5}), 3)])
+        .is_empty());
+    let delta = only(m.apply(3, &[set("c/b", json!({"k": 1, "v": 0.5}), 4)]), 1);
+    let TargetDelta::Aggregate(got) = delta else {
+        panic!("{delta:?}")
+    };
+    assert_eq!(got["s"], Value::Double(9_007_199_254_740_992.0 + 0.5));
+    // The same value again: no delta (the row did not change).
+    assert!(m
+        .apply(4, &[set("c/b", json!({"k": 1, "v": 0.5}), 5)])
+        .is_empty());
+    let delta = only(m.apply(5, &[delete("c/a"), delete("c/b")]), 1);
+    assert_eq!(
+        delta,
+        TargetDelta::Aggregate(row(0, Value::Integer(0), Value::Null))
+    );
+}
+
+#[test]
+fn matcher_windows_ask_for_a_requery_when_the_slack_runs_out() {
+    let config = MatcherConfig {
+        initial_slack: 1,
+        max_slack: 4,
+    };
+    let mut m = Matcher::new(config);
+    let target = spec("select * from c order by a limit 1");
+    let fetch = target.fetch_query(&config).unwrap();
+    assert_eq!(fetch.limit.map(|l| l.count()), Some(2));
+    // The fetch returned as many rows as it asked for: more may exist (c/c does).
+    let rows = vec![
+        doc("c/a", json!({"a": 1}), 1),
+        doc("c/b", json!({"a": 2}), 1),
+    ];
+    m.add_target(TargetId(1), target, rows, None).unwrap();
+    let delta = only(m.apply(1, &[delete("c/a")]), 1);
+    assert_eq!(
+        shape(&delta),
+        vec![
+            ("removed", "c/a".into(), 0, -1),
+            ("added", "c/b".into(), -1, 0)
+        ]
+    );
+    assert_eq!(
+        only(m.apply(2, &[delete("c/b")]), 1),
+        TargetDelta::NeedsRequery
+    );
+    assert!(m.awaiting_requery(TargetId(1)));
+    // While waiting, transactions are ignored and the result is what the client has.
+    assert!(m.apply(3, &[set("c/d", json!({"a": 0}), 2)]).is_empty());
+    assert_eq!(names(&m.result(TargetId(1)).unwrap()), vec!["c/b"]);
+    // The slack grew: the new fetch asks for 1 + 2.
+    let fetch = m.fetch_query(TargetId(1)).unwrap();
+    assert_eq!(fetch.limit.map(|l| l.count()), Some(3));
+    let rows = vec![
+        doc("c/d", json!({"a": 0}), 2),
+        doc("c/c", json!({"a": 3}), 1),
+    ];
+    let delta = m.requeried(TargetId(1), rows, None).unwrap().unwrap();
+    assert_eq!(
+        shape(&delta),
+        vec![
+            ("removed", "c/b".into(), 0, -1),
+            ("added", "c/d".into(), -1, 0)
+        ]
+    );
+    assert!(!m.awaiting_requery(TargetId(1)));
+    // The kept rows are complete now (fewer than asked for): deleting all but one is fine.
+    let delta = only(m.apply(4, &[delete("c/d")]), 1);
+    assert_eq!(
+        shape(&delta),
+        vec![
+            ("removed", "c/d".into(), 0, -1),
+            ("added", "c/c".into(), -1, 0)
+        ]
+    );
+}
+
+#[derive(Debug)]
+struct Sees(Vec<u32>);
+
+impl Horizon for Sees {
+    fn sees(&self, xid: u32) -> bool {
+        self.0.contains(&xid)
+    }
+}
+
+#[test]
+fn matcher_skips_transactions_the_snapshot_saw() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let rows = vec![doc("c/a", json!({"a": 1}), 1)];
+    m.add_target(
+        TargetId(1),
+        spec("select * from c"),
+        rows,
+        Some(Arc::new(Sees(vec![7]))),
+    )
+    .unwrap();
+    // xid 7 is in the rows already (c/a was written by it).
+    assert!(m.apply(7, &[set("c/a", json!({"a": 1}), 1)]).is_empty());
+    let delta = only(m.apply(8, &[set("c/b", json!({"a": 2}), 2)]), 1);
+    assert_eq!(shape(&delta), vec![("added", "c/b".into(), -1, 1)]);
+    // A handed-off transaction goes to that target alone.
+    m.add_target(TargetId(2), spec("select * from c"), vec![], None)
+        .unwrap();
+    let delta = m
+        .apply_to(TargetId(2), 9, &[set("c/z", json!({}), 3)])
+        .unwrap();
+    assert_eq!(shape(&delta), vec![("added", "c/z".into(), -1, 0)]);
+    assert_eq!(names(&m.result(TargetId(1)).unwrap()), vec!["c/a", "c/b"]);
+}
+
+#[test]
+fn matcher_document_targets_follow_one_document() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let target = TargetSpec::document("c/a").unwrap();
+    assert!(target.fetch_query(m.config()).is_none());
+    m.add_target(TargetId(1), target, vec![], None).unwrap();
+    let added = only(m.apply(1, &[set("c/a", json!({"x": 1}), 1)]), 1);
+    assert_eq!(shape(&added), vec![("added", "c/a".into(), -1, 0)]);
+    assert!(m.apply(2, &[set("c/b", json!({"x": 1}), 2)]).is_empty());
+    let modified = only(m.apply(3, &[set("c/a", json!({"x": 2}), 3)]), 1);
+    assert_eq!(shape(&modified), vec![("modified", "c/a".into(), 0, 0)]);
+    let removed = only(m.apply(4, &[Write::Truncate]), 1);
+    assert_eq!(shape(&removed), vec![("removed", "c/a".into(), 0, -1)]);
+    assert_eq!(m.candidates(&delete("c/a")), vec![TargetId(1)]);
+    assert!(m.remove_target(TargetId(1)));
+    assert!(m.candidates(&delete("c/a")).is_empty());
+}
+
+#[test]
+fn matcher_projections_report_selected_fields() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.add_target(
+        TargetId(1),
+        spec("select a from c where b = 1"),
+        vec![],
+        None,
+    )
+    .unwrap();
+    let delta = only(
+        m.apply(1, &[set("c/x", json!({"a": 5, "b": 1, "z": 0}), 1)]),
+        1,
+    );
+    assert_eq!(
+        delta,
+        TargetDelta::Changes(vec![DocChange::Added {
+            doc: doc("c/x", json!({"a": 5}), 1),
+            new_index: 0
+        }])
+    );
+}
+
+#[test]
+fn matcher_refuses_bad_calls_with_canonical_kinds() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let err = TargetSpec::parse_text("select * from").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Syntax);
+    m.add_target(TargetId(1), spec("select * from c"), vec![], None)
+        .unwrap();
+    let err = m
+        .add_target(TargetId(1), spec("select * from c"), vec![], None)
+        .unwrap_err();
+    assert_eq!(err, MatcherError::DuplicateTarget(TargetId(1)));
+    let outside = vec![doc("d/x", json!({}), 1)];
+    let err = m
+        .add_target(TargetId(2), spec("select * from c"), outside, None)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Internal);
+    assert!(m.result(TargetId(2)).is_none());
+    assert_eq!(
+        m.requeried(TargetId(9), vec![], None).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert!(!m.remove_target(TargetId(9)));
+}
+
+#[test]
+fn matcher_moves_into_a_task() {
+    // A stream's task owns its matcher (tokio needs Send); horizons are shared snapshots.
+    fn owned_by_a_task<T: Send + 'static>() {}
+    owned_by_a_task::<Matcher>();
+    owned_by_a_task::<Vec<(TargetId, TargetDelta)>>();
+    let mut m = Matcher::new(MatcherConfig::default());
+    m.add_target(TargetId(1), spec("select * from c"), vec![], None)
+        .unwrap();
+    let handle = std::thread::spawn(move || m.apply(1, &[set("c/a", json!({}), 1)]).len());
+    assert_eq!(handle.join().unwrap(), 1);
+}
