@@ -2,8 +2,8 @@
 real docstore-sidecar, both on free ports, started once per test session.
 
 Environment:
-  DOCSTORE_SIDECAR_BIN  the sidecar binary (default: $CARGO_TARGET_DIR or target, then
-                        release/docstore-sidecar; built with cargo when missing)
+  DOCSTORE_SIDECAR_BIN  the sidecar binary (default: `cargo build --release`, then
+                        $CARGO_TARGET_DIR or target, /release/docstore-sidecar)
   DOCSTORE_PG_BIN       Postgres' bin directory (default /usr/lib/postgresql/15/bin)
   DOCSTORE_KEEP_LOGS    keep the temporary directory (cluster and sidecar logs) after the run
 """
@@ -49,12 +49,11 @@ def sidecar_binary() -> Path:
     if explicit:
         return Path(explicit)
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    binary = target / "release" / "docstore-sidecar"
-    if not binary.exists():
-        subprocess.run(
-            ["cargo", "build", "--release", "-p", "docstore-sidecar"], cwd=ROOT, check=True
-        )
-    return binary
+    # Always through cargo: a no-op when the binary is fresh, and a rebuild when the target
+    # directory holds a binary of other sources (a target directory shared by worktrees).
+    subprocess.run(["cargo", "build", "--release", "-p", "docstore-sidecar"], cwd=ROOT,
+                   check=True)
+    return target / "release" / "docstore-sidecar"
 
 
 class Cluster:

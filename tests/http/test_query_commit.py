@@ -164,3 +164,50 @@ def test_health_and_metrics(stack, client, coll):
         r'docstore_http_requests_total\{[^}]*code="404"[^}]*route="documents"', text), text
     assert "docstore_http_request_duration_seconds_bucket" in text
     assert 'docstore_pg_pool_connections{state="idle"}' in text
+
+
+def test_error_after_the_header_ends_the_array_with_an_error_item(stack, coll):
+    """The query's backend is terminated while the client has read only the start of a
+    large answer: the array ends with an {"error": ...} item, and the JSON stays valid."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    stack.sql("select count(docstore.set(%s || '/d' || i, jsonb_build_object('pad', "
+              "repeat('x', 4000)))) from generate_series(1, 6000) i", coll)
+    u = urlsplit(stack.url)
+    body = json.dumps({"sql": f"select * from /{coll}"}).encode()
+    s = socket.create_connection((u.hostname, u.port), timeout=60)
+    s.sendall((f"POST {RUN} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               f"Authorization: Bearer {stack.admin_key}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+               ).encode() + body)
+    data = s.recv(4096)
+    assert data.startswith(b"HTTP/1.1 200"), data
+    # Stop reading until the backend is gone.
+    deadline = time.monotonic() + 30
+    killed = []
+    while not killed and time.monotonic() < deadline:
+        killed = stack.sql("select pg_terminate_backend(pid) from pg_stat_activity "
+                           "where application_name = 'docstore-sidecar' "
+                           "and query like '%%docstore.query%%'")
+        time.sleep(0.05)
+    assert killed
+    while chunk := s.recv(65536):
+        data += chunk
+    s.close()
+    head, _, raw = data.partition(b"\r\n\r\n")
+    assert b"chunked" in head.lower()
+    text, rest = b"", raw
+    while True:  # undo the chunked transfer encoding
+        size, _, rest = rest.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        text += rest[:n]
+        rest = rest[n + 2:]
+    rows = json.loads(text)
+    assert 0 < len(rows) < 6001
+    assert set(rows[-1]) == {"error"}, rows[-1]
+    assert rows[-1]["error"]["code"] in ("UNAVAILABLE", "INTERNAL")
+    assert "docstore.query" not in json.dumps(rows[-1])
