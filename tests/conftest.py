@@ -107,26 +107,8 @@ class Cluster:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
 
-# Objects the extension is adding; created here while the installed build lacks them.
 SETUP_SQL = [
     "create extension if not exists pg_docstore",
-    # until the extension creates it
-    """do $$ begin
-         if to_regclass('docstore.databases') is null then
-           create table docstore.databases (id text primary key,
-                                            created_at timestamptz not null default now());
-           insert into docstore.databases (id) values ('(default)');
-         end if;
-       end $$""",
-    # until the extension creates it
-    """do $$ begin
-         if not exists (select from pg_roles where rolname = 'docstore_client') then
-           create role docstore_client nologin;
-           grant usage on schema docstore to docstore_client;
-           grant select on docstore.entities to docstore_client;
-           grant insert, update, delete on docstore.entities to docstore_client;
-         end if;
-       end $$""",
 ]
 
 

@@ -31,7 +31,7 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
             Ok(Target::Path { database, .. })
             | Ok(Target::RunQuery { database })
             | Ok(Target::Commit { database }) => {
-                if !resource::valid_database_id(&database) {
+                if !docstore_core::path::is_valid_database_id(&database) {
                     return Err(format!("accepted database id {database:?}"));
                 }
             }

@@ -8,8 +8,7 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 use crate::errors::DocstoreError;
 
-/// Default database id, as in Firestore.
-pub const DEFAULT_DATABASE: &str = "(default)";
+pub use docstore_core::path::{is_valid_database_id, DATABASE_ID_RULE, DEFAULT_DATABASE};
 
 static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"(default)"));
@@ -82,20 +81,4 @@ pub fn database_id() -> Result<String, DocstoreError> {
             "docstore.database = '{id}' is not a valid database id: {DATABASE_ID_RULE}"
         )))
     }
-}
-
-/// How a valid database id looks, for error messages.
-pub const DATABASE_ID_RULE: &str =
-    "use '(default)' or 4-63 lowercase letters, digits and hyphens, starting with a letter";
-
-/// Whether `id` is a database id Firestore accepts: `(default)`, or 4-63 lowercase letters,
-/// digits and hyphens starting with a letter and not ending with a hyphen.
-pub fn is_valid_database_id(id: &str) -> bool {
-    id == DEFAULT_DATABASE
-        || ((4..=63).contains(&id.len())
-            && id.starts_with(|c: char| c.is_ascii_lowercase())
-            && id
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !id.ends_with('-'))
 }

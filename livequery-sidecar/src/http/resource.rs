@@ -3,6 +3,7 @@
 //! percent-encoded slash (`%2F`) is told apart from a separator. Pure functions over text,
 //! fuzzed by the robustness tests.
 
+use docstore_core::path::is_valid_database_id;
 use docstore_core::ResourcePath;
 
 use super::error::ApiError;
@@ -33,19 +34,6 @@ impl Target {
             | Target::Commit { database } => database,
         }
     }
-}
-
-/// Whether `id` is a database id Firestore accepts: `(default)`, or 4-63 characters of
-/// lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen
-/// (the rule of the extension's `docstore.database` setting).
-pub fn valid_database_id(id: &str) -> bool {
-    id == "(default)"
-        || ((4..=63).contains(&id.len())
-            && id.starts_with(|c: char| c.is_ascii_lowercase())
-            && id
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !id.ends_with('-'))
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -108,7 +96,7 @@ pub fn parse_target(raw_path: &str) -> Result<Target, ApiError> {
         None => (head, None),
     };
     let database = percent_decode(raw_db, false).map_err(ApiError::invalid_argument)?;
-    if !valid_database_id(&database) {
+    if !is_valid_database_id(&database) {
         return Err(ApiError::invalid_argument(format!(
             "\"{database}\" is not a valid database id: use (default) or 4-63 lowercase letters, digits and hyphens, starting with a letter"
         )));
@@ -383,17 +371,6 @@ mod tests {
                 .update_mask,
             ["`a b`"]
         );
-    }
-
-    #[test]
-    fn database_ids() {
-        assert!(valid_database_id("(default)"));
-        assert!(valid_database_id("abcd"));
-        assert!(valid_database_id("a-b-1"));
-        assert!(!valid_database_id("abc"));
-        assert!(!valid_database_id("1abc"));
-        assert!(!valid_database_id("abcD"));
-        assert!(!valid_database_id(&"a".repeat(64)));
     }
 
     #[test]

@@ -171,7 +171,7 @@ impl MatcherError {
     /// The canonical kind (code and status) of the error.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            MatcherError::Query(e) => ErrorKind::from_sqlstate(e.sqlstate()),
+            MatcherError::Query(e) => e.kind(),
             MatcherError::Path(_) | MatcherError::DuplicateTarget(_) => ErrorKind::InvalidArgument,
             MatcherError::UnknownTarget(_) => ErrorKind::NotFound,
             MatcherError::NotAQuery(_) => ErrorKind::FailedPrecondition,

@@ -13,7 +13,7 @@ use super::PgError;
 pub const POSITIVE_TTL: Duration = Duration::from_secs(10);
 
 /// The default database, which always exists.
-pub const DEFAULT_DATABASE: &str = "(default)";
+pub use docstore_core::path::DEFAULT_DATABASE;
 
 /// Ids seen in the catalog, with when.
 #[derive(Clone, Default)]

@@ -11,6 +11,27 @@ use thiserror::Error;
 
 use crate::error::ErrorKind;
 
+/// The default database id, as in Firestore.
+pub const DEFAULT_DATABASE: &str = "(default)";
+
+/// How a valid database id looks, for error messages.
+pub const DATABASE_ID_RULE: &str =
+    "use '(default)' or 4-63 lowercase letters, digits and hyphens, starting with a letter";
+
+/// Whether `id` is a database id Firestore accepts: `(default)`, or 4-63 lowercase letters,
+/// digits and hyphens starting with a letter and not ending with a hyphen. The extension
+/// (`docstore.database`, `create_database`) and the sidecar (the `{db}` of every URL) both ask
+/// this function.
+pub fn is_valid_database_id(id: &str) -> bool {
+    id == DEFAULT_DATABASE
+        || ((4..=63).contains(&id.len())
+            && id.starts_with(|c: char| c.is_ascii_lowercase())
+            && id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !id.ends_with('-'))
+}
+
 pub use crate::limits::{MAX_COLLECTION_DEPTH, MAX_NAME_BYTES};
 pub use crate::reserved::is_reserved_name;
 
@@ -367,6 +388,17 @@ impl fmt::Display for FieldPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_ids() {
+        assert!(is_valid_database_id("(default)"));
+        assert!(is_valid_database_id("abcd"));
+        assert!(is_valid_database_id("a-b-1"));
+        assert!(!is_valid_database_id("abc"));
+        assert!(!is_valid_database_id("1abc"));
+        assert!(!is_valid_database_id("abcD"));
+        assert!(!is_valid_database_id(&"a".repeat(64)));
+    }
 
     #[test]
     fn document_and_collection_paths() {
