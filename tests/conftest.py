@@ -51,8 +51,7 @@ def sidecar_binary() -> Path:
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     # Always through cargo: a no-op when the binary is fresh, and a rebuild when the target
     # directory holds a binary of other sources (a target directory shared by worktrees).
-    subprocess.run(["cargo", "build", "--release", "-p", "docstore-sidecar"], cwd=ROOT,
-                   check=True)
+    subprocess.run(["cargo", "build", "--release", "-p", "docstore-sidecar"], cwd=ROOT, check=True)
     return target / "release" / "docstore-sidecar"
 
 
@@ -77,8 +76,17 @@ class Cluster:
 
     def start(self) -> None:
         as_postgres(
-            [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "--encoding=UTF8",
-             "--locale=C", "--auth-local=trust", "--auth-host=trust"]
+            [
+                str(PG_BIN / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--auth-local=trust",
+                "--auth-host=trust",
+            ]
         )
         base = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.run} "
@@ -86,11 +94,26 @@ class Cluster:
         )
         # The extension goes into shared_preload_libraries when its library allows it (its
         # background worker and protected settings); an older build may not: start without.
-        for options, preloaded in ((base + " -c shared_preload_libraries=pg_docstore", True),
-                                   (base, False)):
+        for options, preloaded in (
+            (base + " -c shared_preload_libraries=pg_docstore", True),
+            (base, False),
+        ):
             try:
-                as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
-                             "-w", "-t", "60", "-o", options, "start"])
+                as_postgres(
+                    [
+                        str(PG_BIN / "pg_ctl"),
+                        "-D",
+                        str(self.data),
+                        "-l",
+                        str(self.log),
+                        "-w",
+                        "-t",
+                        "60",
+                        "-o",
+                        options,
+                        "start",
+                    ]
+                )
                 self.preloaded = preloaded
                 return
             except subprocess.CalledProcessError:
@@ -124,8 +147,15 @@ class Stack:
     sidecar_log: Path
     admin: dict[str, str] = field(default_factory=dict)
 
-    def token(self, claims: dict[str, Any] | None = None, *, secret: str | None = None,
-              expires_in: int = 3600, algorithm: str = "HS256", **extra: Any) -> str:
+    def token(
+        self,
+        claims: dict[str, Any] | None = None,
+        *,
+        secret: str | None = None,
+        expires_in: int = 3600,
+        algorithm: str = "HS256",
+        **extra: Any,
+    ) -> str:
         """An HS256 JWT signed with the sidecar's secret (or `secret`); `exp` is added
         unless the claims hold one (pass exp=None to leave it out)."""
         body = dict(claims or {})
@@ -182,8 +212,18 @@ def stack():
     proc = None
     try:
         cluster.start()
-        as_postgres([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(cluster.port),
-                     "-U", "postgres", "docstore"])
+        as_postgres(
+            [
+                str(PG_BIN / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(cluster.port),
+                "-U",
+                "postgres",
+                "docstore",
+            ]
+        )
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             for statement in SETUP_SQL:
                 conn.execute(statement)
@@ -199,15 +239,27 @@ def stack():
             "DOCSTORE_ADMIN_KEY": admin_key,
             "RUST_LOG": os.environ.get("RUST_LOG", "info"),
         }
-        for name in ("DOCSTORE_JWKS_FILE", "DOCSTORE_JWT_ISSUER", "DOCSTORE_JWT_AUDIENCE",
-                     "DOCSTORE_MAX_BODY_BYTES", "DOCSTORE_POOL_SIZE"):
+        for name in (
+            "DOCSTORE_JWKS_FILE",
+            "DOCSTORE_JWT_ISSUER",
+            "DOCSTORE_JWT_AUDIENCE",
+            "DOCSTORE_MAX_BODY_BYTES",
+            "DOCSTORE_POOL_SIZE",
+        ):
             env.pop(name, None)
-        proc = subprocess.Popen([str(binary)], env=env, stdout=log.open("w"),
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [str(binary)], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, proc, log)
-        s = Stack(cluster=cluster, url=url, admin_key=admin_key, jwt_secret=jwt_secret,
-                  sidecar=proc, sidecar_log=log)
+        s = Stack(
+            cluster=cluster,
+            url=url,
+            admin_key=admin_key,
+            jwt_secret=jwt_secret,
+            sidecar=proc,
+            sidecar_log=log,
+        )
         s.admin = s.bearer(admin_key)
         yield s
     finally:

@@ -105,11 +105,11 @@ fn verifier() -> Verifier {
 fn check_target(path: &str) {
     match resource::parse_target(path) {
         Ok(Target::Path { database, path }) => {
-            assert!(resource::valid_database_id(&database));
+            assert!(docstore_core::path::is_valid_database_id(&database));
             assert!(!path.segments().is_empty());
         }
         Ok(Target::RunQuery { database } | Target::Commit { database }) => {
-            assert!(resource::valid_database_id(&database));
+            assert!(docstore_core::path::is_valid_database_id(&database));
         }
         Err(e) => client_error(&e),
     }

@@ -57,12 +57,14 @@ def test_claims_and_request_reach_postgres(stack, client, coll, owner_policy):
 def test_requests_run_as_docstore_client(stack, client, coll):
     """A user's request cannot do what docstore_client may not: read index_entries is
     refused for it, so a direct grant check shows the role in effect."""
-    rows = stack.sql("select has_table_privilege('docstore_client', 'docstore.index_entries',"
-                     " 'select')")
+    rows = stack.sql(
+        "select has_table_privilege('docstore_client', 'docstore.index_entries', 'select')"
+    )
     assert rows == [(False,)]
     # A user's write still works (through the extension's functions).
-    r = client.put(stack.doc(f"{coll}/u"), json={"a": 1},
-                   headers=stack.bearer(stack.token({"sub": "u1"})))
+    r = client.put(
+        stack.doc(f"{coll}/u"), json={"a": 1}, headers=stack.bearer(stack.token({"sub": "u1"}))
+    )
     assert r.status_code == 200, r.text
 
 
@@ -92,8 +94,10 @@ def bad_tokens(stack):
         "tampered": tampered(stack.token({"sub": "u"})),
         "wrong alg": stack.token({"sub": "u"}, algorithm="HS512"),
         "no exp": stack.token({"sub": "u"}, exp=None),
-        "none alg": b64({"alg": "none", "typ": "JWT"}) + "." + b64(
-            {"sub": "u", "exp": now + 600}) + ".",
+        "none alg": b64({"alg": "none", "typ": "JWT"})
+        + "."
+        + b64({"sub": "u", "exp": now + 600})
+        + ".",
         "garbage": "not-a-jwt",
         "near admin key": stack.admin_key + "x",
     }
@@ -113,8 +117,8 @@ def test_bad_tokens_are_401(stack, client, coll):
 
 
 def test_rs256_token_without_jwks_is_401(stack, client, coll):
-    from cryptography.hazmat.primitives.asymmetric import rsa
     import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     token = jwt.encode({"sub": "u", "exp": int(time.time()) + 600}, key, algorithm="RS256")
@@ -127,6 +131,8 @@ def test_admin_key_bypasses_nothing_for_other_keys(stack, client, coll):
     write(client, stack, f"{coll}/a", {"a": 1})
     r = client.get(stack.doc(f"{coll}/a"), headers=stack.bearer(stack.admin_key[:-1]))
     assert r.status_code == 401
-    r = client.get(stack.doc(f"{coll}/a"),
-                   headers=stack.bearer(stack.token({"sub": "u"}, secret=stack.admin_key)))
+    r = client.get(
+        stack.doc(f"{coll}/a"),
+        headers=stack.bearer(stack.token({"sub": "u"}, secret=stack.admin_key)),
+    )
     assert r.status_code == 401

@@ -2,19 +2,23 @@
 written; a client that goes away leaves no transaction open."""
 
 import socket
-import threading
 import time
 from urllib.parse import urlsplit
 
 import psycopg
 
 
-def raw_request(stack, method: str, path: str, body: bytes = b"",
-                headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+def raw_request(
+    stack, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
     """Send the request line exactly as given (HTTP clients normalise `..` and `%2F`)."""
     u = urlsplit(stack.url)
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {u.hostname}:{u.port}", "Connection: close",
-             f"Content-Length: {len(body)}"]
+    lines = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: {u.hostname}:{u.port}",
+        "Connection: close",
+        f"Content-Length: {len(body)}",
+    ]
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
     with socket.create_connection((u.hostname, u.port), timeout=30) as s:
         s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
@@ -26,24 +30,31 @@ def raw_request(stack, method: str, path: str, body: bytes = b"",
 
 
 def test_invalid_json(stack, client, coll):
-    r = client.put(stack.doc(f"{coll}/a"), content=b'{"a": 1,,}',
-                   headers={**stack.admin, "Content-Type": "application/json"})
+    r = client.put(
+        stack.doc(f"{coll}/a"),
+        content=b'{"a": 1,,}',
+        headers={**stack.admin, "Content-Type": "application/json"},
+    )
     assert r.status_code == 400
     assert r.json()["code"] == "INVALID_ARGUMENT"
     assert "not valid JSON" in r.json()["message"]
-    for url, body in ((f"/v1/databases/(default):runQuery", b"{"),
-                      (f"/v1/databases/(default):commit", b"[1"),
-                      (stack.doc(coll), b"\xff\xfe")):
-        r = client.post(url, content=body,
-                        headers={**stack.admin, "Content-Type": "application/json"})
+    for url, body in (
+        ("/v1/databases/(default):runQuery", b"{"),
+        ("/v1/databases/(default):commit", b"[1"),
+        (stack.doc(coll), b"\xff\xfe"),
+    ):
+        r = client.post(
+            url, content=body, headers={**stack.admin, "Content-Type": "application/json"}
+        )
         assert r.status_code == 400, (url, r.text)
         assert r.json()["code"] == "INVALID_ARGUMENT"
     # JSON, but not an object.
     r = client.put(stack.doc(f"{coll}/a"), json=[1, 2], headers=stack.admin)
     assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT"
     # Bad typed JSON is the extension's error (22P02), passed through with its message.
-    r = client.put(stack.doc(f"{coll}/a"), json={"t": {"$timestamp": "yesterday"}},
-                   headers=stack.admin)
+    r = client.put(
+        stack.doc(f"{coll}/a"), json={"t": {"$timestamp": "yesterday"}}, headers=stack.admin
+    )
     assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT"
     assert "timestamp" in r.json()["message"].lower()
     assert client.get(stack.doc(f"{coll}/a"), headers=stack.admin).status_code == 404
@@ -58,15 +69,21 @@ def test_wrong_content_type(stack, client, coll):
         assert r.status_code == 400, (ctype, r.text)
         assert r.json()["code"] == "INVALID_ARGUMENT"
         assert "application/json" in r.json()["message"]
-    r = client.put(stack.doc(f"{coll}/a"), content=b'{"a": 1}',
-                   headers={**stack.admin, "Content-Type": "application/json; charset=utf-8"})
+    r = client.put(
+        stack.doc(f"{coll}/a"),
+        content=b'{"a": 1}',
+        headers={**stack.admin, "Content-Type": "application/json; charset=utf-8"},
+    )
     assert r.status_code == 200
 
 
 def test_oversized_body(stack, client, coll):
     big = b'{"s": "' + b"x" * (10 * 1024 * 1024) + b'"}'
-    r = client.put(stack.doc(f"{coll}/big"), content=big,
-                   headers={**stack.admin, "Content-Type": "application/json"})
+    r = client.put(
+        stack.doc(f"{coll}/big"),
+        content=big,
+        headers={**stack.admin, "Content-Type": "application/json"},
+    )
     assert r.status_code == 413
     assert r.json()["code"] == "RESOURCE_EXHAUSTED"
 
@@ -75,12 +92,16 @@ def test_oversized_body(stack, client, coll):
         for _ in range(11):
             yield b" " * (1024 * 1024)
 
-    r = client.post("/v1/databases/(default):commit", content=chunks(),
-                    headers={**stack.admin, "Content-Type": "application/json"})
+    r = client.post(
+        "/v1/databases/(default):commit",
+        content=chunks(),
+        headers={**stack.admin, "Content-Type": "application/json"},
+    )
     assert r.status_code == 413
     # A document over the extension's 1 MiB limit, inside the body limit: 54000 -> 413 too.
-    r = client.put(stack.doc(f"{coll}/big"), json={"s": "x" * (1024 * 1024 + 10)},
-                   headers=stack.admin)
+    r = client.put(
+        stack.doc(f"{coll}/big"), json={"s": "x" * (1024 * 1024 + 10)}, headers=stack.admin
+    )
     assert r.status_code == 413, r.text
     assert r.json()["code"] == "RESOURCE_EXHAUSTED"
     assert client.get(stack.doc(f"{coll}/big"), headers=stack.admin).status_code == 404
@@ -90,10 +111,10 @@ def test_bad_paths(stack, coll):
     auth = {"Authorization": f"Bearer {stack.admin_key}", "Content-Type": "application/json"}
     base = "/v1/databases/(default)/documents"
     cases = [
-        ("PUT", f"{base}/{coll}"),                 # odd segments for a document write
+        ("PUT", f"{base}/{coll}"),  # odd segments for a document write
         ("PATCH", f"{base}/{coll}/a/b"),
         ("DELETE", f"{base}/{coll}"),
-        ("POST", f"{base}/{coll}/a"),              # even segments for an add
+        ("POST", f"{base}/{coll}/a"),  # even segments for an add
         ("GET", f"{base}/{coll}/../x/y"),
         ("GET", f"{base}/{coll}/./x"),
         ("GET", f"{base}/{coll}//x"),
@@ -110,12 +131,16 @@ def test_bad_paths(stack, coll):
         assert status == 400, (method, path, body)
         assert b'"INVALID_ARGUMENT"' in body, (method, path, body)
     # Nothing was written under any of them.
-    assert stack.sql("select count(*) from docstore.entities where path like %s",
-                     coll + "%") == [(0,)]
+    assert stack.sql("select count(*) from docstore.entities where path like %s", coll + "%") == [
+        (0,)
+    ]
     # Unknown routes are 404 NOT_FOUND with the JSON error.
-    for method, path in (("GET", "/v1/databases/(default)"), ("GET", "/nowhere"),
-                         ("GET", "/v1/databases/(default):runQuery"),
-                         ("POST", "/v1/databases/(default):nothing")):
+    for method, path in (
+        ("GET", "/v1/databases/(default)"),
+        ("GET", "/nowhere"),
+        ("GET", "/v1/databases/(default):runQuery"),
+        ("POST", "/v1/databases/(default):nothing"),
+    ):
         status, body = raw_request(stack, method, path, b"", auth)
         assert status == 404, (method, path, body)
         assert b'"NOT_FOUND"' in body
@@ -130,16 +155,20 @@ def test_database_ids(stack, client, coll):
         r = client.get(stack.doc(f"{coll}/a", db=bad), headers=stack.admin)
         assert r.status_code == 400, (bad, r.text)
         assert r.json()["code"] == "INVALID_ARGUMENT"
-    r = client.post(f"/v1/databases/no-such-db:runQuery", json={"sql": "select * from /a"},
-                    headers=stack.admin)
+    r = client.post(
+        "/v1/databases/no-such-db:runQuery", json={"sql": "select * from /a"}, headers=stack.admin
+    )
     assert r.status_code == 404
 
 
 def test_query_needing_a_missing_index(stack, client, coll):
     for i in range(3):
         client.put(stack.doc(f"{coll}/d{i}"), json={"a": 1, "b": i}, headers=stack.admin)
-    r = client.post("/v1/databases/(default):runQuery", headers=stack.admin,
-                    json={"sql": f"select * from /{coll} where a = 1 order by b desc"})
+    r = client.post(
+        "/v1/databases/(default):runQuery",
+        headers=stack.admin,
+        json={"sql": f"select * from /{coll} where a = 1 order by b desc"},
+    )
     assert r.status_code == 400, r.text
     body = r.json()
     assert body["code"] == "FAILED_PRECONDITION"
@@ -154,18 +183,15 @@ def test_batch_whose_third_write_fails_writes_nothing(stack, client, coll):
         {"update": f"{coll}/missing", "fields": {"n": 1}},
         {"set": f"{coll}/w4", "data": {"n": 4}},
     ]
-    r = client.post("/v1/databases/(default):commit", json={"writes": writes},
-                    headers=stack.admin)
+    r = client.post("/v1/databases/(default):commit", json={"writes": writes}, headers=stack.admin)
     assert r.status_code == 404, r.text
     assert r.json()["code"] == "NOT_FOUND"
     assert client.get(stack.doc(f"{coll}/w1"), headers=stack.admin).status_code == 404
     assert client.get(stack.doc(f"{coll}/w4"), headers=stack.admin).status_code == 404
-    assert client.get(stack.doc(f"{coll}/exists"), headers=stack.admin).json()["data"] == {
-        "n": 0}
+    assert client.get(stack.doc(f"{coll}/exists"), headers=stack.admin).json()["data"] == {"n": 0}
     # Same with a bad third write (invalid data): the whole batch is refused.
     writes[2] = {"set": f"{coll}/w3", "data": {"t": {"$timestamp": "no"}}}
-    r = client.post("/v1/databases/(default):commit", json={"writes": writes},
-                    headers=stack.admin)
+    r = client.post("/v1/databases/(default):commit", json={"writes": writes}, headers=stack.admin)
     assert r.status_code == 400, r.text
     assert client.get(stack.doc(f"{coll}/w1"), headers=stack.admin).status_code == 404
 
@@ -195,10 +221,14 @@ def test_client_disconnect_during_blocked_write(stack, coll):
         u = urlsplit(stack.url)
         body = b'{"v": 1}'
         s = socket.create_connection((u.hostname, u.port))
-        s.sendall((f"PUT {stack.doc(path)} HTTP/1.1\r\nHost: x\r\n"
-                   f"Authorization: Bearer {stack.admin_key}\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-                   ).encode() + body)
+        s.sendall(
+            (
+                f"PUT {stack.doc(path)} HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {stack.admin_key}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body
+        )
 
         def waiting():
             return [b for b in stack.sidecar_backends() if b[2] == "Lock"]
@@ -218,30 +248,45 @@ def test_client_disconnect_during_blocked_write(stack, coll):
 
 def test_client_disconnect_during_streamed_query(stack, client, coll):
     """A large streamed result; the client reads a little and goes away."""
-    stack.sql("select count(docstore.set(%s || '/d' || i, jsonb_build_object('i', i, 'pad', "
-              "repeat('x', 2000)))) from generate_series(1, 3000) i", coll)
+    stack.sql(
+        "select count(docstore.set(%s || '/d' || i, jsonb_build_object('i', i, 'pad', "
+        "repeat('x', 2000)))) from generate_series(1, 3000) i",
+        coll,
+    )
     u = urlsplit(stack.url)
     body = ('{"sql": "select * from /%s"}' % coll).encode()
     s = socket.create_connection((u.hostname, u.port))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.sendall((f"POST /v1/databases/(default):runQuery HTTP/1.1\r\nHost: x\r\n"
-               f"Authorization: Bearer {stack.admin_key}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-               ).encode() + body)
+    s.sendall(
+        (
+            f"POST /v1/databases/(default):runQuery HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {stack.admin_key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+    )
     first = s.recv(1024)
     assert first.startswith(b"HTTP/1.1 200"), first
     s.close()
-    assert wait_until(lambda: idle_in_transaction(stack) == [] and not [
-        b for b in stack.sidecar_backends() if b[1] == "active"
-        and "docstore.query" in (b[3] or "")]), stack.sidecar_backends()
+    assert wait_until(
+        lambda: (
+            idle_in_transaction(stack) == []
+            and not [
+                b
+                for b in stack.sidecar_backends()
+                if b[1] == "active" and "docstore.query" in (b[3] or "")
+            ]
+        )
+    ), stack.sidecar_backends()
     # The sidecar still serves.
     r = client.get("/healthz")
     assert r.status_code == 200
 
 
 def test_unknown_query_parameter(stack, client, coll):
-    r = client.put(stack.doc(f"{coll}/a"), json={"a": 1}, params={"mrege": "true"},
-                   headers=stack.admin)
+    r = client.put(
+        stack.doc(f"{coll}/a"), json={"a": 1}, params={"mrege": "true"}, headers=stack.admin
+    )
     assert r.status_code == 400
     assert "mrege" in r.json()["message"]
 
@@ -250,8 +295,11 @@ def test_errors_never_echo_database_internals(stack, client, coll):
     """A query whose text fails in Postgres' own parser would show SQL if echoed; the
     extension's syntax error is ours and passes, but no response holds a SQL statement of
     the sidecar."""
-    r = client.post("/v1/databases/(default):runQuery", headers=stack.admin,
-                    json={"sql": "select * from /%s where" % coll})
+    r = client.post(
+        "/v1/databases/(default):runQuery",
+        headers=stack.admin,
+        json={"sql": "select * from /%s where" % coll},
+    )
     assert r.status_code == 400
     body = r.text.lower()
     for leak in ("docstore.query($1)", "set_config", "select path, data"):

@@ -28,16 +28,28 @@ def test_every_block_states_its_status():
     found = examples()
     assert len(found) >= 15
     routes = " ".join(b for b, _ in found)
-    for needle in ("-X PUT", "-X PATCH", "-X DELETE", "-X POST", ":runQuery", ":commit",
-                   "structuredQuery", "/healthz", "/metrics", '"transaction": true'):
+    for needle in (
+        "-X PUT",
+        "-X PATCH",
+        "-X DELETE",
+        "-X POST",
+        ":runQuery",
+        ":commit",
+        "structuredQuery",
+        "/healthz",
+        "/metrics",
+        '"transaction": true',
+    ):
         assert needle in routes, needle
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_curl_examples(stack):
     # Start from no restaurants (through the extension, so index entries go too).
-    stack.sql("select count(docstore.delete(path)) from docstore.entities "
-              "where database_id = '(default)' and path like 'restaurants/%'")
+    stack.sql(
+        "select count(docstore.delete(path)) from docstore.entities "
+        "where database_id = '(default)' and path like 'restaurants/%'"
+    )
     env = {
         **os.environ,
         "DOCSTORE_URL": stack.url,
@@ -47,8 +59,9 @@ def test_curl_examples(stack):
     for block, status in examples():
         # The same command, with the status printed on a last line of its own.
         command = block.lstrip().replace("curl ", "curl -w '\\n%{http_code}' ", 1)
-        result = subprocess.run(["bash", "-c", command], env=env, capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            ["bash", "-c", command], env=env, capture_output=True, text=True, timeout=60
+        )
         assert result.returncode == 0, (block, result.stderr)
         got = int(result.stdout.rstrip().rsplit("\n", 1)[-1])
         assert got == status, (block, result.stdout)

@@ -8,13 +8,20 @@ JSON = {"Content-Type": "application/json"}
 
 
 def put(client, stack, path, data, params=None, headers=None):
-    return client.put(stack.doc(path), json=data, params=params,
-                      headers={**stack.admin, **(headers or {})})
+    return client.put(
+        stack.doc(path), json=data, params=params, headers={**stack.admin, **(headers or {})}
+    )
 
 
 def test_put_get_round_trip(stack, client, coll):
-    data = {"name": "Zola", "n": 1, "x": 1.5, "big": 9007199254740993,
-            "t": {"$timestamp": "2022-09-01T13:23:22.123456Z"}, "m": {"a": [1, "b"]}}
+    data = {
+        "name": "Zola",
+        "n": 1,
+        "x": 1.5,
+        "big": 9007199254740993,
+        "t": {"$timestamp": "2022-09-01T13:23:22.123456Z"},
+        "m": {"a": [1, "b"]},
+    }
     r = put(client, stack, f"{coll}/one", data)
     assert r.status_code == 200, r.text
     written = r.json()
@@ -44,17 +51,24 @@ def test_merge_and_update_mask(stack, client, coll):
     assert r.status_code == 200, r.text
     assert r.json()["data"] == {"a": 1, "b": {"c": 20, "d": 3}, "e": 5, "f": 6}
     # Only masked fields change; a masked field missing from the body is deleted.
-    r = client.put(stack.doc(path), json={"a": 100, "e": 500, "b": {"d": 30}},
-                   params=[("updateMask", "a"), ("updateMask", "b.d"), ("updateMask", "f")],
-                   headers=stack.admin)
+    r = client.put(
+        stack.doc(path),
+        json={"a": 100, "e": 500, "b": {"d": 30}},
+        params=[("updateMask", "a"), ("updateMask", "b.d"), ("updateMask", "f")],
+        headers=stack.admin,
+    )
     assert r.status_code == 200, r.text
     assert r.json()["data"] == {"a": 100, "b": {"c": 20, "d": 30}, "e": 5}
     # Without merge or mask, PUT replaces.
     r = put(client, stack, path, {"z": True})
     assert r.json()["data"] == {"z": True}
     # An update mask on a missing document creates it.
-    r = client.put(stack.doc(f"{coll}/new"), json={"a": 1, "b": 2},
-                   params={"updateMask": "a"}, headers=stack.admin)
+    r = client.put(
+        stack.doc(f"{coll}/new"),
+        json={"a": 1, "b": 2},
+        params={"updateMask": "a"},
+        headers=stack.admin,
+    )
     assert r.status_code == 200, r.text
     assert r.json()["data"] == {"a": 1}
 
@@ -62,9 +76,16 @@ def test_merge_and_update_mask(stack, client, coll):
 def test_patch_with_transforms(stack, client, coll):
     path = f"{coll}/p"
     put(client, stack, path, {"n": 1, "tags": ["a"], "m": {"x": 1}})
-    r = client.patch(stack.doc(path), headers=stack.admin, json={
-        "n": {"$increment": 2}, "tags": {"$arrayUnion": ["b"]}, "m.y": "z",
-        "at": {"$serverTimestamp": True}})
+    r = client.patch(
+        stack.doc(path),
+        headers=stack.admin,
+        json={
+            "n": {"$increment": 2},
+            "tags": {"$arrayUnion": ["b"]},
+            "m.y": "z",
+            "at": {"$serverTimestamp": True},
+        },
+    )
     assert r.status_code == 200, r.text
     doc = r.json()
     assert doc["data"]["n"] == 3
@@ -87,12 +108,10 @@ def test_preconditions(stack, client, coll):
     assert r.status_code == 400, r.text
     assert r.json()["code"] == "FAILED_PRECONDITION"
     assert path in r.json()["message"]
-    r = client.patch(stack.doc(path), json={"v": 3}, params={"updateTime": t1},
-                     headers=stack.admin)
+    r = client.patch(stack.doc(path), json={"v": 3}, params={"updateTime": t1}, headers=stack.admin)
     assert r.status_code == 200, r.text
     # The old update time no longer matches.
-    r = client.patch(stack.doc(path), json={"v": 4}, params={"updateTime": t1},
-                     headers=stack.admin)
+    r = client.patch(stack.doc(path), json={"v": 4}, params={"updateTime": t1}, headers=stack.admin)
     assert r.status_code == 400, r.text
     assert r.json()["code"] == "FAILED_PRECONDITION"
     assert client.get(stack.doc(path), headers=stack.admin).json()["data"] == {"v": 3}
@@ -154,6 +173,7 @@ def test_other_databases(stack, client, coll):
     # Same path, other database: independent.
     assert client.get(stack.doc(path), headers=stack.admin).status_code == 404
     assert client.get(stack.doc(path, db="tenant-a"), headers=stack.admin).json()["data"] == {
-        "db": "a"}
+        "db": "a"
+    }
     rows = stack.sql("select database_id from docstore.entities where path = %s", path)
     assert rows == [("tenant-a",)]

@@ -5,10 +5,9 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
-
-from pathlib import Path
 
 
 def binary(stack) -> str:
@@ -24,8 +23,12 @@ def start(stack, tmp_path: Path, database_url: str, *flags: str) -> tuple[subpro
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
     env["DOCSTORE_DATABASE_URL"] = database_url
     log = (tmp_path / "sidecar.log").open("w")
-    proc = subprocess.Popen([binary(stack), "--listen", f"127.0.0.1:{port}", *flags], env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [binary(stack), "--listen", f"127.0.0.1:{port}", *flags],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -40,11 +43,17 @@ def start(stack, tmp_path: Path, database_url: str, *flags: str) -> tuple[subpro
 
 def test_help_documents_every_flag(stack):
     out = subprocess.run([binary(stack), "--help"], capture_output=True, text=True, check=True)
-    for flag, env in (("--database-url", "DOCSTORE_DATABASE_URL"),
-                      ("--listen", "DOCSTORE_LISTEN"), ("--jwt-secret", "DOCSTORE_JWT_SECRET"),
-                      ("--jwks-file", "DOCSTORE_JWKS_FILE"), ("--jwt-issuer", None),
-                      ("--jwt-audience", None), ("--admin-key", "DOCSTORE_ADMIN_KEY"),
-                      ("--max-body-bytes", None), ("--pool-size", None)):
+    for flag, env in (
+        ("--database-url", "DOCSTORE_DATABASE_URL"),
+        ("--listen", "DOCSTORE_LISTEN"),
+        ("--jwt-secret", "DOCSTORE_JWT_SECRET"),
+        ("--jwks-file", "DOCSTORE_JWKS_FILE"),
+        ("--jwt-issuer", None),
+        ("--jwt-audience", None),
+        ("--admin-key", "DOCSTORE_ADMIN_KEY"),
+        ("--max-body-bytes", None),
+        ("--pool-size", None),
+    ):
         assert flag in out.stdout, flag
         if env:
             assert env in out.stdout, env
@@ -79,15 +88,18 @@ def test_sigterm_shuts_down_gracefully(stack, tmp_path):
 
 
 def test_small_body_limit_flag(stack, tmp_path):
-    proc, url = start(stack, tmp_path, stack.cluster.url(), "--max-body-bytes", "100",
-                      "--admin-key", "k" * 20)
+    proc, url = start(
+        stack, tmp_path, stack.cluster.url(), "--max-body-bytes", "100", "--admin-key", "k" * 20
+    )
     try:
         headers = {"Authorization": "Bearer " + "k" * 20}
-        r = httpx.put(url + "/v1/databases/(default)/documents/lim/a", headers=headers,
-                      json={"s": "x" * 200})
+        r = httpx.put(
+            url + "/v1/databases/(default)/documents/lim/a", headers=headers, json={"s": "x" * 200}
+        )
         assert r.status_code == 413
-        r = httpx.put(url + "/v1/databases/(default)/documents/lim/a", headers=headers,
-                      json={"s": "x"})
+        r = httpx.put(
+            url + "/v1/databases/(default)/documents/lim/a", headers=headers, json={"s": "x"}
+        )
         assert r.status_code == 200, r.text
     finally:
         proc.kill()
@@ -110,8 +122,17 @@ def test_jwks_file_rs256_and_es256(stack, tmp_path):
     ec_jwk.update(kid="e1")
     jwks = tmp_path / "jwks.json"
     jwks.write_text(json.dumps({"keys": [rsa_jwk, ec_jwk]}))
-    proc, url = start(stack, tmp_path, stack.cluster.url(), "--jwks-file", str(jwks),
-                      "--jwt-issuer", "https://issuer.test", "--jwt-audience", "my-app")
+    proc, url = start(
+        stack,
+        tmp_path,
+        stack.cluster.url(),
+        "--jwks-file",
+        str(jwks),
+        "--jwt-issuer",
+        "https://issuer.test",
+        "--jwt-audience",
+        "my-app",
+    )
     try:
         exp = int(time.time()) + 600
         claims = {"sub": "u1", "exp": exp, "iss": "https://issuer.test", "aud": "my-app"}

@@ -10,15 +10,21 @@ COMMIT = "/v1/databases/(default):commit"
 
 
 def seed(stack, coll, n):
-    stack.sql("select count(docstore.set(%s || '/d' || lpad(i::text, 5, '0'), "
-              "jsonb_build_object('i', i, 'even', i %% 2 = 0))) from generate_series(1, %s) i",
-              coll, n)
+    stack.sql(
+        "select count(docstore.set(%s || '/d' || lpad(i::text, 5, '0'), "
+        "jsonb_build_object('i', i, 'even', i %% 2 = 0))) from generate_series(1, %s) i",
+        coll,
+        n,
+    )
 
 
 def test_run_query_text(stack, client, coll):
     seed(stack, coll, 10)
-    r = client.post(RUN, headers=stack.admin, json={
-        "sql": f"select * from /{coll} where i >= 5 order by i desc limit 3"})
+    r = client.post(
+        RUN,
+        headers=stack.admin,
+        json={"sql": f"select * from /{coll} where i >= 5 order by i desc limit 3"},
+    )
     assert r.status_code == 200, r.text
     rows = r.json()
     assert [row["data"]["i"] for row in rows] == [10, 9, 8]
@@ -28,19 +34,25 @@ def test_run_query_text(stack, client, coll):
 
 def test_run_query_structured(stack, client, coll):
     seed(stack, coll, 5)
-    r = client.post(RUN, headers=stack.admin, json={"structuredQuery": {
-        "from": [{"collectionId": coll}],
-        "where": {"fieldFilter": {"field": {"fieldPath": "i"}, "op": "GREATER_THAN",
-                                  "value": 3}},
-    }})
+    r = client.post(
+        RUN,
+        headers=stack.admin,
+        json={
+            "structuredQuery": {
+                "from": [{"collectionId": coll}],
+                "where": {
+                    "fieldFilter": {"field": {"fieldPath": "i"}, "op": "GREATER_THAN", "value": 3}
+                },
+            }
+        },
+    )
     assert r.status_code == 200, r.text
     assert [row["data"]["i"] for row in r.json()] == [4, 5]
 
 
 def test_aggregation_rows(stack, client, coll):
     seed(stack, coll, 4)
-    r = client.post(RUN, headers=stack.admin,
-                    json={"sql": f"select count(*), sum(i) from /{coll}"})
+    r = client.post(RUN, headers=stack.admin, json={"sql": f"select count(*), sum(i) from /{coll}"})
     assert r.status_code == 200, r.text
     (row,) = r.json()
     assert set(row) == {"aggregation"}
@@ -57,8 +69,9 @@ def test_empty_result_and_syntax_error(stack, client, coll):
 
 def test_large_result_is_streamed(stack, client, coll):
     seed(stack, coll, 5000)
-    with client.stream("POST", RUN, headers=stack.admin,
-                       json={"sql": f"select * from /{coll}"}) as r:
+    with client.stream(
+        "POST", RUN, headers=stack.admin, json={"sql": f"select * from /{coll}"}
+    ) as r:
         assert r.status_code == 200
         assert "content-length" not in r.headers  # chunked: written as rows arrive
         chunks = [c for c in r.iter_bytes()]
@@ -69,13 +82,22 @@ def test_large_result_is_streamed(stack, client, coll):
 
 def test_commit_batch(stack, client, coll):
     client.put(stack.doc(f"{coll}/b"), json={"n": 1}, headers=stack.admin)
-    r = client.post(COMMIT, headers=stack.admin, json={"writes": [
-        {"create": f"{coll}/a", "data": {"n": 0}},
-        {"update": f"{coll}/b", "fields": {"n": {"$increment": 1}},
-         "precondition": {"exists": True}},
-        {"set": f"{coll}/c", "data": {"m": 1}, "merge": True},
-        {"delete": f"{coll}/z"},
-    ]})
+    r = client.post(
+        COMMIT,
+        headers=stack.admin,
+        json={
+            "writes": [
+                {"create": f"{coll}/a", "data": {"n": 0}},
+                {
+                    "update": f"{coll}/b",
+                    "fields": {"n": {"$increment": 1}},
+                    "precondition": {"exists": True},
+                },
+                {"set": f"{coll}/c", "data": {"m": 1}, "merge": True},
+                {"delete": f"{coll}/z"},
+            ]
+        },
+    )
     assert r.status_code == 200, r.text
     answer = r.json()
     assert set(answer) == {"commitTime", "updateTimes"}
@@ -83,8 +105,9 @@ def test_commit_batch(stack, client, coll):
     got = client.get(stack.doc(f"{coll}/b"), headers=stack.admin).json()
     assert got["data"] == {"n": 2}
     assert got["updateTime"] == answer["commitTime"]
-    r = client.post(COMMIT, headers=stack.admin,
-                    json={"writes": [{"create": f"{coll}/a", "data": {}}]})
+    r = client.post(
+        COMMIT, headers=stack.admin, json={"writes": [{"create": f"{coll}/a", "data": {}}]}
+    )
     assert r.status_code == 409 and r.json()["code"] == "ALREADY_EXISTS"
 
 
@@ -94,9 +117,16 @@ def test_optimistic_transaction_conflict_is_409_aborted(stack, client, coll):
     read = client.get(stack.doc(path), headers=stack.admin).json()
     # Someone else writes in between.
     client.patch(stack.doc(path), json={"balance": {"$increment": 5}}, headers=stack.admin)
-    body = {"transaction": True, "writes": [
-        {"set": path, "data": {"balance": read["data"]["balance"] - 1},
-         "precondition": {"updateTime": read["updateTime"]}}]}
+    body = {
+        "transaction": True,
+        "writes": [
+            {
+                "set": path,
+                "data": {"balance": read["data"]["balance"] - 1},
+                "precondition": {"updateTime": read["updateTime"]},
+            }
+        ],
+    }
     r = client.post(COMMIT, headers=stack.admin, json=body)
     assert r.status_code == 409, r.text
     assert r.json()["code"] == "ABORTED"
@@ -108,9 +138,16 @@ def test_optimistic_transaction_conflict_is_409_aborted(stack, client, coll):
     assert r.status_code == 400 and r.json()["code"] == "FAILED_PRECONDITION"
     # Read again and retry: it commits.
     read = client.get(stack.doc(path), headers=stack.admin).json()
-    body = {"transaction": True, "writes": [
-        {"set": path, "data": {"balance": read["data"]["balance"] - 1},
-         "precondition": {"updateTime": read["updateTime"]}}]}
+    body = {
+        "transaction": True,
+        "writes": [
+            {
+                "set": path,
+                "data": {"balance": read["data"]["balance"] - 1},
+                "precondition": {"updateTime": read["updateTime"]},
+            }
+        ],
+    }
     r = client.post(COMMIT, headers=stack.admin, json=body)
     assert r.status_code == 200, r.text
     assert client.get(stack.doc(path), headers=stack.admin).json()["data"] == {"balance": 14}
@@ -129,9 +166,20 @@ def test_concurrent_transactions_one_wins(stack, coll):
             for _ in range(5):
                 while True:
                     doc = c.get(stack.doc(path), headers=stack.admin).json()
-                    r = c.post(COMMIT, headers=stack.admin, json={"transaction": True, "writes": [
-                        {"set": path, "data": {"n": doc["data"]["n"] + 1},
-                         "precondition": {"updateTime": doc["updateTime"]}}]})
+                    r = c.post(
+                        COMMIT,
+                        headers=stack.admin,
+                        json={
+                            "transaction": True,
+                            "writes": [
+                                {
+                                    "set": path,
+                                    "data": {"n": doc["data"]["n"] + 1},
+                                    "precondition": {"updateTime": doc["updateTime"]},
+                                }
+                            ],
+                        },
+                    )
                     if r.status_code == 200:
                         break
                     assert r.status_code == 409, r.text
@@ -159,9 +207,11 @@ def test_health_and_metrics(stack, client, coll):
     assert client.get("/healthz").json() == {"status": "ok"}
     client.get(stack.doc(f"{coll}/nope"), headers=stack.admin)
     text = client.get("/metrics").text
-    assert re.search(r'docstore_http_requests_total\{[^}]*route="documents"[^}]*code="404"',
-                     text) or re.search(
-        r'docstore_http_requests_total\{[^}]*code="404"[^}]*route="documents"', text), text
+    assert re.search(
+        r'docstore_http_requests_total\{[^}]*route="documents"[^}]*code="404"', text
+    ) or re.search(r'docstore_http_requests_total\{[^}]*code="404"[^}]*route="documents"', text), (
+        text
+    )
     assert "docstore_http_request_duration_seconds_bucket" in text
     assert 'docstore_pg_pool_connections{state="idle"}' in text
 
@@ -173,24 +223,33 @@ def test_error_after_the_header_ends_the_array_with_an_error_item(stack, coll):
     import time
     from urllib.parse import urlsplit
 
-    stack.sql("select count(docstore.set(%s || '/d' || i, jsonb_build_object('pad', "
-              "repeat('x', 4000)))) from generate_series(1, 6000) i", coll)
+    stack.sql(
+        "select count(docstore.set(%s || '/d' || i, jsonb_build_object('pad', "
+        "repeat('x', 4000)))) from generate_series(1, 6000) i",
+        coll,
+    )
     u = urlsplit(stack.url)
     body = json.dumps({"sql": f"select * from /{coll}"}).encode()
     s = socket.create_connection((u.hostname, u.port), timeout=60)
-    s.sendall((f"POST {RUN} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-               f"Authorization: Bearer {stack.admin_key}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-               ).encode() + body)
+    s.sendall(
+        (
+            f"POST {RUN} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            f"Authorization: Bearer {stack.admin_key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+    )
     data = s.recv(4096)
     assert data.startswith(b"HTTP/1.1 200"), data
     # Stop reading until the backend is gone.
     deadline = time.monotonic() + 30
     killed = []
     while not killed and time.monotonic() < deadline:
-        killed = stack.sql("select pg_terminate_backend(pid) from pg_stat_activity "
-                           "where application_name = 'docstore-sidecar' "
-                           "and query like '%%docstore.query%%'")
+        killed = stack.sql(
+            "select pg_terminate_backend(pid) from pg_stat_activity "
+            "where application_name = 'docstore-sidecar' "
+            "and query like '%%docstore.query%%'"
+        )
         time.sleep(0.05)
     assert killed
     while chunk := s.recv(65536):
@@ -205,7 +264,7 @@ def test_error_after_the_header_ends_the_array_with_an_error_item(stack, coll):
         if n == 0:
             break
         text += rest[:n]
-        rest = rest[n + 2:]
+        rest = rest[n + 2 :]
     rows = json.loads(text)
     assert 0 < len(rows) < 6001
     assert set(rows[-1]) == {"error"}, rows[-1]
