@@ -65,7 +65,6 @@ class Cluster:
         self.run = self.dir / "run"
         self.log = self.dir / "postgres.log"
         self.port = free_port()
-        self.preloaded = False
         for d in (self.data, self.run):
             d.mkdir()
         if os.geteuid() == 0:
@@ -92,33 +91,27 @@ class Cluster:
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.run} "
             "-c wal_level=logical -c fsync=off -c max_connections=100"
         )
-        # The extension goes into shared_preload_libraries when its library allows it (its
-        # background worker and protected settings); an older build may not: start without.
-        for options, preloaded in (
-            (base + " -c shared_preload_libraries=pg_docstore", True),
-            (base, False),
-        ):
-            try:
-                as_postgres(
-                    [
-                        str(PG_BIN / "pg_ctl"),
-                        "-D",
-                        str(self.data),
-                        "-l",
-                        str(self.log),
-                        "-w",
-                        "-t",
-                        "60",
-                        "-o",
-                        options,
-                        "start",
-                    ]
-                )
-                self.preloaded = preloaded
-                return
-            except subprocess.CalledProcessError:
-                continue
-        raise RuntimeError(f"Postgres did not start; see {self.log}")
+        # As make up runs it: the extension in shared_preload_libraries (its background
+        # builder and the protected settings docstore.auth / docstore.request).
+        options = base + " -c shared_preload_libraries=pg_docstore"
+        try:
+            as_postgres(
+                [
+                    str(PG_BIN / "pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-l",
+                    str(self.log),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-o",
+                    options,
+                    "start",
+                ]
+            )
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"Postgres did not start; see {self.log}") from e
 
     def stop(self) -> None:
         try:

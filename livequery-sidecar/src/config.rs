@@ -14,7 +14,7 @@ use clap::Parser;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
 /// pg_docstore's HTTP API (documents, queries, commits) with JWT auth, next to Postgres.
-#[derive(Debug, Clone, Parser)]
+#[derive(Clone, Parser)]
 #[command(name = "docstore-sidecar", version, about, long_about = None)]
 pub struct Config {
     /// Postgres to connect to: a libpq URL (`postgresql://user@host:port/db`) or keyword
@@ -63,6 +63,25 @@ pub struct Config {
     /// more requests wait for a free connection).
     #[arg(long, env = "DOCSTORE_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+}
+
+/// Debug output never shows the secrets: the JWT secret, the admin key and the database URL
+/// (which may hold a password) are redacted.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |set: bool| if set { "<redacted>" } else { "<unset>" };
+        f.debug_struct("Config")
+            .field("database_url", &"<redacted>")
+            .field("listen", &self.listen)
+            .field("jwt_secret", &redacted(self.jwt_secret.is_some()))
+            .field("jwks_file", &self.jwks_file)
+            .field("jwt_issuer", &self.jwt_issuer)
+            .field("jwt_audience", &self.jwt_audience)
+            .field("admin_key", &redacted(self.admin_key.is_some()))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
 }
 
 #[cfg(test)]

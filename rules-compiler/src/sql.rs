@@ -58,7 +58,9 @@ pub fn jsonb_literal(v: &Val) -> String {
     let text = prim::to_json(v).to_string();
     let mut tag = String::from("$j$");
     let mut n = 0;
-    while text.contains(&tag) {
+    // The first occurrence of the tag in the text and the closing tag together must be the
+    // closing tag itself: a text ending in `$j` would otherwise close early against it.
+    while format!("{text}{tag}").find(&tag) != Some(text.len()) {
         n += 1;
         tag = format!("$j{n}$");
     }

@@ -4,7 +4,7 @@
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
-use docstore_core::{Code, FieldPath};
+use docstore_core::{typed_json, Code, FieldPath};
 use futures_util::StreamExt;
 use serde_json::{Map, Value as Json};
 
@@ -198,8 +198,9 @@ impl Commit {
 }
 
 /// The value at a field path of typed JSON document data, `None` when absent. A map written
-/// `{"$map": {...}}` is looked into; other typed values (`{"$timestamp": ..}`, ...) have no
-/// fields.
+/// `{"$map": {...}}` is looked into; a one-key object whose key is one of typed JSON's tags
+/// (core's [`typed_json::is_tag`]: a typed value or a transform) has no fields; any other
+/// object is a map, whatever its keys look like.
 fn value_at<'a>(data: &'a Json, path: &FieldPath) -> Option<&'a Json> {
     let mut at = data;
     for segment in path.segments() {
@@ -207,7 +208,7 @@ fn value_at<'a>(data: &'a Json, path: &FieldPath) -> Option<&'a Json> {
         if obj.len() == 1 {
             if let Some(Json::Object(inner)) = obj.get("$map") {
                 obj = inner;
-            } else if obj.keys().any(|k| k.starts_with('$')) {
+            } else if obj.keys().any(|k| typed_json::is_tag(k)) {
                 return None;
             }
         }
@@ -330,6 +331,9 @@ mod tests {
                 {"update": "r/a", "fields": {"a": 1, "b.c.d": 2, "x": {"$delete": true}, "t.y": {"$delete": true}}}
             ])
         );
+        // A map key that merely starts with `$` is a field, not a typed value.
+        let writes = masked_set("r/a", br#"{"a": {"$x": 1}}"#, &["a.`$x`".into()], None).unwrap();
+        assert_eq!(writes[1]["fields"], serde_json::json!({"a.`$x`": 1}));
         assert!(masked_set("r/a", b"[]", &["a".into()], None).is_err());
         assert!(masked_set("r/a", b"{}", &["a..b".into()], None).is_err());
     }

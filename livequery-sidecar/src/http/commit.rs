@@ -9,15 +9,16 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use docstore_core::Code;
+use docstore_core::{Code, ErrorKind};
 
 use super::body;
 use super::context::{run_as, RulesMethod};
 use super::documents::{end, json_response};
-use super::error::ApiError;
+use super::error::{raised_by_extension, ApiError};
 use super::resource::Target;
 use super::SharedState;
 use crate::pg::documents as pg_documents;
+use crate::pg::PgError;
 
 /// Handle `:commit`.
 ///
@@ -51,18 +52,31 @@ pub async fn commit(
     let tx = state.db.begin(&database, &run_as).await?;
     let result = pg_documents::commit(&tx, &commit.writes)
         .await
-        .map_err(ApiError::from);
-    let result = match result {
-        Err(mut e) if commit.transaction && e.code == Code::FailedPrecondition => {
-            e.code = Code::Aborted;
-            e.hint = Some(
-                "a document changed since the transaction read it: read again and retry the transaction"
-                    .into(),
-            );
-            Err(e)
-        }
-        other => other,
-    };
+        .map_err(|e| {
+            // In an optimistic transaction a failed precondition means a document changed
+            // since it was read: the transaction lost a race and is retried (ABORTED). Only
+            // the extension's own precondition failures are that; anything else keeps its code.
+            let lost_race = commit.transaction && precondition_failed(&e);
+            let mut e = ApiError::from(e);
+            if lost_race {
+                e.code = Code::Aborted;
+                e.hint = Some(
+                    "a document changed since the transaction read it: read again and retry the transaction"
+                        .into(),
+                );
+            }
+            e
+        });
     let answer = end(tx, result).await?;
     Ok(json_response(StatusCode::OK, answer.0))
+}
+
+/// Whether `error` is pg_docstore's failed write precondition (55000 raised by the extension).
+fn precondition_failed(error: &PgError) -> bool {
+    let PgError::Db(e) = error else {
+        return false;
+    };
+    e.as_db_error().is_some_and(|db| {
+        raised_by_extension(db) && db.code().code() == ErrorKind::FailedPrecondition.sqlstate()
+    })
 }

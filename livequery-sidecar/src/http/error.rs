@@ -1,11 +1,13 @@
 //! The one error type of the HTTP API: JSON `{"code", "message", "detail", "hint"}` with a
 //! canonical code (docstore-core's [`Code`]) and the one table code -> HTTP status.
 //!
-//! Errors pg_docstore raised itself (a SQLSTATE of core's table: [`ErrorKind::from_sqlstate`]
-//! reads it back to the same SQLSTATE) keep their message, detail and hint: they are written
-//! for the user. Anything else (a Postgres error of another SQLSTATE, a lost connection, a bug)
-//! is logged with `tracing` under an error id, and the response carries a generic message with
-//! that id: never a database internal, a SQL text or a stack trace.
+//! Errors pg_docstore raised itself (its routine is `pg_docstore` and its SQLSTATE one of core's
+//! table: [`ErrorKind::from_sqlstate`] reads it back to the same SQLSTATE) keep their message,
+//! detail and hint: they are written for the user. Anything else (Postgres' own errors, even
+//! with a SQLSTATE of the table, a lost connection, a bug) is logged with `tracing` under an
+//! error id, and the response carries the code with a generic message and that id: never a
+//! database internal, a SQL text or a stack trace. Postgres' own class 42 and 28 errors are
+//! INTERNAL here: the sidecar runs only its own fixed SQL, so they mean a broken deployment.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -136,6 +138,16 @@ impl From<PgError> for ApiError {
     }
 }
 
+/// The routine pg_docstore's errors name (pgrx reports the `ErrorReport`'s function name there):
+/// only these carry a message written for the user. Postgres' own errors can share a SQLSTATE
+/// with ours (a duplicate key is 23505 too) and their text names tables and constraints.
+const EXTENSION_ROUTINE: &str = "pg_docstore";
+
+/// Whether pg_docstore raised `db` (its message, detail and hint are for the user).
+pub fn raised_by_extension(db: &tokio_postgres::error::DbError) -> bool {
+    db.routine() == Some(EXTENSION_ROUTINE)
+}
+
 /// A Postgres error as the API reports it (see the module documentation).
 pub fn from_postgres(error: &tokio_postgres::Error) -> ApiError {
     let Some(db) = error.as_db_error() else {
@@ -147,9 +159,18 @@ pub fn from_postgres(error: &tokio_postgres::Error) -> ApiError {
         return ApiError::internal(code, "the database connection failed", error);
     };
     let state = db.code().code();
-    let kind = ErrorKind::from_sqlstate(state);
-    if kind.sqlstate() == state && kind != ErrorKind::Internal {
-        // Ours: pg_docstore wrote it for the user.
+    let ours = raised_by_extension(db);
+    let kind = match ErrorKind::from_sqlstate(state) {
+        // The sidecar runs only its own fixed SQL: an undefined object or a refused login
+        // raised by Postgres itself is a fault of the deployment, not of the request.
+        ErrorKind::InvalidArgument | ErrorKind::Syntax if !ours && state.starts_with("42") => {
+            ErrorKind::Internal
+        }
+        ErrorKind::Unauthenticated if !ours => ErrorKind::Internal,
+        kind => kind,
+    };
+    if ours && kind.sqlstate() == state && kind != ErrorKind::Internal {
+        // pg_docstore wrote it for the user.
         return ApiError {
             code: kind.code(),
             message: db.message().to_owned(),
