@@ -55,17 +55,24 @@ def test_claims_and_request_reach_postgres(stack, client, coll, owner_policy):
 
 
 def test_requests_run_as_docstore_client(stack, client, coll):
-    """A user's request cannot do what docstore_client may not: read index_entries is
-    refused for it, so a direct grant check shows the role in effect."""
-    rows = stack.sql(
-        "select has_table_privilege('docstore_client', 'docstore.index_entries', 'select')"
+    """A user's request runs as role docstore_client: a policy that hides every row from that
+    role (and from no other) hides the document from a JWT and an anonymous request, while
+    the admin key (the sidecar's own role) still sees it."""
+    write(client, stack, f"{coll}/hidden", {"a": 1})
+    url = stack.doc(f"{coll}/hidden")
+    stack.sql("alter table docstore.entities enable row level security")
+    stack.sql(
+        "create policy test_hide_from_clients on docstore.entities "
+        "for select to docstore_client using (false)"
     )
-    assert rows == [(False,)]
-    # A user's write still works (through the extension's functions).
-    r = client.put(
-        stack.doc(f"{coll}/u"), json={"a": 1}, headers=stack.bearer(stack.token({"sub": "u1"}))
-    )
-    assert r.status_code == 200, r.text
+    try:
+        user = stack.bearer(stack.token({"sub": "u1"}))
+        assert client.get(url, headers=user).status_code == 404
+        assert client.get(url).status_code == 404
+        assert client.get(url, headers=stack.admin).status_code == 200
+    finally:
+        stack.sql("drop policy if exists test_hide_from_clients on docstore.entities")
+        stack.sql("alter table docstore.entities disable row level security")
 
 
 def test_no_header_is_unauthenticated_not_an_error(stack, client, coll):
