@@ -33,7 +33,9 @@ compose_config() {
 
 core() {
   say "docstore-core: unit, property (10,000 cases each) and seed tests"
-  cargo test -p docstore-core
+  # The differential test needs a cluster and is the differential layer's: skipped here by
+  # name, so it is neither run twice nor counted as passed without running.
+  cargo test -p docstore-core -- --skip docstore_query_returns_what_the_oracle_returns
 }
 
 rules() {
