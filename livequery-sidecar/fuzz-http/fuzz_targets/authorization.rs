@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(failure) = docstore_sidecar_fuzz::check_authorization(data) {
+    if let Err(failure) = docstore_sidecar_http_fuzz::check_authorization(data) {
         panic!("{failure}");
     }
 });
