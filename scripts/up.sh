@@ -20,7 +20,7 @@ install_packages() {
 }
 
 install_rust_tools() {
-  command -v cargo >/dev/null || die "cargo is missing: install Rust 1.86 or newer (rustup) first"
+  command -v cargo >/dev/null || die "cargo is missing: install Rust 1.88 or newer (rustup) first"
   if [ "$(cargo pgrx --version 2>/dev/null | awk '{print $2}')" != "${PGRX_VERSION}" ]; then
     say "installing cargo-pgrx ${PGRX_VERSION} (a few minutes, once)"
     cargo install cargo-pgrx --version "=${PGRX_VERSION}" --locked --quiet
