@@ -2,7 +2,7 @@
 //! `docstore.entities`, over inputs of the kind a replication connection delivers.
 //!
 //! The library of the fuzz crate (each target in `fuzz_targets/` is one call into it), also
-//! compiled into `tests/source_fuzz_seeds.rs` with `#[path]`. It includes the decoders by
+//! compiled into `tests/fuzz_seeds.rs` with `#[path]`. It includes the decoders by
 //! path, so it depends on nothing but docstore-core, thiserror and std. A check never fails
 //! because input is refused; it fails when a decoder panics (libFuzzer catches that) or
 //! breaks a property below.

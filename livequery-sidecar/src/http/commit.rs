@@ -16,7 +16,7 @@ use super::context::{run_as, RulesMethod};
 use super::documents::{end, json_response};
 use super::error::{raised_by_extension, ApiError};
 use super::resource::Target;
-use super::SharedState;
+use super::{JsonPost, SharedState};
 use crate::pg::documents as pg_documents;
 use crate::pg::PgError;
 
@@ -31,20 +31,12 @@ pub async fn commit(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
-    if request.uri().query().is_some_and(|q| !q.is_empty()) {
-        return Err(ApiError::invalid_argument(
-            ":commit takes no query parameters",
-        ));
-    }
-    let principal = state.verifier.authenticate(request.headers())?;
-    body::require_json(request.headers())?;
-    let (parts, raw) = request.into_parts();
-    let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
-    let commit = body::Commit::parse(&bytes)?;
+    let post = JsonPost::read(&state, "commit", request).await?;
+    let commit = body::Commit::parse(&post.body)?;
     let run_as = run_as(
-        &principal,
+        &post.principal,
         RulesMethod::Write,
-        parts.method.as_str(),
+        post.method.as_str(),
         &database,
         "",
         None,

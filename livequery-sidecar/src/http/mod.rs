@@ -40,6 +40,46 @@ pub struct AppState {
 /// The shared state.
 pub type SharedState = Arc<AppState>;
 
+/// A `POST /v1/databases/{db}:verb` request read the way `:commit` and `:runQuery` share: it
+/// has no query parameters, its caller is authenticated, and its JSON body is read within the
+/// size limit.
+pub struct JsonPost {
+    pub principal: auth::Principal,
+    pub method: Method,
+    pub body: Vec<u8>,
+}
+
+impl JsonPost {
+    /// Read `request` for the `:verb` endpoint.
+    ///
+    /// # Errors
+    /// 400 for query parameters or a body that is not JSON, 401 for a bad token, 413 for a body
+    /// over the limit.
+    ///
+    /// # Cancel safety
+    /// Dropped while reading, nothing has happened yet.
+    pub async fn read(
+        state: &AppState,
+        verb: &str,
+        request: Request,
+    ) -> Result<JsonPost, ApiError> {
+        if request.uri().query().is_some_and(|q| !q.is_empty()) {
+            return Err(ApiError::invalid_argument(format!(
+                ":{verb} takes no query parameters"
+            )));
+        }
+        let principal = state.verifier.authenticate(request.headers())?;
+        body::require_json(request.headers())?;
+        let (parts, raw) = request.into_parts();
+        let body = body::read(&parts.headers, raw, state.max_body_bytes).await?;
+        Ok(JsonPost {
+            principal,
+            method: parts.method,
+            body,
+        })
+    }
+}
+
 /// The router of the whole API.
 pub fn router(state: SharedState) -> Router {
     Router::new()

@@ -19,12 +19,12 @@ use futures_util::{FutureExt, StreamExt};
 use serde_json::Value as Json;
 use tokio_postgres::{Row, RowStream};
 
-use super::body::{self, RunQuery};
+use super::body::RunQuery;
 use super::context::{run_as, structured_query_info, text_query_info, RulesMethod};
 use super::documents::end;
 use super::error::ApiError;
 use super::resource::{parse_params, Target};
-use super::SharedState;
+use super::{JsonPost, SharedState};
 use crate::pg::query::{self as pg_query, QueryInput, ResultRow};
 use crate::pg::{PgError, RequestTx, RunAs};
 
@@ -42,16 +42,8 @@ pub async fn run_query(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
-    if request.uri().query().is_some_and(|q| !q.is_empty()) {
-        return Err(ApiError::invalid_argument(
-            ":runQuery takes no query parameters",
-        ));
-    }
-    let principal = state.verifier.authenticate(request.headers())?;
-    body::require_json(request.headers())?;
-    let (parts, raw) = request.into_parts();
-    let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
-    let query = RunQuery::parse(&bytes)?;
+    let post = JsonPost::read(&state, "runQuery", request).await?;
+    let query = RunQuery::parse(&post.body)?;
     let info = match &query {
         RunQuery::Sql(text) => text_query_info(text),
         RunQuery::Structured(text) => serde_json::from_str::<Json>(text)
@@ -59,9 +51,9 @@ pub async fn run_query(
             .unwrap_or(Json::Null),
     };
     let run_as = run_as(
-        &principal,
+        &post.principal,
         RulesMethod::List,
-        parts.method.as_str(),
+        post.method.as_str(),
         &database,
         "",
         Some(info),
