@@ -13,7 +13,8 @@ use docstore_sidecar::http::resource::{self, Target};
 /// What a check reports when a property does not hold.
 pub type Failure = String;
 
-fn client_error(e: &ApiError) -> Result<(), Failure> {
+/// A parser's refusal must be a 4xx with a message.
+pub fn client_error(e: &ApiError) -> Result<(), Failure> {
     let status = e.status().as_u16();
     if (400..500).contains(&status) && !e.message.is_empty() {
         Ok(())
@@ -28,6 +29,9 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
     let (path, query) = text.split_once('?').unwrap_or((&text, ""));
     for candidate in [path.to_owned(), format!("/v1/databases/{path}")] {
         match resource::parse_target(&candidate) {
+            Ok(Target::Path { path, .. }) if path.segments().is_empty() => {
+                return Err(format!("accepted an empty document path in {candidate:?}"));
+            }
             Ok(Target::Path { database, .. })
             | Ok(Target::RunQuery { database })
             | Ok(Target::Commit { database }) => {
