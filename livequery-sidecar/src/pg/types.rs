@@ -7,9 +7,6 @@ use bytes::{BufMut, BytesMut};
 use docstore_core::Timestamp;
 use tokio_postgres::types::{accepts, to_sql_checked, FromSql, IsNull, ToSql, Type};
 
-/// Microseconds between the Unix epoch and the Postgres epoch (2000-01-01).
-const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
-
 /// The binary `jsonb` format's version byte.
 const JSONB_VERSION: u8 = 1;
 
@@ -61,8 +58,7 @@ impl PgTime {
     /// RFC 3339 in UTC with six fractional digits (`2026-11-23T02:15:53.123456Z`), core's
     /// canonical form; `None` for a time outside years 1-9999 (`infinity`).
     pub fn to_rfc3339(self) -> Option<String> {
-        let unix = self.0.checked_add(POSTGRES_EPOCH_MICROS)?;
-        Timestamp::from_micros(unix).map(Timestamp::to_rfc3339)
+        Timestamp::from_postgres_micros(self.0).map(Timestamp::to_rfc3339)
     }
 }
 

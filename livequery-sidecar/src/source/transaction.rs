@@ -9,9 +9,6 @@ use thiserror::Error;
 use super::entities::{Change, EntitiesDecoder, RowError};
 use super::pgoutput::{DecodeError, LogicalMessage, Lsn, Message};
 
-/// Microseconds from the Unix epoch to Postgres' (2000-01-01 UTC).
-pub const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
-
 /// A committed transaction of the change stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transaction {
@@ -177,10 +174,7 @@ impl Assembler {
 /// # Errors
 /// [`AssembleError::CommitTime`] outside Firestore's timestamp range.
 pub fn commit_time(pg_micros: i64) -> Result<Timestamp, AssembleError> {
-    pg_micros
-        .checked_add(PG_EPOCH_UNIX_MICROS)
-        .and_then(Timestamp::from_micros)
-        .ok_or(AssembleError::CommitTime(pg_micros))
+    Timestamp::from_postgres_micros(pg_micros).ok_or(AssembleError::CommitTime(pg_micros))
 }
 
 #[cfg(test)]
@@ -221,7 +215,7 @@ mod tests {
         };
         assert_eq!(txn.xid, 7);
         assert_eq!((txn.commit_lsn, txn.end_lsn), (Lsn(100), Lsn(120)));
-        assert_eq!(txn.commit_time.micros(), PG_EPOCH_UNIX_MICROS + 1);
+        assert_eq!(txn.commit_time.postgres_micros(), 1);
         assert_eq!(txn.messages.len(), 1);
         assert_eq!(txn.messages[0].prefix, "docstore-heartbeat");
         assert!(!a.in_transaction());

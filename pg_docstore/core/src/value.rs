@@ -134,6 +134,9 @@ pub struct Timestamp {
 pub const MIN_TIMESTAMP_MICROS: i64 = -62_135_596_800_000_000;
 /// Microseconds since the Unix epoch of 9999-12-31T23:59:59.999999Z.
 pub const MAX_TIMESTAMP_MICROS: i64 = 253_402_300_799_999_999;
+/// Microseconds between the Unix epoch and the Postgres epoch (2000-01-01T00:00:00Z), the
+/// origin of `timestamptz` values, of pgoutput's commit times and of replication messages.
+pub const POSTGRES_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 
 impl Timestamp {
     /// A timestamp from microseconds since the Unix epoch; `None` outside Firestore's range.
@@ -146,6 +149,17 @@ impl Timestamp {
     /// Microseconds since the Unix epoch.
     pub fn micros(self) -> i64 {
         self.micros
+    }
+
+    /// A timestamp from Postgres microseconds (since 2000-01-01, as `timestamptz` and
+    /// pgoutput hold them); `None` outside Firestore's range (or on overflow).
+    pub fn from_postgres_micros(pg_micros: i64) -> Option<Self> {
+        Self::from_micros(pg_micros.checked_add(POSTGRES_EPOCH_UNIX_MICROS)?)
+    }
+
+    /// Microseconds since the Postgres epoch (never overflows: the range is within years 1-9999).
+    pub fn postgres_micros(self) -> i64 {
+        self.micros - POSTGRES_EPOCH_UNIX_MICROS
     }
 
     /// Parse RFC 3339 (`2022-09-01T13:23:22.123456Z`, any offset). Digits beyond the sixth
@@ -171,5 +185,26 @@ impl Timestamp {
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_rfc3339())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_micros_are_counted_from_2000() {
+        let y2k = Timestamp::from_postgres_micros(0).unwrap();
+        assert_eq!(y2k.to_rfc3339(), "2000-01-01T00:00:00.000000Z");
+        assert_eq!(y2k.postgres_micros(), 0);
+        let t = Timestamp::parse_rfc3339("1970-01-01T00:00:00.000001Z").unwrap();
+        assert_eq!(t.postgres_micros(), 1 - POSTGRES_EPOCH_UNIX_MICROS);
+        assert_eq!(
+            Timestamp::from_postgres_micros(t.postgres_micros()),
+            Some(t)
+        );
+        // `infinity` and anything past year 9999 is no timestamp, and never overflows.
+        assert_eq!(Timestamp::from_postgres_micros(i64::MAX), None);
+        assert_eq!(Timestamp::from_postgres_micros(i64::MIN), None);
     }
 }

@@ -8,9 +8,6 @@ use docstore_core::Timestamp;
 
 use crate::errors::DocstoreError;
 
-/// Microseconds between the Unix epoch and the Postgres epoch.
-const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
-
 /// The current transaction's start time (`now()`), in Postgres microseconds.
 pub fn transaction_start() -> i64 {
     // SAFETY: reads a field of the current transaction state; always valid inside a call.
@@ -18,13 +15,13 @@ pub fn transaction_start() -> i64 {
 }
 
 pub fn to_timestamp(pg_micros: i64) -> Result<Timestamp, DocstoreError> {
-    Timestamp::from_micros(pg_micros.saturating_add(POSTGRES_EPOCH_MICROS)).ok_or_else(|| {
+    Timestamp::from_postgres_micros(pg_micros).ok_or_else(|| {
         DocstoreError::InvalidArgument(format!("time {pg_micros} is outside years 1-9999"))
     })
 }
 
 pub fn from_timestamp(t: Timestamp) -> i64 {
-    t.micros() - POSTGRES_EPOCH_MICROS
+    t.postgres_micros()
 }
 
 pub fn to_timestamptz(pg_micros: i64) -> Result<TimestampWithTimeZone, DocstoreError> {
