@@ -123,7 +123,12 @@ impl Table {
                 pg_sys::AclMode::from(pg_sys::ACL_INSERT),
             ) == pg_sys::AclResult::ACLCHECK_OK;
             let rls = pg_sys::check_enable_rls(relid, pg_sys::InvalidOid, true);
-            let no_rls = u32::try_from(rls) == Ok(pg_sys::CheckEnableRlsResult::RLS_NONE);
+            // RLS_NONE_ENV: the table has row-level security, which this user bypasses
+            // (superuser, owner, BYPASSRLS): no policy applies to the insert either.
+            let no_rls = u32::try_from(rls).is_ok_and(|r| {
+                r == pg_sys::CheckEnableRlsResult::RLS_NONE
+                    || r == pg_sys::CheckEnableRlsResult::RLS_NONE_ENV
+            });
             let constr = (*(*self.rel).rd_att).constr;
             let no_checks = constr.is_null() || (*constr).num_check == 0;
             granted && no_rls && (*self.rel).trigdesc.is_null() && no_checks
