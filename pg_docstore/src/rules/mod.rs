@@ -34,7 +34,8 @@ thread_local! {
     static COMPILED: RefCell<HashMap<String, (String, Rc<Ruleset>)>> = RefCell::new(HashMap::new());
 }
 
-/// The ruleset of `database`, or `None` when none is set. Reads `docstore.rules`, so the
+/// The ruleset of `database`, or `None` when none is set (or the extension's SQL has no
+/// `docstore.rules` yet). Reads `docstore.rules`, so the
 /// caller must hold rights on it (run as the owner: `pg::owner::AsOwner`).
 ///
 /// # Errors
@@ -43,6 +44,11 @@ pub fn ruleset(
     client: &SpiClient<'_>,
     database: &str,
 ) -> Result<Option<Rc<Ruleset>>, DocstoreError> {
+    // A database whose extension SQL predates the rules (a development cluster not yet
+    // re-created) has no rules.
+    if !crate::pg::heap::relation_exists(c"docstore", c"rules") {
+        return Ok(None);
+    }
     let rows = client.select(
         "select source from docstore.rules where database_id = $1",
         Some(1),
