@@ -10,6 +10,8 @@
 //! DML on entities: see `pg::owner::caller_writes_as_client`) are administrators: no rule
 //! applies to them, as Firestore's admin SDK bypasses rules.
 
+#[cfg(any(test, feature = "pg_test"))]
+mod differential;
 pub mod policy;
 
 use std::cell::RefCell;
