@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use pgrx::spi::SpiClient;
+use pgrx::{PgBuiltInOids, PgOid};
 
 use docstore_core::encoding::encode_name;
 use docstore_core::value::Map;
@@ -51,11 +52,13 @@ pub fn ruleset(
     if !crate::pg::heap::relation_exists(c"docstore", c"rules") {
         return Ok(None);
     }
-    let rows = client.select(
+    let text = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
+    let stmt = crate::pg::spi::plan(
+        client,
         "select source from docstore.rules where database_id = $1",
-        Some(1),
-        &[database.into()],
+        &[text],
     )?;
+    let rows = client.select(&*stmt, Some(1), &[database.into()])?;
     let Some(row) = rows.into_iter().next() else {
         return Ok(None);
     };
