@@ -45,6 +45,9 @@ end $$;
 revoke execute on function docstore.set_rules(text, text), docstore.drop_rules(text),
     docstore.rules_install(), docstore.rules_changed()
     from public, docstore_client;
+-- get()/exists() of the compiled rules read any document as the owner: only the policy
+-- function (SECURITY DEFINER) calls them, never a client directly.
+revoke execute on function docstore.rules_lookup(text, jsonb) from public, docstore_client;
 -- Row-level security on documents: clients (roles with docstore_client's privileges and no
 -- DML on entities, as writes::authorize decides) see the rows the per-document `list` rule of
 -- their database allows (docstore.rules_policy); every other role reads and writes entities

@@ -39,9 +39,12 @@ begin
 end $$;
 
 -- Whether the row may be read by the current docstore_client: the per-document `list` rule of
--- the row's database (rules::policy regenerates this body). Open until rules are set.
+-- the row's database (rules::policy regenerates this body). Open until rules are set. SECURITY
+-- DEFINER so that its get()/exists() (docstore.rules_lookup, which clients may not call) read
+-- documents as the owner; its search_path is fixed, as a definer's must be.
 create function docstore.rules_policy(database_id text, path text, data jsonb) returns boolean
-language sql stable parallel safe as $$ select true $$;
+language sql stable parallel safe security definer set search_path = pg_catalog, pg_temp
+as $$ select true $$;
 
 create function docstore.rules_changed() returns trigger language plpgsql as $$
 begin

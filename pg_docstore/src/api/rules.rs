@@ -122,7 +122,8 @@ fn rules_request(method: &str, database: &str, path: &str) -> Option<TypedJsonb>
 /// `get()` / `exists()` (and their `After` forms, the same outside a write) of a document path
 /// value: the document `{data, id, __name__}` or null, or a boolean. Reads as the extension's
 /// owner (SECURITY DEFINER): rules see documents the caller's row-level security hides. NULL
-/// for anything that is not a document path.
+/// for anything that is not a document path. Not executable by clients (`roles.sql`): only the
+/// SECURITY DEFINER policy function `docstore.rules_policy` calls it.
 #[pg_extern(stable, strict, parallel_safe, security_definer)]
 fn rules_lookup(kind: &str, path: TypedJsonb) -> Option<TypedJsonb> {
     let Val::Path(segments) = prim::from_json(&arg(&path)?)? else {

@@ -78,7 +78,8 @@ pub fn install(client: &mut SpiClient<'_>) -> Result<(), DocstoreError> {
     let tag = dollar_tag(&body);
     let sql = format!(
         "CREATE OR REPLACE FUNCTION docstore.rules_policy(database_id text, path text, data jsonb) \
-         RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS {tag}{body}{tag}"
+         RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER \
+         SET search_path = pg_catalog, pg_temp AS {tag}{body}{tag}"
     );
     client.update(&sql, None, &[])?;
     Ok(())

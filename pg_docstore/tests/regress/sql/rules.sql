@@ -48,6 +48,8 @@ select sqlstate_of($$set docstore.request = '{}'$$);
 select sqlstate_of($$select docstore.set_rules('service cloud.firestore {}')$$);
 select sqlstate_of($$select docstore.drop_rules()$$);
 select sqlstate_of('select count(*) from docstore.rules');
+-- nor read documents through the rules' lookups
+select sqlstate_of($$select docstore.rules_lookup('get', '{"$path": ["databases", "(default)", "documents", "rooms", "r2"]}')$$);
 rollback;
 
 -- Unauthenticated: get
