@@ -39,3 +39,25 @@ begin
         alter publication docstore_changes add table docstore.entities;
     end if;
 end $$;
+
+-- Security rules (DESIGN.md section 6). Rules are for administrators to set; the functions
+-- that write them and the trigger's are not for clients.
+revoke execute on function docstore.set_rules(text, text), docstore.drop_rules(text),
+    docstore.rules_install(), docstore.rules_changed()
+    from public, docstore_client;
+-- get()/exists() of the compiled rules read any document as the owner: only the policy
+-- function (SECURITY DEFINER) calls them, never a client directly.
+revoke execute on function docstore.rules_lookup(text, jsonb) from public, docstore_client;
+-- Row-level security on documents: clients (roles with docstore_client's privileges and no
+-- DML on entities, as writes::authorize decides) see the rows the per-document `list` rule of
+-- their database allows (docstore.rules_policy); every other role reads and writes entities
+-- with its own grants, as before (superusers and the owner bypass row-level security anyway).
+alter table docstore.entities enable row level security;
+create policy docstore_rules_list on docstore.entities for select to docstore_client
+    using (docstore.rules_policy(database_id, path, data));
+create policy docstore_not_clients on docstore.entities for select to public
+    using ((select not pg_has_role('docstore_client', 'usage')
+                or has_table_privilege('docstore.entities', 'insert, update, delete')));
+create policy docstore_insert on docstore.entities for insert to public with check (true);
+create policy docstore_update on docstore.entities for update to public using (true);
+create policy docstore_delete on docstore.entities for delete to public using (true);

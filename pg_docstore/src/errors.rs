@@ -72,6 +72,12 @@ pub enum DocstoreError {
     Query(#[from] QueryError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    #[error("{}", .0.headline())]
+    Rules(docstore_rules::CompileError),
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
     #[error("internal error: {0}")]
     Internal(String),
     #[error("SPI: {0}")]
@@ -101,6 +107,9 @@ impl DocstoreError {
             | DocstoreError::IndexExists { .. }
             | DocstoreError::DatabaseExists { .. } => ErrorKind::AlreadyExists,
             DocstoreError::PreconditionFailed { .. } => ErrorKind::FailedPrecondition,
+            DocstoreError::Rules(e) => e.error_kind(),
+            DocstoreError::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            DocstoreError::Unauthenticated(_) => ErrorKind::Unauthenticated,
             DocstoreError::Contention { .. } => ErrorKind::Aborted,
             DocstoreError::Internal(_) | DocstoreError::Spi(_) => ErrorKind::Internal,
         }
@@ -116,6 +125,7 @@ impl DocstoreError {
                 Some("use docstore.set() to overwrite, or docstore.update() to change fields")
             }
             DocstoreError::Contention { .. } => Some("retry the transaction"),
+            DocstoreError::Rules(_) => Some("the supported rules language is described in docs/rules.md"),
             DocstoreError::InWrite { error, .. } => error.hint(),
             DocstoreError::Plan(PlanError::MissingIndex { .. }) => {
                 Some("run the create_index call above; the index is built in the background (see docs/query.md)")
@@ -129,7 +139,10 @@ impl DocstoreError {
 impl From<DocstoreError> for ErrorReport {
     fn from(e: DocstoreError) -> Self {
         let code = sql_error_code(e.kind().sqlstate());
-        let report = ErrorReport::new(code, e.to_string(), "pg_docstore");
+        let mut report = ErrorReport::new(code, e.to_string(), "pg_docstore");
+        if let DocstoreError::Rules(compile) = &e {
+            report = report.set_detail(compile.excerpt.clone());
+        }
         match e.hint() {
             Some(hint) => report.set_hint(hint),
             None => report,
@@ -213,6 +226,8 @@ mod tests {
                 "55000",
             ),
             (DocstoreError::Contention { path: "c/d".into() }, "40001"),
+            (DocstoreError::PermissionDenied("x".into()), "42501"),
+            (DocstoreError::Unauthenticated("x".into()), "28000"),
             (DocstoreError::Internal("x".into()), "XX000"),
             (
                 DocstoreError::InWrite {

@@ -15,6 +15,7 @@ static DATABASE: GucSetting<Option<CString>> =
 static AUTO_BUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
 static AUTH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static REQUEST: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static JWT_SECRET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Define the settings (from `_PG_init`, whenever the library is loaded).
 ///
@@ -62,6 +63,70 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_string_guc(
+        c"docstore.jwt_secret",
+        c"The HS256 secret docstore.authenticate(jwt) verifies tokens with.",
+        c"Set it in postgresql.conf or with ALTER SYSTEM (not ALTER DATABASE/ROLE SET, whose \
+          values every role can read). Only superusers can see or change it.",
+        &JWT_SECRET,
+        GucContext::Suset,
+        GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
+    );
+}
+
+/// The caller's verified JWT claims (`docstore.auth`): `None` when unset, empty or JSON
+/// `null` (unauthenticated).
+///
+/// # Errors
+/// [`DocstoreError::InvalidArgument`] when the setting is not a JSON object or null.
+pub fn auth() -> Result<Option<serde_json::Value>, DocstoreError> {
+    let Some(text) = AUTH.get() else {
+        return Ok(None);
+    };
+    let text = text.to_string_lossy();
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Null) => Ok(None),
+        Ok(claims @ serde_json::Value::Object(_)) => Ok(Some(claims)),
+        _ => Err(DocstoreError::InvalidArgument(
+            "docstore.auth must hold a JSON object of claims or null".into(),
+        )),
+    }
+}
+
+/// The secret of `docstore.authenticate` (`docstore.jwt_secret`), if set.
+pub fn jwt_secret() -> Option<Vec<u8>> {
+    JWT_SECRET
+        .get()
+        .map(|c| c.to_bytes().to_vec())
+        .filter(|s| !s.is_empty())
+}
+
+/// Set `docstore.auth` for the rest of the session (or until the transaction rolls back), with
+/// the rights of a superuser: only for claims `docstore.authenticate` has verified.
+pub fn set_auth_verified(claims: &str) -> Result<(), DocstoreError> {
+    let value = CString::new(claims)
+        .map_err(|_| DocstoreError::InvalidArgument("claims hold U+0000".into()))?;
+    #[allow(clippy::cast_possible_wrap)]
+    let elevel = pgrx::pg_sys::PGERROR as core::ffi::c_int;
+    // SAFETY: both strings are NUL-terminated and live across the call; the setting is ours
+    // (defined in `init`); a failure raises a Postgres ERROR (elevel), which pgrx turns into
+    // a Rust unwind through this frame.
+    unsafe {
+        pgrx::pg_sys::set_config_option(
+            c"docstore.auth".as_ptr(),
+            value.as_ptr(),
+            pgrx::pg_sys::GucContext::PGC_SUSET,
+            pgrx::pg_sys::GucSource::PGC_S_SESSION,
+            pgrx::pg_sys::GucAction::GUC_ACTION_SET,
+            true,
+            elevel,
+            false,
+        );
+    }
+    Ok(())
 }
 
 /// The session's database id, validated.

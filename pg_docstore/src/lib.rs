@@ -5,6 +5,7 @@
 //! - `storage/`: the fixed tables through cached SPI plans.
 //! - `pg/`: Datum, SPI, time, random and background-worker glue; the only place with `unsafe`.
 //! - `errors`: the one mapping from domain errors to SQLSTATEs.
+//! - `rules`: the security rules (stored rulesets, requests, lookups, the RLS policy).
 //! - `guc`: the settings (`docstore.database`, and the protected `docstore.auth` and
 //!   `docstore.request`).
 
@@ -13,6 +14,7 @@ mod errors;
 mod executor;
 mod guc;
 mod pg;
+mod rules;
 mod storage;
 mod writes;
 
@@ -23,6 +25,20 @@ pgrx::extension_sql_file!(
     "../../sql/index_build.sql",
     name = "index_build",
     requires = ["schema", index_build_step]
+);
+pgrx::extension_sql_file!(
+    "../../sql/rules.sql",
+    name = "rules",
+    requires = [
+        "schema",
+        rules_catalog,
+        rules_prim1,
+        rules_prim2,
+        rules_prim3,
+        rules_prim4,
+        rules_primv,
+        rules_install
+    ]
 );
 pgrx::extension_sql_file!("../../sql/roles.sql", name = "roles", finalize);
 

@@ -6,10 +6,12 @@ use pgrx::prelude::*;
 
 use docstore_core::mutation::{Mutation, WriteKind};
 use docstore_core::ResourcePath;
+use docstore_rules::eval::{Budget, Document};
+use docstore_rules::Method;
 
 use crate::errors::DocstoreError;
 use crate::guc::database_id;
-use crate::pg::jsonb::{DocumentJsonb, JsonbDatum, JsonbOut, TypedJsonb};
+use crate::pg::jsonb::{DocumentJsonb, JsonbDatum, JsonbOut, StoredJsonb, TypedJsonb};
 use crate::pg::random::auto_id;
 use crate::pg::time::{to_timestamp, to_timestamptz};
 use crate::storage::entities::{self, Keys};
@@ -43,19 +45,95 @@ fn write_one(
     to_timestamptz(result.commit_time)
 }
 
-/// The document's data in typed JSON, or NULL when it does not exist.
+/// Read a document as the caller may: for a client (docstore_client) of a database with
+/// rules, the `get` rule decides first (a missing document is decided with `resource` =
+/// null); a denial is 42501. (data as stored, create and update time).
+fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, DocstoreError> {
+    let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
+    let database = database_id()?;
+    let name = Keys::of(&path).name;
+    let _generic = crate::pg::spi::GenericPlans::new();
+    Spi::connect(|client| {
+        if crate::pg::owner::caller_writes_as_client() {
+            // A client: the database's `get` rule decides (read as the owner, so the `list`
+            // policy on entities does not hide the document first).
+            let _owner = crate::pg::owner::AsOwner::new(client)?;
+            if let Some(ruleset) = crate::rules::ruleset(client, &database)? {
+                let found = entities::read(client, &database, &name)?;
+                let stored = match &found {
+                    Some((data, _, _)) => Some(Document {
+                        path: path.clone(),
+                        data: entities::stored_fields(&data.text())?,
+                    }),
+                    None => None,
+                };
+                let request = crate::rules::request(
+                    Method::Get,
+                    &database,
+                    &path,
+                    None,
+                    crate::pg::time::transaction_start(),
+                )?;
+                let lookups = crate::rules::Lookups {
+                    client,
+                    database: &database,
+                    batch: std::collections::HashMap::new(),
+                };
+                crate::rules::decide(
+                    &ruleset,
+                    &request,
+                    stored.as_ref(),
+                    &lookups,
+                    &mut Budget::single(),
+                )?;
+                return Ok(found);
+            }
+        }
+        entities::read(client, &database, &name)
+    })
+}
+
+/// The document's data in typed JSON, or NULL when it does not exist. For a client
+/// (docstore_client) of a database with rules, the `get` rule decides first (a missing
+/// document is decided with `resource` = null); a denial is 42501.
 ///
 /// ```sql
 /// select docstore.get('restaurants/one');
 /// ```
 #[pg_extern(stable, parallel_safe)]
 fn get(path: &str) -> Result<Option<JsonbOut>, ErrorReport> {
-    let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
-    let database = database_id()?;
-    let name = Keys::of(&path).name;
-    let _generic = crate::pg::spi::GenericPlans::new();
-    let found = Spi::connect(|client| entities::read(client, &database, &name))?;
-    Ok(found.map(|(data, _, _)| JsonbOut::Stored(data)))
+    Ok(read_authorized(path)?.map(|(data, _, _)| JsonbOut::Stored(data)))
+}
+
+/// The document with its create and update times (no row when it does not exist), decided by
+/// the `get` rule like [`get`]: what the sidecar's `GET` of a document reads.
+///
+/// ```sql
+/// select * from docstore.get_document('restaurants/one');
+/// ```
+#[pg_extern(stable, parallel_safe)]
+fn get_document(
+    path: &str,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(data, JsonbOut),
+            name!(create_time, TimestampWithTimeZone),
+            name!(update_time, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    let row = match read_authorized(path)? {
+        Some((data, create, update)) => Some((
+            JsonbOut::Stored(data),
+            to_timestamptz(create)?,
+            to_timestamptz(update)?,
+        )),
+        None => None,
+    };
+    Ok(TableIterator::new(row))
 }
 
 /// Write a whole document (or, with `merge`, only the given fields). Returns the update time.

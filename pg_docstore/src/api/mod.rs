@@ -4,4 +4,5 @@ mod databases;
 mod documents;
 mod indexes;
 mod query;
+mod rules;
 mod values;

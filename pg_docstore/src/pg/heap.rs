@@ -33,6 +33,17 @@ pub struct Table {
     indexes: Vec<(pg_sys::Relation, *mut pg_sys::IndexInfo)>,
 }
 
+/// Whether `schema.name` is a relation (no lock taken). For tables added by a later version of
+/// the extension's SQL than a database was created with.
+pub fn relation_exists(schema: &core::ffi::CStr, name: &core::ffi::CStr) -> bool {
+    // SAFETY: catalog lookups by name; a missing schema or relation is InvalidOid (missing_ok).
+    unsafe {
+        let namespace = pg_sys::get_namespace_oid(schema.as_ptr(), true);
+        namespace != pg_sys::InvalidOid
+            && pg_sys::get_relname_relid(name.as_ptr(), namespace) != pg_sys::InvalidOid
+    }
+}
+
 impl Table {
     /// Open `schema.name`.
     ///
@@ -123,7 +134,12 @@ impl Table {
                 pg_sys::AclMode::from(pg_sys::ACL_INSERT),
             ) == pg_sys::AclResult::ACLCHECK_OK;
             let rls = pg_sys::check_enable_rls(relid, pg_sys::InvalidOid, true);
-            let no_rls = u32::try_from(rls) == Ok(pg_sys::CheckEnableRlsResult::RLS_NONE);
+            // RLS_NONE_ENV: the table has row-level security, which this user bypasses
+            // (superuser, owner, BYPASSRLS): no policy applies to the insert either.
+            let no_rls = u32::try_from(rls).is_ok_and(|r| {
+                r == pg_sys::CheckEnableRlsResult::RLS_NONE
+                    || r == pg_sys::CheckEnableRlsResult::RLS_NONE_ENV
+            });
             let constr = (*(*self.rel).rd_att).constr;
             let no_checks = constr.is_null() || (*constr).num_check == 0;
             granted && no_rls && (*self.rel).trigdesc.is_null() && no_checks

@@ -1,38 +1,163 @@
-//! Authorization of a batch, the first stage of the write pipeline.
+//! Authorization of a batch (DESIGN.md section 6).
 //!
 //! Two kinds of caller write documents:
 //! - roles with rights on `docstore.entities` (superusers, the owner, roles granted DML):
-//!   their writes run with their own rights, so grants, row-level security, triggers and
-//!   check constraints on entities apply as to any `INSERT`/`UPDATE`/`DELETE`;
+//!   administrators for the rules. Their writes run with their own rights, so grants,
+//!   row-level security, triggers and check constraints on entities apply as to any
+//!   `INSERT`/`UPDATE`/`DELETE`, and no security rule is evaluated (Firestore's admin access);
 //! - clients: roles with the privileges of `docstore_client` and no DML right on entities
-//!   (what the sidecar's requests run as). Their batch is authorized here, then written as
-//!   the extension's owner (like index entries, see `pg::owner`).
-//!
-//! Until security rules exist, every client write is allowed. The rules issue evaluates the
-//! ruleset's write rules for each write here (with `docstore.auth` and `docstore.request`) and
-//! refuses the batch with PERMISSION_DENIED (42501) when one is denied.
+//!   (what the sidecar's requests run as). Their batch is written as the extension's owner
+//!   (like index entries, see `pg::owner`), and each write is first decided by the database's
+//!   security rules ([`Rules::check`]) once the batch has been applied in memory: `resource` is
+//!   the document before the write (null when missing), `request.resource` the document after
+//!   it (merges and transforms applied, `$serverTimestamp` = `request.time` = the commit time),
+//!   `getAfter()` sees the batch's after-state, and `get()`/`exists()` share one budget of 10
+//!   distinct documents (20 for a batch of several writes). One denied write refuses the batch
+//!   with PERMISSION_DENIED (42501) before anything is written.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use pgrx::spi::SpiClient;
+
+use docstore_core::value::Map;
+use docstore_core::ResourcePath;
+use docstore_rules::eval::{Budget, Document};
+use docstore_rules::{Method, Ruleset};
 
 use super::Write;
 use crate::errors::DocstoreError;
 use crate::pg::owner::caller_writes_as_client;
+use crate::rules::{self, Lookups};
 
 /// Whose rights a batch's statements run with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Authority {
     /// The caller's own rights on `docstore.entities`.
     Caller,
-    /// The extension owner's, after this stage allowed every write of the batch.
+    /// The extension owner's; the batch must pass [`Rules::check`].
     Extension,
 }
 
 /// Decide whose rights write `writes` to `database`.
 ///
 /// # Errors
-/// None yet; the rules issue adds PERMISSION_DENIED for a write the rules deny.
+/// None today (kept fallible for the callers' shape).
 pub fn authorize(_database: &str, _writes: &[Write]) -> Result<Authority, DocstoreError> {
     if caller_writes_as_client() {
         Ok(Authority::Extension)
     } else {
         Ok(Authority::Caller)
+    }
+}
+
+/// One write as the rules see it.
+struct Decided {
+    index: usize,
+    method: Method,
+    path: ResourcePath,
+    before: Option<Map>,
+    after: Option<Map>,
+}
+
+/// The rules a client's batch must pass, and what it did (recorded while it is applied).
+pub struct Rules {
+    ruleset: Rc<Ruleset>,
+    writes: Vec<Decided>,
+}
+
+impl Rules {
+    /// The rules of `database` for a batch with `authority`: `None` for administrators and
+    /// for a database without rules. Call while running as the owner (it reads docstore.rules).
+    ///
+    /// # Errors
+    /// SPI errors; a stored ruleset that no longer compiles.
+    pub fn of(
+        client: &SpiClient<'_>,
+        database: &str,
+        authority: Authority,
+    ) -> Result<Option<Rules>, DocstoreError> {
+        if authority == Authority::Caller {
+            return Ok(None);
+        }
+        Ok(rules::ruleset(client, database)?.map(|ruleset| Rules {
+            ruleset,
+            writes: Vec::new(),
+        }))
+    }
+
+    /// Record write `index` on `path`: the document before and after it.
+    pub fn record(
+        &mut self,
+        index: usize,
+        write: &Write,
+        before: Option<&Map>,
+        after: Option<&Map>,
+    ) {
+        let method = match (&write.operation, before) {
+            (super::Operation::Delete, _) => Method::Delete,
+            (super::Operation::Mutate(_), None) => Method::Create,
+            (super::Operation::Mutate(_), Some(_)) => Method::Update,
+        };
+        self.writes.push(Decided {
+            index,
+            method,
+            path: write.path.clone(),
+            before: before.cloned(),
+            after: after.cloned(),
+        });
+    }
+
+    /// Decide every recorded write. `batch` maps each document of the batch (encoded name) to
+    /// its state before and after the whole batch; `pg_time` is the commit time.
+    ///
+    /// # Errors
+    /// [`DocstoreError::PermissionDenied`] (naming the write in a batch) for the first denied
+    /// write; a malformed `docstore.auth`.
+    pub fn check(
+        &self,
+        client: &SpiClient<'_>,
+        database: &str,
+        batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
+        pg_time: i64,
+    ) -> Result<(), DocstoreError> {
+        let lookups = Lookups {
+            client,
+            database,
+            batch,
+        };
+        let mut budget = if self.writes.len() > 1 {
+            Budget::batch()
+        } else {
+            Budget::single()
+        };
+        for w in &self.writes {
+            let document = |data: &Option<Map>| {
+                data.as_ref().map(|d| Document {
+                    path: w.path.clone(),
+                    data: d.clone(),
+                })
+            };
+            let request = rules::request(w.method, database, &w.path, document(&w.after), pg_time)?;
+            let stored = document(&w.before);
+            rules::decide(
+                &self.ruleset,
+                &request,
+                stored.as_ref(),
+                &lookups,
+                &mut budget,
+            )
+            .map_err(|e| {
+                if self.writes.len() > 1 {
+                    DocstoreError::InWrite {
+                        index: w.index,
+                        error: Box::new(e),
+                    }
+                } else {
+                    e
+                }
+            })?;
+        }
+        Ok(())
     }
 }

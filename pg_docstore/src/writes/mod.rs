@@ -102,10 +102,12 @@ pub fn commit(
 ) -> Result<CommitResult, DocstoreError> {
     let _generic = crate::pg::spi::GenericPlans::new();
     // Clients (docstore_client) write as the extension's owner once their batch is allowed.
-    let _owner = match authorize::authorize(database, writes)? {
+    let authority = authorize::authorize(database, writes)?;
+    let _owner = match authority {
         authorize::Authority::Extension => Some(crate::pg::owner::AsOwner::new(client)?),
         authorize::Authority::Caller => None,
     };
+    let mut rules = authorize::Rules::of(client, database, authority)?;
     // Lock and read every document once, in name order.
     let names: Vec<Vec<u8>> = writes.iter().map(|w| encode_name(&w.path)).collect();
     let mut first_writes: BTreeMap<&[u8], &Write> = BTreeMap::new();
@@ -167,6 +169,7 @@ pub fn commit(
         check_precondition(&write.path, slot, write.precondition.as_ref())
             .map_err(|e| in_write(index, e))?;
         existed.push(slot.current.is_some());
+        let before = rules.as_ref().map(|_| slot.current.clone());
         slot.current = match &write.operation {
             Operation::Delete => None,
             Operation::Mutate(m) => Some(
@@ -185,6 +188,9 @@ pub fn commit(
         };
         slot.current_time = slot.current.as_ref().map(|_| commit_time);
         slot.written = true;
+        if let (Some(rules), Some(before)) = (rules.as_mut(), before) {
+            rules.record(index, write, before.as_ref(), slot.current.as_ref());
+        }
         if let Some(fields) = &slot.current {
             check_document(&slot.path, fields).map_err(|e| {
                 in_write(
@@ -196,6 +202,23 @@ pub fn commit(
                 )
             })?;
         }
+    }
+
+    // The security rules decide the batch as applied, before anything is written.
+    if let Some(rules) = &rules {
+        let batch = slots
+            .iter()
+            .map(|(name, slot)| {
+                (
+                    name.clone(),
+                    (
+                        slot.stored.as_ref().map(|s| s.fields.clone()),
+                        slot.current.clone(),
+                    ),
+                )
+            })
+            .collect();
+        rules.check(client, database, batch, commit_time)?;
     }
 
     // A single write whose document is exactly the jsonb it was given stores that jsonb.

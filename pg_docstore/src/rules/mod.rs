@@ -1,0 +1,182 @@
+//! Security rules in the extension (DESIGN.md section 6), on top of the pure crate
+//! `docstore-rules`:
+//! - the stored rulesets (`docstore.rules`, one per database id), compiled once per backend;
+//! - the `request` of a call (`docstore.auth` claims, method, path, time);
+//! - the documents `get()`/`exists()`/`getAfter()`/`existsAfter()` read ([`Lookups`]);
+//! - [`policy`]: the row-level-security function generated from every stored ruleset.
+//!
+//! A database without a ruleset is open (every request is allowed, as before rules existed);
+//! `docstore.set_rules` closes it. Roles that are not clients (superusers, the owner, roles with
+//! DML on entities: see `pg::owner::caller_writes_as_client`) are administrators: no rule
+//! applies to them, as Firestore's admin SDK bypasses rules.
+
+#[cfg(any(test, feature = "pg_test"))]
+mod differential;
+pub mod policy;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use pgrx::spi::SpiClient;
+use pgrx::{PgBuiltInOids, PgOid};
+
+use docstore_core::encoding::encode_name;
+use docstore_core::value::Map;
+use docstore_core::ResourcePath;
+use docstore_rules::eval::{self, Document, Documents, Request};
+use docstore_rules::{Method, Ruleset};
+
+use crate::errors::DocstoreError;
+use crate::guc;
+use crate::pg::time::to_timestamp;
+use crate::storage::entities;
+
+thread_local! {
+    /// Per database id: the source last compiled and its ruleset.
+    static COMPILED: RefCell<HashMap<String, (String, Rc<Ruleset>)>> = RefCell::new(HashMap::new());
+}
+
+/// The ruleset of `database`, or `None` when none is set (or the extension's SQL has no
+/// `docstore.rules` yet). Reads `docstore.rules`, so the
+/// caller must hold rights on it (run as the owner: `pg::owner::AsOwner`).
+///
+/// # Errors
+/// SPI errors; a stored source that no longer compiles (42601 / 0A000).
+pub fn ruleset(
+    client: &SpiClient<'_>,
+    database: &str,
+) -> Result<Option<Rc<Ruleset>>, DocstoreError> {
+    // A database whose extension SQL predates the rules (a development cluster not yet
+    // re-created) has no rules.
+    if !crate::pg::heap::relation_exists(c"docstore", c"rules") {
+        return Ok(None);
+    }
+    let text = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
+    let stmt = crate::pg::spi::plan(
+        client,
+        "select source from docstore.rules where database_id = $1",
+        &[text],
+    )?;
+    let rows = client.select(&*stmt, Some(1), &[database.into()])?;
+    let Some(row) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    let Some(source) = row.get::<String>(1)? else {
+        return Ok(None);
+    };
+    if let Some(found) = COMPILED.with(|c| {
+        c.borrow()
+            .get(database)
+            .filter(|(s, _)| *s == source)
+            .map(|(_, r)| r.clone())
+    }) {
+        return Ok(Some(found));
+    }
+    let compiled = Rc::new(compile(&source)?);
+    COMPILED.with(|c| {
+        c.borrow_mut()
+            .insert(database.to_owned(), (source, compiled.clone()))
+    });
+    Ok(Some(compiled))
+}
+
+/// Compile `source`, refusing a ruleset whose methods need more distinct document lookups
+/// than Firestore allows (10 for reads, 20 for writes, which may come in batches).
+///
+/// # Errors
+/// [`DocstoreError::Rules`]: 42601 syntax, 0A000 unsupported.
+pub fn compile(source: &str) -> Result<Ruleset, DocstoreError> {
+    let ruleset = docstore_rules::compile(source).map_err(DocstoreError::Rules)?;
+    for m in docstore_rules::sql::generate(&ruleset, "request", "resource").methods {
+        let limit = match m.method {
+            Method::Get | Method::List => 10,
+            _ => 20,
+        };
+        if m.lookups > limit {
+            return Err(DocstoreError::InvalidArgument(format!(
+                "the '{}' rules read {} distinct documents with get()/exists(); at most {limit} are allowed",
+                m.method.name(),
+                m.lookups
+            )));
+        }
+    }
+    Ok(ruleset)
+}
+
+/// The `request` of a call by the current session.
+///
+/// # Errors
+/// A malformed `docstore.auth` (22023), a time outside years 1-9999.
+pub fn request(
+    method: Method,
+    database: &str,
+    path: &ResourcePath,
+    resource: Option<Document>,
+    pg_time: i64,
+) -> Result<Request, DocstoreError> {
+    Ok(Request {
+        method,
+        database: database.to_owned(),
+        path: path.clone(),
+        auth: guc::auth()?,
+        resource,
+        time: to_timestamp(pg_time)?,
+        query: None,
+    })
+}
+
+/// The documents rules may look up: those of the current batch (before and after its writes)
+/// and any other of the database as stored. Reads run with the rights the caller holds when
+/// the rules are evaluated (the owner's, so `entities`' row-level security does not hide
+/// documents from the rules).
+pub struct Lookups<'a, 'c> {
+    pub client: &'a SpiClient<'c>,
+    pub database: &'a str,
+    /// Encoded name -> (before the batch, after the batch).
+    pub batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
+}
+
+impl Lookups<'_, '_> {
+    fn stored(&self, name: &[u8]) -> Option<Map> {
+        // An SPI failure raises a Postgres error (it never returns here); a conversion failure
+        // of what we stored ourselves is reported as a missing document.
+        let (data, _, _) = entities::read(self.client, self.database, name).ok()??;
+        entities::stored_fields(&data.text()).ok()
+    }
+}
+
+impl Documents for Lookups<'_, '_> {
+    fn get(&self, path: &ResourcePath) -> Option<Map> {
+        let name = encode_name(path);
+        match self.batch.get(&name) {
+            Some((before, _)) => before.clone(),
+            None => self.stored(&name),
+        }
+    }
+
+    fn get_after(&self, path: &ResourcePath) -> Option<Map> {
+        let name = encode_name(path);
+        match self.batch.get(&name) {
+            Some((_, after)) => after.clone(),
+            None => self.stored(&name),
+        }
+    }
+}
+
+/// Decide one request; a denial is PERMISSION_DENIED (42501).
+///
+/// # Errors
+/// [`DocstoreError::PermissionDenied`] with the evaluator's reason.
+pub fn decide(
+    ruleset: &Ruleset,
+    request: &Request,
+    stored: Option<&Document>,
+    documents: &dyn Documents,
+    budget: &mut eval::Budget,
+) -> Result<(), DocstoreError> {
+    match eval::evaluate(ruleset, request, stored, documents, budget) {
+        eval::Decision::Allow => Ok(()),
+        eval::Decision::Deny(reason) => Err(DocstoreError::PermissionDenied(reason)),
+    }
+}

@@ -1,0 +1,184 @@
+-- Security rules (docs/rules.md), in the style of Firebase's rules-unit-testing: each case runs
+-- in `begin; set local role docstore_client; ...; rollback` with an authenticated or an
+-- unauthenticated context, and asserts success ('ok' or a result) or failure (42501).
+select docstore.set_rules($rules$rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    function signedIn() { return request.auth != null; }
+    function isMember(room) {
+      return request.auth.uid in get(/databases/$(database)/documents/rooms/$(room)).data.members;
+    }
+    match /users/{uid} {
+      allow read: if signedIn() && request.auth.uid == uid;
+      allow create: if signedIn() && request.auth.uid == uid
+        && request.resource.data.keys().hasOnly(['name', 'age', 'joined'])
+        && request.resource.data.joined == request.time;
+      allow update: if request.auth.uid == uid && request.resource.data.age > resource.data.age;
+      allow delete: if false;
+    }
+    match /rooms/{room} {
+      allow get: if resource == null || request.auth.uid in resource.data.members;
+      allow list: if signedIn() && request.auth.uid in resource.data.members;
+      allow create: if signedIn() && request.resource.data.owner == request.auth.uid;
+      allow update: if request.auth.uid == resource.data.owner;
+      match /messages/{msg} {
+        allow read: if isMember(room);
+        allow create: if request.resource.data.from == request.auth.uid
+          && request.auth.uid in getAfter(/databases/$(database)/documents/rooms/$(room)).data.members;
+      }
+    }
+    match /public/{doc} { allow read; }
+  }
+}$rules$);
+-- Administrators (here the superuser) bypass the rules.
+select docstore.commit($$[
+  {"set": "users/alice", "data": {"name": "Alice", "age": 30}},
+  {"set": "rooms/r1", "data": {"owner": "alice", "members": ["alice", "bob"]}},
+  {"set": "rooms/r2", "data": {"owner": "carol", "members": ["carol"]}},
+  {"set": "rooms/r1/messages/m1", "data": {"from": "alice", "text": "hi"}},
+  {"set": "rooms/r2/messages/m2", "data": {"from": "carol", "text": "secret"}},
+  {"set": "public/p1", "data": {"x": 1}}]$$) ? 'commitTime' as seeded;
+
+-- A client cannot choose who it is: docstore.auth and docstore.request are protected.
+begin;
+set local role docstore_client;
+select sqlstate_of($$select set_config('docstore.auth', '{"sub": "alice"}', true)$$);
+select sqlstate_of($$set docstore.request = '{}'$$);
+-- nor change the rules
+select sqlstate_of($$select docstore.set_rules('service cloud.firestore {}')$$);
+select sqlstate_of($$select docstore.drop_rules()$$);
+select sqlstate_of('select count(*) from docstore.rules');
+-- nor read documents through the rules' lookups
+select sqlstate_of($$select docstore.rules_lookup('get', '{"$path": ["databases", "(default)", "documents", "rooms", "r2"]}')$$);
+rollback;
+
+-- Unauthenticated: get
+begin;
+set local role docstore_client;
+select sqlstate_of($$select docstore.get('users/alice')$$) as get_user;
+select docstore.get('public/p1') as get_public;
+select docstore.get('public/missing') is null as get_public_missing;
+-- a missing document is decided with resource = null: allowed here ...
+select docstore.get('rooms/missing') is null as get_missing_room;
+-- ... and denied here (request.auth is null)
+select sqlstate_of($$select docstore.get('users/nobody')$$) as get_missing_user;
+-- plain SQL sees only what the per-document list rule allows
+select path from docstore.documents order by path;
+select path from docstore.entities order by path;
+rollback;
+
+-- Authenticated as alice (the sidecar, or docstore.authenticate, sets docstore.auth)
+begin;
+select set_config('docstore.auth', '{"sub": "alice"}', true);
+set local role docstore_client;
+select docstore.get('users/alice') as get_own;
+select sqlstate_of($$select docstore.get('users/bob')$$) as get_other;
+select docstore.get('rooms/r1') as get_member;
+select sqlstate_of($$select docstore.get('rooms/r2')$$) as get_not_member;
+select docstore.get('rooms/r1/messages/m1') as get_message;
+select sqlstate_of($$select docstore.get('rooms/r2/messages/m2')$$) as get_message_not_member;
+select path from docstore.documents order by path;
+-- docstore.query reads entities under the same policy (the documented deviation: filtered,
+-- not refused)
+select path from docstore.query('select * from /rooms');
+rollback;
+
+-- Writes: create with request.time (= the commit time = serverTimestamp)
+begin;
+select set_config('docstore.auth', '{"sub": "carol"}', true);
+set local role docstore_client;
+select sqlstate_of($$select docstore.create('users/carol', '{"name": "Carol", "age": 1, "joined": {"$serverTimestamp": true}}')$$) as create_own;
+select sqlstate_of($$select docstore.create('users/dave', '{"name": "Dave", "joined": {"$serverTimestamp": true}}')$$) as create_other;
+select sqlstate_of($$select docstore.set('users/carol2', '{"name": "C"}')$$) as create_without_time;
+select sqlstate_of($$select docstore.update('users/carol', '{"age": 5, "extra": 1}')$$) as update_increase;
+select sqlstate_of($$select docstore.update('users/carol', '{"age": 4}')$$) as update_decrease;
+-- an error in a rule (resource.data.age is missing) denies
+select sqlstate_of($$select docstore.update('users/carol', '{"age": {"$delete": true}}')$$) as drop_age;
+select sqlstate_of($$select docstore.update('users/carol', '{"age": 9}')$$) as update_after_error;
+select sqlstate_of($$select docstore.delete('users/carol')$$) as delete_denied;
+select sqlstate_of($$select docstore.update('rooms/r2', '{"members": ["carol", "x"]}')$$) as update_own_room;
+reset role;
+-- what the client wrote, and nothing of what was denied
+select path, data - 'joined' as data, data->'joined' is not null as has_joined from docstore.entities
+  where path in ('users/carol', 'users/dave', 'users/carol2') order by path;
+select docstore.get('rooms/r2')->'members' as members;
+rollback;
+
+-- A denied write in a batch writes nothing, and getAfter sees the batch's after-state
+begin;
+select set_config('docstore.auth', '{"sub": "bob"}', true);
+set local role docstore_client;
+select sqlstate_of($$select docstore.commit('[
+  {"create": "rooms/r3", "data": {"owner": "bob", "members": ["bob"]}},
+  {"create": "rooms/r3/messages/m", "data": {"from": "bob"}}]')$$) as batch_with_get_after;
+select sqlstate_of($$select docstore.commit('[
+  {"create": "rooms/r4", "data": {"owner": "bob", "members": ["bob"]}},
+  {"create": "rooms/r2/messages/m", "data": {"from": "bob"}}]')$$) as batch_denied;
+reset role;
+select path from docstore.entities where path like 'rooms/r3%' or path like 'rooms/r4%' or path = 'rooms/r2/messages/m'
+  order by path;
+rollback;
+
+-- Compile errors: 42601 / 0A000 with line:column and the source line; nothing changes
+select sqlstate_of($$select docstore.set_rules('service cloud.firestore {
+  match /databases/{d}/documents { match /a/{b} { allow read: if 1 +; } } }')$$);
+select sqlstate_of($$select docstore.set_rules('service firebase.storage { }')$$);
+select sqlstate_of($$select docstore.set_rules('service cloud.firestore {}', 'Bad_Id')$$);
+do $$
+begin
+  perform docstore.set_rules(E'service cloud.firestore {\n  match /databases/{d}/documents { allow read: if x.nope(); } }');
+exception when others then
+  declare detail text;
+  begin
+    get stacked diagnostics detail = pg_exception_detail;
+    raise notice '% | % | %', sqlstate, sqlerrm, detail;
+  end;
+end $$;
+select database_id, source like '%isMember%' as unchanged from docstore.rules;
+-- more distinct get()/exists() documents than Firestore's budget (10 for reads) is refused
+select sqlstate_of(format($$select docstore.set_rules(%L)$$, 'service cloud.firestore { match /databases/{d}/documents { match /a/{id} { allow get: if '
+  || (select string_agg(format('exists(/databases/$(d)/documents/b/c%s)', i), ' || ') from generate_series(1, 11) i)
+  || '; } } }'));
+-- the SQL a ruleset compiles to
+select docstore.rules_sql($$service cloud.firestore { match /databases/{d}/documents {
+  match /a/{id} { allow get: if resource.data.n + 1 == 2; } } }$$);
+
+-- The primitives as SQL functions: NULL is the rules' error, nothing raises
+select docstore.rules_add('1', '2') as int_add, docstore.rules_add('1', '2.5') as float_add,
+       docstore.rules_add('1', '"a"') is null as type_error, docstore.rules_div('1', '0') is null as div_zero,
+       docstore.rules_add('9223372036854775807', '1') is null as overflow,
+       docstore.rules_size('"😀"') as utf16_size,
+       docstore.rules_matches('"abc"', '"b"') as whole_string,
+       docstore.rules_list('1', '"a"') as list, docstore.rules_list('1', null) is null as list_error,
+       docstore.rules_truth('true') as truth, docstore.rules_truth('1') is null as truth_error;
+-- the wrappers are inlined: the plan calls the Rust entry point directly (and folds constants)
+explain (verbose, costs off) select docstore.rules_add('1', data), docstore.rules_list(data, '2'), docstore.rules_add('1', '2')
+  from docstore.entities;
+-- every primitive of the catalog exists as docstore.rules_<name>
+select count(*) = (select count(*) from docstore.rules_catalog()) as all_defined
+  from docstore.rules_catalog() c
+  join pg_proc p on p.proname = 'rules_' || c.name
+  join pg_namespace n on n.oid = p.pronamespace and n.nspname = 'docstore';
+
+-- docstore.authenticate: psql users present an HS256 JWT signed with docstore.jwt_secret
+set docstore.jwt_secret = 'regress-secret';
+begin;
+set local role docstore_client;
+select sqlstate_of($$select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSJ9.Oa-6xfaXcQToeCZ5H1IKIyAsqewB6bFqZwXcRFYIzqI')$$) as wrong_secret;
+select sqlstate_of($$select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsImV4cCI6MTAwMDAwMDAwMH0.LplEEQJiwvcWHsGPKkRV5VVAH2GikYPI2az3IFtpQjI')$$) as expired;
+select sqlstate_of($$select docstore.authenticate('not.a.jwt')$$) as malformed;
+select sqlstate_of($$select docstore.get('users/alice')$$) as before;
+select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsIm5hbWUiOiJBbGljZSJ9.T2EY6f5yOGIT6ttn4N9b8ApiK7UL6NStmw_tXRCKGnE') as claims;
+select current_setting('docstore.auth') as auth;
+select docstore.get('users/alice') as after;
+select docstore.authenticate(null) as signed_out;
+select sqlstate_of($$select docstore.get('users/alice')$$) as after_sign_out;
+rollback;
+reset docstore.jwt_secret;
+
+-- drop_rules opens the database again
+begin;
+select docstore.drop_rules();
+set local role docstore_client;
+select count(*) from docstore.documents;
+rollback;
