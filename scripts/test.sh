@@ -39,8 +39,12 @@ core() {
 }
 
 rules() {
-  say "docstore-rules: lexer, parser, checker, evaluator, SQL back end, Firebase's examples, differential against hidane-rules"
-  cargo test -p docstore-rules
+  say "docstore-rules: lexer, parser, checker, evaluator, SQL back end, Firebase's examples, differential against hidane-rules, corpus of public rulesets"
+  # The corpus test runs on its own with --nocapture so its report (how many files parse,
+  # compile, are refused and why) is in the log; skipped by name in the first run so it is not
+  # counted twice. Its files: scripts/fetch-rules-corpus.sh (absent, it checks the table only).
+  cargo test -p docstore-rules -- --skip every_corpus_file_has_its_pinned_outcome &&
+    cargo test -p docstore-rules --test corpus every_corpus_file_has_its_pinned_outcome -- --nocapture
 }
 
 pgrx() {
