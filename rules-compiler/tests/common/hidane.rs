@@ -95,6 +95,22 @@ pub fn decide(
     new: Option<&CoreMap>,
     time_micros: i64,
 ) -> bool {
+    decide_with_query(rs, docs, auth, method, p, new, time_micros, None)
+}
+
+/// [`decide`] with `request.query` for a list (hidane decides a list from the query, with
+/// no filter here: only its limit, offset and orderBy).
+#[allow(clippy::too_many_arguments)]
+pub fn decide_with_query(
+    rs: &hidane_rules::Ruleset,
+    docs: &BTreeMap<String, CoreMap>,
+    auth: Option<&Json>,
+    method: docstore_rules::Method,
+    p: &str,
+    new: Option<&CoreMap>,
+    time_micros: i64,
+    query: Option<&docstore_rules::eval::Query>,
+) -> bool {
     use docstore_rules::Method as M;
     let method = match method {
         M::Get => h::Method::Get,
@@ -123,7 +139,12 @@ pub fn decide(
             nanos: i32::try_from(time_micros.rem_euclid(1_000_000) * 1_000).unwrap_or(0),
         },
         resource: new.map(|d| document(p, d)),
-        query: None,
+        query: query.map(|q| h::Query {
+            limit: q.limit,
+            offset: q.offset,
+            order_by: q.order_by.clone(),
+            ..Default::default()
+        }),
         in_transaction: false,
         write_fields: None,
         transforms: None,
