@@ -40,11 +40,13 @@ core() {
 
 rules() {
   say "docstore-rules: lexer, parser, checker, evaluator, SQL back end, Firebase's examples, differential against hidane-rules, corpus of public rulesets"
-  # The corpus test runs on its own with --nocapture so its report (how many files parse,
-  # compile, are refused and why) is in the log; skipped by name in the first run so it is not
-  # counted twice. Its files: scripts/fetch-rules-corpus.sh (absent, it checks the table only).
-  cargo test -p docstore-rules -- --skip every_corpus_file_has_its_pinned_outcome &&
-    cargo test -p docstore-rules --test corpus every_corpus_file_has_its_pinned_outcome -- --nocapture
+  # The two corpus tests run on their own with --nocapture so their report (how many files
+  # parse, compile, are refused and why; agreement with hidane-rules) is in the log; skipped
+  # by name in the first run so they are not counted twice. Their files:
+  # scripts/fetch-rules-corpus.sh (absent, only the table is checked).
+  local corpus=(every_corpus_file_has_its_pinned_outcome corpus_rulesets_decide_as_hidane_rules_does)
+  cargo test -p docstore-rules -- --skip "${corpus[0]}" --skip "${corpus[1]}" &&
+    cargo test -p docstore-rules --test corpus -- --nocapture --exact "${corpus[@]}"
 }
 
 pgrx() {

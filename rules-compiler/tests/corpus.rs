@@ -6,7 +6,9 @@
 //! `DOCSTORE_RULES_CORPUS_REQUIRED=1`, which makes the absence a failure.
 //!
 //! The report (`cargo test -p docstore-rules --test corpus -- --nocapture`): how many files
-//! parse, compile and are refused, and the refusals by SQLSTATE and message class.
+//! parse, compile and are refused, and the refusals by SQLSTATE and message class. Then
+//! every compiled file is a differential test against the hidane-rules crate: sample
+//! requests on the paths its rules match, decided by both, which must agree.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -14,7 +16,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+mod common;
+
+use docstore_core::value::Map as CoreMap;
+use docstore_core::{ResourcePath, Timestamp};
+use docstore_rules::eval::{evaluate, Budget, Decision, Document, Documents, Request};
 use docstore_rules::{compile, parse, sql, CompileError, CompileErrorKind, Method};
+use hidane_rules::eval as h;
+use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 
 /// One row of `corpus/SOURCES.md`.
@@ -118,7 +127,11 @@ fn the_table_records_at_least_thirty_sources_with_commit_and_licence() {
     let mut hashes = BTreeSet::new();
     for e in &rows {
         assert!(names.insert(e.file.clone()), "{} twice", e.file);
-        assert!(hashes.insert(e.sha256.clone()), "{}: same content twice", e.file);
+        assert!(
+            hashes.insert(e.sha256.clone()),
+            "{}: same content twice",
+            e.file
+        );
         assert!(e.repository.contains('/'), "{}: repository", e.file);
         assert!(
             e.commit.len() == 40 && e.commit.bytes().all(|b| b.is_ascii_hexdigit()),
@@ -156,11 +169,16 @@ fn refusals_are_classed_by_sqlstate_and_message_shape() {
     assert!(syntax.parses);
     assert_eq!(syntax.result, "42601 unknown method …");
     let unsupported = outcome("service firebase.storage { match /b/{bucket}/o { allow read; } }");
-    assert!(unsupported.result.starts_with("0A000 "), "{}", unsupported.result);
+    assert!(
+        unsupported.result.starts_with("0A000 "),
+        "{}",
+        unsupported.result
+    );
     let broken = outcome("service cloud.firestore { match /x { allow read: if ; } }");
     assert!(!broken.parses);
     assert!(broken.result.starts_with("42601 "), "{}", broken.result);
-    let fine = outcome("service cloud.firestore { match /databases/{d}/documents { allow read; } }");
+    let fine =
+        outcome("service cloud.firestore { match /databases/{d}/documents { allow read; } }");
     assert_eq!(fine.result, "compiles");
 }
 
@@ -234,4 +252,251 @@ fn every_corpus_file_has_its_pinned_outcome() {
          the change is intended):\n{}",
         problems.join("\n")
     );
+}
+
+/// Every lookup finds a document with the same data (`Some`), or none exists (`None`).
+struct Everywhere(Option<CoreMap>);
+
+impl Documents for Everywhere {
+    fn get(&self, _: &ResourcePath) -> Option<CoreMap> {
+        self.0.clone()
+    }
+    fn get_after(&self, _: &ResourcePath) -> Option<CoreMap> {
+        self.0.clone()
+    }
+}
+
+impl h::Documents for Everywhere {
+    fn get(&self, p: &[String]) -> Option<h::Document> {
+        let rel = p.get(3..)?.join("/");
+        self.0.as_ref().map(|d| common::hidane::document(&rel, d))
+    }
+    fn get_after(&self, p: &[String]) -> Option<h::Document> {
+        h::Documents::get(self, p)
+    }
+}
+
+/// Document paths a rule's pattern matches: wildcards become `u1` (so `uid == userId` can
+/// hold), a `**` one or two segments, whichever makes a document path.
+fn sample_paths(pattern: &str) -> Vec<String> {
+    let segments: Vec<&str> = pattern.trim_start_matches('/').split('/').skip(3).collect();
+    let mut out = Vec::new();
+    for rest in ["u1", "u1/u1"] {
+        let mut parts = Vec::new();
+        let mut recursive = false;
+        for s in &segments {
+            if s.starts_with('{') && s.ends_with("=**}") {
+                recursive = true;
+                parts.push(rest);
+            } else if s.starts_with('{') {
+                parts.push("u1");
+            } else {
+                parts.push(s);
+            }
+        }
+        let path = parts.join("/");
+        if path.split('/').count() % 2 == 0 && !out.contains(&path) {
+            out.push(path);
+        }
+        if !recursive {
+            break;
+        }
+    }
+    out
+}
+
+/// Data variants over the fields the ruleset reads: none, and every field a string, an int,
+/// a list, a boolean.
+fn variants(source: &str) -> Vec<CoreMap> {
+    let field = regex::Regex::new(r"resource\.data\.([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let fields: BTreeSet<&str> = field
+        .captures_iter(source)
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect();
+    [
+        json!(null),
+        json!("u1"),
+        json!(1),
+        json!(["u1"]),
+        json!(true),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, v)| {
+        let m: serde_json::Map<String, Json> = if i == 0 {
+            serde_json::Map::new()
+        } else {
+            fields
+                .iter()
+                .map(|f| ((*f).to_owned(), v.clone()))
+                .collect()
+        };
+        common::map(&Json::Object(m))
+    })
+    .collect()
+}
+
+#[test]
+fn corpus_rulesets_decide_as_hidane_rules_does() {
+    let files = corpus_dir().join("files");
+    if !files.is_dir() {
+        println!(
+            "SKIPPED: rules corpus not fetched (see every_corpus_file_has_its_pinned_outcome)"
+        );
+        return;
+    }
+    let auths = [
+        None,
+        Some(
+            json!({"sub": "u1", "email": "u1@example.com", "email_verified": true, "admin": true, "role": "admin"}),
+        ),
+        Some(json!({"sub": "u2"})),
+    ];
+    let (mut decisions, mut refused_by_hidane) = (0usize, Vec::new());
+    let mut differ: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut refused_by_both = Vec::new();
+    for e in &entries() {
+        let Ok(source) = fs::read_to_string(files.join(&e.file)) else {
+            continue;
+        };
+        let hidane = common::hidane::compile(&source);
+        // A file whose outcome changed is every_corpus_file_has_its_pinned_outcome's failure.
+        let Ok(ours) = compile(&source) else {
+            if let Err(err) = hidane {
+                refused_by_both.push(format!("{}: {}", e.file, err.replace('\n', " ")));
+            }
+            continue;
+        };
+        let theirs = match hidane {
+            Ok(r) => r,
+            Err(err) => {
+                refused_by_hidane.push(format!("{}: {}", e.file, err.replace('\n', " ")));
+                continue;
+            }
+        };
+        let data = variants(&source);
+        let mut paths: Vec<String> = ours
+            .rules
+            .iter()
+            .flat_map(|r| sample_paths(&r.pattern))
+            .collect();
+        paths.sort();
+        paths.dedup();
+        for path in &paths {
+            let rpath = ResourcePath::parse(path).unwrap();
+            for auth in &auths {
+                // (method, stored, new, lookups find)
+                let mut cases: Vec<(Method, Option<&CoreMap>, Option<&CoreMap>)> =
+                    vec![(Method::Get, None, None)];
+                for d in &data {
+                    cases.push((Method::Get, Some(d), None));
+                    cases.push((Method::Create, None, Some(d)));
+                    cases.push((Method::Update, Some(d), Some(d)));
+                    cases.push((Method::Update, Some(d), Some(&data[1])));
+                    cases.push((Method::Delete, Some(d), None));
+                }
+                for (method, stored, new) in cases {
+                    for lookups in [None, stored.or(new).or(Some(&data[1]))] {
+                        let docs = Everywhere(lookups.cloned());
+                        let request = Request {
+                            method,
+                            database: "(default)".into(),
+                            path: rpath.clone(),
+                            auth: auth.clone(),
+                            resource: new.map(|d| Document {
+                                path: rpath.clone(),
+                                data: d.clone(),
+                            }),
+                            time: Timestamp::from_micros(common::TIME_MICROS).unwrap(),
+                            query: None,
+                        };
+                        let stored_doc = stored.map(|d| Document {
+                            path: rpath.clone(),
+                            data: d.clone(),
+                        });
+                        let store = Stored {
+                            at: path,
+                            stored,
+                            lookups: &docs,
+                        };
+                        let a = evaluate(
+                            &ours,
+                            &request,
+                            stored_doc.as_ref(),
+                            &store,
+                            &mut Budget::single(),
+                        ) == Decision::Allow;
+                        let b = common::hidane::authorize(
+                            &theirs,
+                            &store,
+                            auth.as_ref(),
+                            method,
+                            path,
+                            new,
+                            common::TIME_MICROS,
+                            None,
+                        );
+                        decisions += 1;
+                        if a != b {
+                            differ.entry(e.file.clone()).or_default().push(format!(
+                                "{method:?} {path} auth={} stored={} new={} lookups={}: ours {a}, hidane {b}",
+                                auth.as_ref().map_or("none".to_owned(), |a| a["sub"].to_string()),
+                                stored.map_or("none".to_owned(), |d| format!("{d:?}")),
+                                new.map_or("none".to_owned(), |d| format!("{d:?}")),
+                                lookups.is_some()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "rules corpus against hidane-rules: {decisions} decisions, {} files differ; hidane refuses {}",
+        differ.len(),
+        refused_by_hidane.len()
+    );
+    for r in &refused_by_hidane {
+        println!("  hidane refuses (we compile) {r}");
+    }
+    for r in &refused_by_both {
+        println!("  both refuse; hidane: {r}");
+    }
+    for (file, cases) in &differ {
+        println!("  {file}: {} cases differ, e.g. {}", cases.len(), cases[0]);
+    }
+    assert!(differ.is_empty());
+}
+
+/// Both implementations' lookups: the document at the request's path is `stored` (a rule's
+/// `get()` of its own document sees it before the write), every other path the lookup store's.
+struct Stored<'a> {
+    at: &'a str,
+    stored: Option<&'a CoreMap>,
+    lookups: &'a Everywhere,
+}
+
+impl h::Documents for Stored<'_> {
+    fn get(&self, p: &[String]) -> Option<h::Document> {
+        let rel = p.get(3..)?.join("/");
+        if rel == self.at {
+            return self.stored.map(|d| common::hidane::document(&rel, d));
+        }
+        h::Documents::get(self.lookups, p)
+    }
+    fn get_after(&self, p: &[String]) -> Option<h::Document> {
+        h::Documents::get(self, p)
+    }
+}
+
+impl Documents for Stored<'_> {
+    fn get(&self, p: &ResourcePath) -> Option<CoreMap> {
+        if p.to_string() == self.at {
+            return self.stored.cloned();
+        }
+        Documents::get(self.lookups, p)
+    }
+    fn get_after(&self, p: &ResourcePath) -> Option<CoreMap> {
+        Documents::get(self, p)
+    }
 }
