@@ -103,7 +103,8 @@ fn benches(c: &mut Criterion) {
     let trivial = rules(TRIVIAL);
     let room = json!({"owner": "alice", "name": "general", "members": ["alice", "bob", "carol"],
                       "updated": {"$timestamp": "2023-11-14T22:13:20Z"}});
-    let message = json!({"sender": "bob", "text": "hello", "sent": {"$timestamp": "2023-11-14T22:13:20Z"}});
+    let message =
+        json!({"sender": "bob", "text": "hello", "sent": {"$timestamp": "2023-11-14T22:13:20Z"}});
     let mut docs = BTreeMap::new();
     docs.insert("rooms/r1".to_owned(), map(&room));
     docs.insert("rooms/r1/messages/m1".to_owned(), map(&message));
