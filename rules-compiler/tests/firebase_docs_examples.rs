@@ -133,6 +133,23 @@ service cloud.firestore {
   }
 }";
 
+/// The shape of the rules Firebase's Stripe extension documents (`/products/{id}` with
+/// `/prices/{id}` inside): a nested match binds an enclosing match's wildcard name again.
+/// The inner binding shadows the outer one in the inner match; a function declared in the
+/// outer match sees the outer one (lexical scope), as hidane-rules decides.
+const SHADOWED: &str = "rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /products/{id} {
+      function outerIsPublic() { return id == 'public'; }
+      allow read: if id == 'public';
+      match /prices/{id} {
+        allow read: if id == 'listed' || outerIsPublic();
+      }
+    }
+  }
+}";
+
 /// One documented case.
 struct Row {
     name: &'static str,
@@ -214,6 +231,12 @@ fn store() -> Store {
         .with("stories/s1", json!({"author": "bob", "published": true}))
         .with("stories/s2", json!({"author": "bob", "published": false}))
         .with("posts/p1", json!({"title": "hello"}))
+        .with("products/public", json!({}))
+        .with("products/secret", json!({}))
+        .with("products/secret/prices/listed", json!({}))
+        .with("products/public/prices/x", json!({}))
+        .with("products/secret/prices/x", json!({}))
+        .with("products/x/prices/public", json!({}))
 }
 
 fn rows() -> Vec<Row> {
@@ -578,6 +601,55 @@ fn rows() -> Vec<Row> {
         .limit(None)
         .deny(),
         row("query: get is not list", QUERIES, anon(), Get, "posts/p1").allow(),
+        // A wildcard name bound again by a nested match (the Stripe extension's rules).
+        row(
+            "shadowed: outer product",
+            SHADOWED,
+            anon(),
+            Get,
+            "products/public",
+        )
+        .allow(),
+        row(
+            "shadowed: other product",
+            SHADOWED,
+            anon(),
+            Get,
+            "products/secret",
+        )
+        .deny(),
+        row(
+            "shadowed: inner id is the price",
+            SHADOWED,
+            anon(),
+            Get,
+            "products/secret/prices/listed",
+        )
+        .allow(),
+        row(
+            "shadowed: the function sees the product",
+            SHADOWED,
+            anon(),
+            Get,
+            "products/public/prices/x",
+        )
+        .allow(),
+        row(
+            "shadowed: neither",
+            SHADOWED,
+            anon(),
+            Get,
+            "products/secret/prices/x",
+        )
+        .deny(),
+        row(
+            "shadowed: the price named like the product",
+            SHADOWED,
+            anon(),
+            Get,
+            "products/x/prices/public",
+        )
+        .deny(),
     ]
 }
 
