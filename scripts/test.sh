@@ -39,8 +39,14 @@ core() {
 }
 
 rules() {
-  say "docstore-rules: lexer, parser, checker, evaluator, SQL back end, Firebase's examples, differential against hidane-rules"
-  cargo test -p docstore-rules
+  say "docstore-rules: lexer, parser, checker, evaluator, SQL back end, Firebase's examples, differential against hidane-rules, corpus of public rulesets"
+  # The two corpus tests run on their own with --nocapture so their report (how many files
+  # parse, compile, are refused and why; agreement with hidane-rules) is in the log; skipped
+  # by name in the first run so they are not counted twice. Their files:
+  # scripts/fetch-rules-corpus.sh (absent, only the table is checked).
+  local corpus=(every_corpus_file_has_its_pinned_outcome corpus_rulesets_decide_as_hidane_rules_does)
+  cargo test -p docstore-rules -- --skip "${corpus[0]}" --skip "${corpus[1]}" &&
+    cargo test -p docstore-rules --test corpus -- --nocapture --exact "${corpus[@]}"
 }
 
 pgrx() {

@@ -78,15 +78,18 @@ fn block(
                     ));
                 }
             }
+            // A name twice in one match's path is an error (Firebase: "Variable x already
+            // exists in the PathTemplate."); a nested match may bind an enclosing match's
+            // name again, and shadows it (see `ir`).
             if let SegmentKind::Single(name) | SegmentKind::Recursive(name) = &seg.kind {
-                let taken = path.iter().any(|p| {
+                let taken = path[before..].iter().any(|p| {
                     matches!(&p.kind, SegmentKind::Single(n) | SegmentKind::Recursive(n) if n == name)
                 });
                 if taken {
                     return Err(CompileError::syntax(
                         source,
                         seg.span,
-                        format!("wildcard '{name}' is already bound by an enclosing match"),
+                        format!("wildcard '{name}' appears twice in one match path"),
                     ));
                 }
             }

@@ -101,7 +101,12 @@ struct Scope<'a> {
     functions: Vec<(&'a Function, usize, usize)>,
     /// Values of parameters and lets.
     locals: HashMap<String, Ir>,
-    wildcards: Vec<String>,
+    /// Wildcards visible here, outermost first: (name in the source, name in the rule's
+    /// pattern). A nested match may bind an enclosing match's name again; the inner one
+    /// shadows it and is renamed `name~k` in the pattern (`~` is no identifier character),
+    /// so each name of a pattern is bound once and functions still see the binding of
+    /// their definition (Firebase's lexical scoping, checked against hidane-rules).
+    wildcards: Vec<(String, String)>,
 }
 
 impl<'a> Scope<'a> {
@@ -111,6 +116,27 @@ impl<'a> Scope<'a> {
         self.functions
             .extend(fs.iter().map(|f| (f, visible, wildcards)));
         self
+    }
+
+    /// Bind wildcard `name` here; returns its name in the pattern.
+    fn bind(&mut self, name: &str) -> String {
+        let shadowed = self.wildcards.iter().filter(|(w, _)| w == name).count();
+        let internal = if shadowed == 0 {
+            name.to_owned()
+        } else {
+            format!("{name}~{}", shadowed + 1)
+        };
+        self.wildcards.push((name.to_owned(), internal.clone()));
+        internal
+    }
+
+    /// The pattern name of wildcard `name` as seen here (the innermost binding).
+    fn wildcard(&self, name: &str) -> Option<&str> {
+        self.wildcards
+            .iter()
+            .rev()
+            .find(|(w, _)| w == name)
+            .map(|(_, internal)| internal.as_str())
     }
 
     fn function(&self, name: &str) -> Option<(&'a Function, usize, usize)> {
@@ -179,12 +205,12 @@ impl Lowerer<'_, '_> {
                 match &seg.kind {
                     SegmentKind::Literal(s) => p.push_str(s),
                     SegmentKind::Single(n) => {
-                        p.push_str(&format!("{{{n}}}"));
-                        inner.wildcards.push(n.clone());
+                        let internal = inner.bind(n);
+                        p.push_str(&format!("{{{internal}}}"));
                     }
                     SegmentKind::Recursive(n) => {
-                        p.push_str(&format!("{{{n}=**}}"));
-                        inner.wildcards.push(n.clone());
+                        let internal = inner.bind(n);
+                        p.push_str(&format!("{{{internal}=**}}"));
                     }
                 }
             }
@@ -284,7 +310,7 @@ impl Lowerer<'_, '_> {
                     ExprKind::Ident(ns)
                         if NAMESPACES.contains(&ns.as_str())
                             && !scope.locals.contains_key(ns)
-                            && !scope.wildcards.contains(ns) =>
+                            && scope.wildcard(ns).is_none() =>
                     {
                         Some(ns.as_str())
                     }
@@ -331,8 +357,8 @@ impl Lowerer<'_, '_> {
         if let Some(v) = scope.locals.get(name) {
             return Ok(v.clone());
         }
-        if scope.wildcards.iter().any(|w| w == name) {
-            return Ok(Ir::Wildcard(name.to_owned()));
+        if let Some(internal) = scope.wildcard(name) {
+            return Ok(Ir::Wildcard(internal.to_owned()));
         }
         match name {
             "request" => Ok(Ir::Request),

@@ -511,7 +511,7 @@ fn compile_errors() {
         ("service firebase.storage { match /b/{bucket}/o { allow read; } }".into(), "0A000", "not supported"),
         ("rules_version = '1'; service cloud.firestore { match /databases/{d}/documents { match /{p=**}/x { allow read; } } }".into(), "42601", "last segment"),
         ("rules_version = '2'; service cloud.firestore { match /databases/{d}/documents { match /{p=**}/x/{q=**} { allow read; } } }".into(), "0A000", "more than one recursive"),
-        ("service cloud.firestore { match /databases/{d}/documents { match /a/{d} { allow read; } } }".into(), "42601", "already bound"),
+        ("service cloud.firestore { match /databases/{d}/documents { match /a/{x}/b/{x} { allow read; } } }".into(), "42601", "appears twice in one match path"),
         (wrap("allow read: if 'a\\x00';"), "0A000", "U+0000"),
     ];
     for (src, state, needle) in &cases {

@@ -6,7 +6,8 @@
 //! - firebase/snippets-rules `rules/solution-rbac/step5.rules` and `tests/solution-rbac.test.ts`
 //!   (the read rule of step5 calls `isOneOfRoles` with one argument where the function takes
 //!   two; we refuse that file with 42601, see `rbac_step5_as_published_is_refused`, and test
-//!   the rules with the call fixed);
+//!   the rules with the call fixed; upstream has fixed it since: the file at `6328731`, in
+//!   the corpus of `tests/corpus.rs`, compiles);
 //! - firebase.google.com/docs/rules/data-validation (the `ranking` and `visibility` examples);
 //! - firebase.google.com/docs/firestore/security/rules-conditions (content owner only, and
 //!   role-based access), and a chat app with owners and members in the style of those pages.

@@ -42,6 +42,8 @@ fn seeds_compile_or_fail_as_intended() {
         ("seed-functions", true),
         ("seed-escapes", true),
         ("seed-unclosed", false),
+        ("seed-shadowed", true),
+        ("seed-empty-match", false),
     ] {
         let src = fs::read_to_string(dir.join(name)).unwrap();
         let r = docstore_rules::compile(&src);

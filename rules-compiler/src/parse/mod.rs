@@ -150,7 +150,7 @@ impl<'s> Parser<'s> {
                         name.push_str(&self.ident()?.0);
                     }
                     self.expect_punct("{")?;
-                    let body = self.block(0)?;
+                    let body = self.block(0, "service")?;
                     services.push(Service {
                         name,
                         span: t.span.to(self.prev_span()),
@@ -184,8 +184,10 @@ impl<'s> Parser<'s> {
         })
     }
 
-    /// The inside of `{ ... }`, the `{` already read; reads the `}`.
-    fn block(&mut self, depth: usize) -> Result<Block, CompileError> {
+    /// The inside of `{ ... }`, the `{` already read; reads the `}`. The body of a `service`
+    /// or a `match` (`owner`) must declare something: Firebase's grammar refuses an empty one
+    /// ("The 'match' body must contain at least one declaration."), comments not counting.
+    fn block(&mut self, depth: usize, owner: &str) -> Result<Block, CompileError> {
         if depth > MAX_MATCH_DEPTH {
             return Err(self.syntax(self.peek().span, "match blocks nested too deeply"));
         }
@@ -195,6 +197,15 @@ impl<'s> Parser<'s> {
             match &t.tok {
                 Tok::Punct("}") => {
                     self.bump();
+                    if block.matches.is_empty()
+                        && block.allows.is_empty()
+                        && block.functions.is_empty()
+                    {
+                        return Err(self.syntax(
+                            t.span,
+                            format!("the '{owner}' body must contain at least one declaration"),
+                        ));
+                    }
                     return Ok(block);
                 }
                 Tok::Ident(w) if w == "match" => {
@@ -202,7 +213,7 @@ impl<'s> Parser<'s> {
                     let path = self.match_path()?;
                     let span = t.span.to(self.prev_span());
                     self.expect_punct("{")?;
-                    let body = self.block(depth + 1)?;
+                    let body = self.block(depth + 1, "match")?;
                     block.matches.push(Match { path, span, body });
                 }
                 Tok::Ident(w) if w == "allow" => {

@@ -205,3 +205,22 @@ fn a_number_then_a_dot_is_a_float() {
     let src = "service cloud.firestore { match /a/{b} { allow get: if 9223372036854775807.get(['a'], null); } }";
     assert!(parse(src).is_err());
 }
+
+#[test]
+fn an_empty_match_or_service_body_is_refused_as_firebase_does() {
+    // Firebase's grammar: "The 'match' body must contain at least one declaration."
+    // (firebase/snippets-rules `solution-rbac/step1-invalid.rules` is such a file), reported
+    // at the closing brace; a comment is not a declaration.
+    let src = "service cloud.firestore {\n  match /a/{b} {\n    // TODO\n  }\n}";
+    let e = parse(src).unwrap_err();
+    assert_eq!(e.sqlstate(), "42601");
+    assert_eq!((e.line, e.column), (4, 3), "{e}");
+    assert!(e.message.contains("'match' body must contain"), "{e}");
+    let e = parse("service cloud.firestore { }").unwrap_err();
+    assert!(e.message.contains("'service' body must contain"), "{e}");
+    // A body with only a function, or only a nested match that allows, is a declaration.
+    assert!(parse("service cloud.firestore { function f() { return true; } }").is_ok());
+    assert!(
+        parse("service cloud.firestore { match /a/{b} { match /c/{d} { allow read; } } }").is_ok()
+    );
+}

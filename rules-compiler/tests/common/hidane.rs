@@ -19,7 +19,8 @@ pub fn compile(source: &str) -> Result<hidane_rules::Ruleset, String> {
     }
 }
 
-fn path(p: &str) -> Vec<String> {
+/// The full path of `p` (relative to the database's documents) as hidane's segments.
+pub fn path(p: &str) -> Vec<String> {
     let mut out = vec![
         "databases".to_owned(),
         "(default)".to_owned(),
@@ -65,7 +66,8 @@ fn json_value(j: &Json) -> h::Value {
     }
 }
 
-fn document(p: &str, data: &CoreMap) -> h::Document {
+/// A document at `p` (relative to the database's documents).
+pub fn document(p: &str, data: &CoreMap) -> h::Document {
     h::Document {
         path: path(p),
         data: data.iter().map(|(k, v)| (k.clone(), value(v))).collect(),
@@ -95,6 +97,38 @@ pub fn decide(
     new: Option<&CoreMap>,
     time_micros: i64,
 ) -> bool {
+    decide_with_query(rs, docs, auth, method, p, new, time_micros, None)
+}
+
+/// [`decide`] with `request.query` for a list (hidane decides a list from the query, with
+/// no filter here: only its limit, offset and orderBy).
+#[allow(clippy::too_many_arguments)]
+pub fn decide_with_query(
+    rs: &hidane_rules::Ruleset,
+    docs: &BTreeMap<String, CoreMap>,
+    auth: Option<&Json>,
+    method: docstore_rules::Method,
+    p: &str,
+    new: Option<&CoreMap>,
+    time_micros: i64,
+    query: Option<&docstore_rules::eval::Query>,
+) -> bool {
+    authorize(rs, &HStore(docs), auth, method, p, new, time_micros, query)
+}
+
+/// [`decide_with_query`] with any store of documents for `get()`/`exists()`.
+#[allow(clippy::too_many_arguments)]
+pub fn authorize(
+    rs: &hidane_rules::Ruleset,
+    docs: &dyn h::Documents,
+    auth: Option<&Json>,
+    method: docstore_rules::Method,
+    p: &str,
+    new: Option<&CoreMap>,
+    time_micros: i64,
+    query: Option<&docstore_rules::eval::Query>,
+) -> bool {
+    let stored = docs.get(&path(p));
     use docstore_rules::Method as M;
     let method = match method {
         M::Get => h::Method::Get,
@@ -123,17 +157,21 @@ pub fn decide(
             nanos: i32::try_from(time_micros.rem_euclid(1_000_000) * 1_000).unwrap_or(0),
         },
         resource: new.map(|d| document(p, d)),
-        query: None,
+        query: query.map(|q| h::Query {
+            limit: q.limit,
+            offset: q.offset,
+            order_by: q.order_by.clone(),
+            ..Default::default()
+        }),
         in_transaction: false,
         write_fields: None,
         transforms: None,
         auto_id: false,
         verify: false,
     };
-    let stored = docs.get(p).map(|d| document(p, d));
     let mut budget = h::Budget::single();
     matches!(
-        h::authorize(rs, &request, stored.as_ref(), &HStore(docs), &mut budget),
+        h::authorize(rs, &request, stored.as_ref(), docs, &mut budget),
         Decision::Allow
     )
 }

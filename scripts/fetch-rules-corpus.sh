@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Fetch the corpus of public firestore.rules files listed in rules-compiler/corpus/SOURCES.md
+# into rules-compiler/corpus/files/ (ignored by git: the files belong to their authors and are
+# not redistributed here). Each file is read at its pinned commit and must match its pinned
+# SHA-256 prefix; a mismatch is an error and the file is not kept.
+#
+# Usage: RULES_CORPUS_MIRRORS=DIR scripts/fetch-rules-corpus.sh
+#   DIR holds git clones of the repositories SOURCES.md names, each named `<owner>+<name>`
+#   (a bare repository, or a clone with its git directory at `<owner>+<name>/repo`); every
+#   file is read from them offline, at its pinned commit.
+# Then: cargo test -p docstore-rules --test corpus -- --nocapture
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+SOURCES="${ROOT}/rules-compiler/corpus/SOURCES.md"
+DEST="${ROOT}/rules-compiler/corpus/files"
+mkdir -p "${DEST}"
+
+strip() { # `x` -> x
+  local s="${1#"${1%%[![:space:]]*}"}"
+  s="${s%"${s##*[![:space:]]}"}"
+  s="${s#\`}"
+  printf '%s' "${s%\`}"
+}
+
+if [ -z "${RULES_CORPUS_MIRRORS:-}" ]; then
+  echo "usage: RULES_CORPUS_MIRRORS=DIR $0  (DIR: git clones of the repositories in ${SOURCES})" >&2
+  exit 2
+fi
+
+fetched=0
+failed=0
+# Table rows: | `file` | owner/name | `path` | `commit` | licence | `sha256` | expected |
+while IFS='|' read -r _ file repo path commit _licence sha _expected _; do
+  file="$(strip "${file}")"
+  repo="$(strip "${repo}")"
+  path="$(strip "${path}")"
+  commit="$(strip "${commit}")"
+  sha="$(strip "${sha}")"
+  [[ "${commit}" =~ ^[0-9a-f]{40}$ ]] || continue
+  tmp="$(mktemp)"
+  ok=0
+  base="${RULES_CORPUS_MIRRORS}/${repo/\//+}"
+  for gitdir in "${base}/repo" "${base}"; do
+    if git --git-dir="${gitdir}" show "${commit}:${path}" >"${tmp}" 2>/dev/null; then
+      ok=1
+      break
+    fi
+  done
+  if [ "${ok}" = 1 ] && [ "$(sha256sum "${tmp}" | cut -c1-16)" = "${sha}" ]; then
+    mv "${tmp}" "${DEST}/${file}"
+    fetched=$((fetched + 1))
+  else
+    rm -f "${tmp}"
+    echo "not fetched: ${repo} ${path} at ${commit} (missing, or its hash is not ${sha})" >&2
+    failed=$((failed + 1))
+  fi
+done <"${SOURCES}"
+
+echo "rules corpus: ${fetched} fetched into ${DEST}, ${failed} failed"
+[ "${failed}" = 0 ]
