@@ -34,7 +34,8 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
             }
             Ok(Target::Path { database, .. })
             | Ok(Target::RunQuery { database })
-            | Ok(Target::Commit { database }) => {
+            | Ok(Target::Commit { database })
+            | Ok(Target::Listen { database, .. }) => {
                 if !docstore_core::path::is_valid_database_id(&database) {
                     return Err(format!("accepted database id {database:?}"));
                 }
@@ -79,6 +80,12 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         admin_key: Some("admin".into()),
         max_body_bytes: 100,
         pool_size: 1,
+        slot: "s".into(),
+        live: false,
+        heartbeat_ms: 1000,
+        listen_grace_seconds: 1,
+        listen_queue: 1,
+        listen_replay: 1,
     };
     let verifier = Verifier::from_config(&config).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();
