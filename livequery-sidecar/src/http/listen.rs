@@ -28,6 +28,24 @@ use crate::session::events::parse_token;
 use crate::session::hub::lag_seconds;
 use crate::session::{Caller, Connection, Resumed, SessionError, TargetRequest};
 
+/// Set once the process is shutting down: every stream's response ends, so that the
+/// graceful shutdown does not wait for streams that never finish (clients reconnect with
+/// their Last-Event-ID).
+static SHUTDOWN: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
+
+fn shutdown_signal() -> tokio::sync::watch::Receiver<bool> {
+    SHUTDOWN
+        .get_or_init(|| tokio::sync::watch::channel(false).0)
+        .subscribe()
+}
+
+/// End every stream's response (the process is shutting down).
+pub fn shut_down() {
+    SHUTDOWN
+        .get_or_init(|| tokio::sync::watch::channel(false).0)
+        .send_replace(true);
+}
+
 /// Most targets one request may name.
 pub const MAX_TARGETS: usize = 100;
 
@@ -414,12 +432,14 @@ fn sse(connection: Connection) -> Response {
     struct State {
         frames: tokio::sync::mpsc::Receiver<crate::session::Frame>,
         closed: Option<tokio::sync::oneshot::Receiver<crate::session::Frame>>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
         opening: Option<String>,
         done: bool,
     }
     let state = State {
         frames,
         closed: Some(closed),
+        shutdown: shutdown_signal(),
         opening: Some(opening),
         done: false,
     };
@@ -430,7 +450,15 @@ fn sse(connection: Connection) -> Response {
         if s.done {
             return None;
         }
-        let State { frames, closed, .. } = &mut s;
+        let State {
+            frames,
+            closed,
+            shutdown,
+            ..
+        } = &mut s;
+        if *shutdown.borrow() {
+            return None;
+        }
         let closing = async {
             match closed.as_mut() {
                 Some(rx) => rx.await.ok(),
@@ -440,6 +468,7 @@ fn sse(connection: Connection) -> Response {
         let next = tokio::select! {
             biased;
             last = closing => Next::Closed(last),
+            _ = shutdown.changed() => Next::Frame(None),
             frame = frames.recv() => Next::Frame(frame),
             () = tokio::time::sleep(KEEP_ALIVE) => Next::KeepAlive,
         };
