@@ -388,19 +388,18 @@ def test_resume_outside_retention_resets_then_snapshots(stack, client, coll):
         listener.close()
 
 
-@pytest.fixture
-def small_queue_sidecar(stack):
-    """A second sidecar on the test cluster with a queue of 4 events per stream."""
+def extra_sidecar(stack, slot: str, **env_extra: str):
+    """A second sidecar on the test cluster with a slot of its own; yields its port."""
     port = free_port()
-    log = Path(stack.cluster.dir) / "sidecar-small.log"
+    log = Path(stack.cluster.dir) / f"sidecar-{slot}.log"
     env = {
         **os.environ,
         "DOCSTORE_DATABASE_URL": stack.cluster.url(),
         "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
         "DOCSTORE_ADMIN_KEY": stack.admin_key,
         "DOCSTORE_JWT_SECRET": stack.jwt_secret,
-        "DOCSTORE_SLOT": "docstore_small_queue",
-        "DOCSTORE_LISTEN_QUEUE": "4",
+        "DOCSTORE_SLOT": slot,
+        **env_extra,
     }
     binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
     proc = subprocess.Popen([binary], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
@@ -413,8 +412,21 @@ def small_queue_sidecar(stack):
         proc.wait(15)
         stack.sql(
             "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
-            "where slot_name = 'docstore_small_queue' and not active"
+            "where slot_name = %s and not active",
+            slot,
         )
+
+
+@pytest.fixture
+def small_queue_sidecar(stack):
+    """A second sidecar with a queue of 4 events per stream."""
+    yield from extra_sidecar(stack, "docstore_small_queue", DOCSTORE_LISTEN_QUEUE="4")
+
+
+@pytest.fixture
+def own_slot_sidecar(stack):
+    """A second sidecar whose slot a test may drop."""
+    yield from extra_sidecar(stack, "docstore_dropped")
 
 
 def test_a_slow_client_gets_reset_lagged(stack, coll, small_queue_sidecar):
@@ -570,5 +582,43 @@ def test_metrics_count_streams_and_lag(stack, client, coll):
             "docstore_changelog_retained_bytes",
         ):
             assert name in text, name
+    finally:
+        listener.close()
+
+
+def test_a_dropped_slot_resets_every_stream_with_a_fresh_snapshot(stack, coll, own_slot_sidecar):
+    stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
+    sql = f"select * from /{coll}"
+    other = type(stack)(**{**stack.__dict__, "url": f"http://127.0.0.1:{own_slot_sidecar}"})
+    listener = Listener(other, params=[("sql", sql)])
+    try:
+        view = View()
+        follow(listener, view, lambda ev, v: ev["event"] == "snapshot")
+        # Drop the slot under the sidecar: end its walsender, then drop it before the
+        # sidecar reconnects (it retries with backoff; so may this loop).
+        for _ in range(200):
+            stack.sql(
+                "select pg_terminate_backend(active_pid) from pg_replication_slots "
+                "where slot_name = 'docstore_dropped' and active_pid is not null"
+            )
+            dropped = stack.sql(
+                "select pg_drop_replication_slot(slot_name) is null from pg_replication_slots "
+                "where slot_name = 'docstore_dropped' and not active"
+            )
+            if dropped:
+                break
+        assert dropped, "the slot could not be dropped"
+        # Written while the slot is gone: only a fresh snapshot can show it.
+        stack.sql("select docstore.set(%s, '{\"n\": 2}')", f"{coll}/b")
+        reset = listener.until(lambda e: e["event"] == "reset")
+        assert reset["data"]["reason"] == "slot_lost"
+        view.apply(reset)
+        follow(listener, view, lambda ev, v: ev["event"] == "snapshot")
+        with stack.client() as client:
+            assert view.docs("0") == fresh(stack, client, sql)
+        stack.sql("select docstore.set(%s, '{\"n\": 3}')", f"{coll}/c")
+        follow(listener, view, has_doc("0", f"{coll}/c"))
+        with stack.client() as client:
+            assert view.docs("0") == fresh(stack, client, sql)
     finally:
         listener.close()
