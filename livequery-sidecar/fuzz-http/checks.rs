@@ -8,6 +8,7 @@ use docstore_sidecar::config::Config;
 use docstore_sidecar::http::auth::Verifier;
 use docstore_sidecar::http::body::{self, Commit, RunQuery};
 use docstore_sidecar::http::error::ApiError;
+use docstore_sidecar::http::listen;
 use docstore_sidecar::http::resource::{self, Target};
 
 /// What a check reports when a property does not hold.
@@ -34,7 +35,8 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
             }
             Ok(Target::Path { database, .. })
             | Ok(Target::RunQuery { database })
-            | Ok(Target::Commit { database }) => {
+            | Ok(Target::Commit { database })
+            | Ok(Target::Listen { database, .. }) => {
                 if !docstore_core::path::is_valid_database_id(&database) {
                     return Err(format!("accepted database id {database:?}"));
                 }
@@ -46,6 +48,11 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
     if let Err(e) = resource::parse_params(Some(query)) {
         client_error(&e)?;
     }
+    for post in [false, true] {
+        if let Err(e) = listen::ListenParams::parse(Some(query), post, Some(path.to_owned())) {
+            client_error(&e)?;
+        }
+    }
     Ok(())
 }
 
@@ -56,6 +63,7 @@ pub fn check_bodies(data: &[u8]) -> Result<(), Failure> {
         Commit::parse(data).map(|_| ()),
         body::json_object_text(data, "data").map(|_| ()),
         body::masked_set("a/b", data, &["a.b".into(), "`x y`".into()], None).map(|_| ()),
+        listen::body_targets(data).map(|_| ()),
     ] {
         if let Err(e) = result {
             client_error(&e)?;
@@ -79,6 +87,12 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         admin_key: Some("admin".into()),
         max_body_bytes: 100,
         pool_size: 1,
+        slot: "s".into(),
+        live: false,
+        heartbeat_ms: 1000,
+        listen_grace_seconds: 1,
+        listen_queue: 1,
+        listen_replay: 1,
     };
     let verifier = Verifier::from_config(&config).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();

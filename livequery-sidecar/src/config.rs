@@ -63,6 +63,33 @@ pub struct Config {
     /// more requests wait for a free connection).
     #[arg(long, env = "DOCSTORE_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+
+    /// The logical replication slot the sidecar owns for live queries (created when
+    /// missing, on the extension's publication `docstore_changes`). Two sidecars on one
+    /// database need two slots.
+    #[arg(long, env = "DOCSTORE_SLOT", default_value = "docstore_sidecar")]
+    pub slot: String,
+
+    /// Serve `:listen` (live queries). Off, no slot is created and `:listen` answers 503.
+    #[arg(long, env = "DOCSTORE_LIVE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub live: bool,
+
+    /// Milliseconds without a decoded transaction after which a heartbeat is emitted.
+    #[arg(long, env = "DOCSTORE_HEARTBEAT_MS", default_value_t = 1000)]
+    pub heartbeat_ms: u64,
+
+    /// Seconds a disconnected listen stream is kept for a resume.
+    #[arg(long, env = "DOCSTORE_LISTEN_GRACE_SECONDS", default_value_t = 60)]
+    pub listen_grace_seconds: u64,
+
+    /// Events queued per connected listen stream; a client that lets more pile up gets
+    /// `reset {reason: lagged}` and its stream closes.
+    #[arg(long, env = "DOCSTORE_LISTEN_QUEUE", default_value_t = 1024)]
+    pub listen_queue: usize,
+
+    /// Events a listen stream keeps for resumes with Last-Event-ID.
+    #[arg(long, env = "DOCSTORE_LISTEN_REPLAY", default_value_t = 1024)]
+    pub listen_replay: usize,
 }
 
 /// Debug output never shows the secrets: the JWT secret, the admin key and the database URL
@@ -80,6 +107,12 @@ impl std::fmt::Debug for Config {
             .field("admin_key", &redacted(self.admin_key.is_some()))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("pool_size", &self.pool_size)
+            .field("slot", &self.slot)
+            .field("live", &self.live)
+            .field("heartbeat_ms", &self.heartbeat_ms)
+            .field("listen_grace_seconds", &self.listen_grace_seconds)
+            .field("listen_queue", &self.listen_queue)
+            .field("listen_replay", &self.listen_replay)
             .finish()
     }
 }

@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use docstore_sidecar::changelog::Limits;
 use docstore_sidecar::config::Config;
 use docstore_sidecar::http::{self, auth::Verifier, AppState};
+use docstore_sidecar::matcher::MatcherConfig;
 use docstore_sidecar::pg::Db;
+use docstore_sidecar::session::{Session, Settings};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -55,11 +58,33 @@ async fn run(config: Config) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(listen = %config.listen, "docstore-sidecar is serving");
+    let session = if config.live {
+        let postgres: tokio_postgres::Config = config
+            .database_url
+            .parse()
+            .map_err(|e| format!("--database-url: {e}"))?;
+        Some(Session::start(
+            db.clone(),
+            Settings {
+                postgres,
+                slot: config.slot.clone(),
+                heartbeat: Duration::from_millis(config.heartbeat_ms.max(10)),
+                grace: Duration::from_secs(config.listen_grace_seconds),
+                queue: config.listen_queue,
+                replay: config.listen_replay,
+                limits: Limits::default(),
+                matcher: MatcherConfig::default(),
+            },
+        ))
+    } else {
+        None
+    };
     let state = Arc::new(AppState {
         db,
         verifier,
         max_body_bytes: config.max_body_bytes,
         metrics: Some(metrics),
+        session,
     });
     http::serve(state, listener)
         .await

@@ -9,6 +9,7 @@ pub mod commit;
 pub mod context;
 pub mod documents;
 pub mod error;
+pub mod listen;
 pub mod metrics;
 pub mod query;
 pub mod resource;
@@ -35,6 +36,8 @@ pub struct AppState {
     /// The Prometheus recorder's handle (`None` when another recorder is installed, as in
     /// tests that build several routers in one process).
     pub metrics: Option<PrometheusHandle>,
+    /// The live-query hub (`None`: `:listen` answers 503 UNAVAILABLE).
+    pub session: Option<crate::session::Session>,
 }
 
 /// The shared state.
@@ -131,6 +134,7 @@ enum Kind {
     Collection,
     RunQuery,
     Commit,
+    Listen,
 }
 
 async fn route(state: SharedState, request: Request) -> Result<Response, ApiError> {
@@ -140,6 +144,7 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         Target::Path { .. } => Kind::Collection,
         Target::RunQuery { .. } => Kind::RunQuery,
         Target::Commit { .. } => Kind::Commit,
+        Target::Listen { .. } => Kind::Listen,
     };
     let method = request.method().clone();
     match (kind, method) {
@@ -168,6 +173,7 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         }
         (Kind::RunQuery, Method::POST) => query::run_query(state, target, request).await,
         (Kind::Commit, Method::POST) => commit::commit(state, target, request).await,
+        (Kind::Listen, _) => listen::route(state, target, request).await,
         (_, method) => Err(ApiError::not_found(format!(
             "no route {method} {}",
             request.uri().path()
@@ -212,4 +218,5 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutting down: finishing the requests in flight");
+    listen::shut_down();
 }

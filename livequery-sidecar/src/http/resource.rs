@@ -23,6 +23,12 @@ pub enum Target {
     RunQuery { database: String },
     /// `/v1/databases/{db}:commit`.
     Commit { database: String },
+    /// `/v1/databases/{db}:listen`, and below it (`rest`, undecoded) a stream's targets:
+    /// `{stream}/targets` and `{stream}/targets/{id}`.
+    Listen {
+        database: String,
+        rest: Option<String>,
+    },
 }
 
 impl Target {
@@ -31,7 +37,8 @@ impl Target {
         match self {
             Target::Path { database, .. }
             | Target::RunQuery { database }
-            | Target::Commit { database } => database,
+            | Target::Commit { database }
+            | Target::Listen { database, .. } => database,
         }
     }
 }
@@ -104,6 +111,10 @@ pub fn parse_target(raw_path: &str) -> Result<Target, ApiError> {
     match (operation, tail) {
         (Some("runQuery"), None) => Ok(Target::RunQuery { database }),
         (Some("commit"), None) => Ok(Target::Commit { database }),
+        (Some("listen"), rest) => Ok(Target::Listen {
+            database,
+            rest: rest.map(str::to_owned),
+        }),
         (None, Some(tail)) => {
             let Some(path) = tail.strip_prefix("documents") else {
                 return Err(no_route());
@@ -269,6 +280,7 @@ pub fn route_label(raw_path: &str) -> &'static str {
             Some(rest) if rest.contains("/documents/") => "documents",
             Some(rest) if rest.ends_with(":runQuery") => "runQuery",
             Some(rest) if rest.ends_with(":commit") => "commit",
+            Some(rest) if rest.contains(":listen") => "listen",
             _ => "other",
         },
     }

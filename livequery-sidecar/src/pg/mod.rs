@@ -5,6 +5,7 @@
 pub mod databases;
 pub mod documents;
 pub mod query;
+pub mod snapshot;
 pub mod types;
 
 use std::time::Duration;

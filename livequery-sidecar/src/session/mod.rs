@@ -1,1 +1,351 @@
-//! Stage 4: listen streams, targets, positions and resume (the live-query issue).
+//! Stage 4: listen streams (DESIGN.md section 5, "Streams, targets and positions").
+//!
+//! One hub task ([`hub`]) owns the [`Changelog`](crate::changelog::Changelog), one
+//! [`Matcher`](crate::matcher::Matcher) per database and every stream; it is fed by the
+//! [`SupervisedSource`](crate::source::SupervisedSource) of the slot the sidecar owns. The
+//! [`upkeep`] task emits heartbeats when idle (and at once when a new target waits for a
+//! position), takes the snapshots that unpin the changelog, and measures the slot's lag.
+//! [`Session`] is the handle the HTTP layer holds: it runs a target's initial read (one
+//! `REPEATABLE READ` transaction under the caller's auth, `pg::snapshot`) outside the hub and
+//! hands the rows to the hub, which hands the target off exactly through the changelog.
+//!
+//! A stream's targets advance together: each committed transaction yields at most one event
+//! per stream, at its commit position, carrying every target's changes. A new target shows
+//! its first results in a `snapshot` event at a position at or past its snapshot's WAL
+//! position. The hub never awaits a client: each stream has a bounded queue, and a full queue
+//! closes the stream with `reset {reason: lagged}`.
+
+pub mod events;
+pub mod hub;
+pub mod upkeep;
+
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::changelog::{Limits, Ticket};
+use crate::matcher::{Document, MatcherConfig, TargetSpec};
+use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
+use crate::pg::{Db, PgError, RunAs};
+use crate::source::Lsn;
+pub use events::{Frame, ResetReason};
+
+/// Tuning of the live-query session.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Postgres the replication connection and the heartbeats use (a REPLICATION role).
+    pub postgres: tokio_postgres::Config,
+    /// The logical slot the sidecar owns (created when missing).
+    pub slot: String,
+    /// About how often a heartbeat is emitted when nothing is written.
+    pub heartbeat: Duration,
+    /// How long a disconnected stream is kept for a resume.
+    pub grace: Duration,
+    /// Events queued per connected stream before it is closed as lagged.
+    pub queue: usize,
+    /// Events a stream keeps for resumes (older positions reset).
+    pub replay: usize,
+    /// Bounds of the changelog.
+    pub limits: Limits,
+    /// Slack of sorted queries with a limit.
+    pub matcher: MatcherConfig,
+}
+
+/// Who opened a stream: its owner key (the same caller may resume it and change its
+/// targets) and how its reads run in Postgres.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    /// `admin`, `anonymous`, or `user:<sub>`.
+    pub key: String,
+    pub run_as: RunAs,
+}
+
+/// A target as the client names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetRequest {
+    /// The client's id of the target, unique in its stream.
+    pub id: String,
+    pub spec: TargetSpec,
+}
+
+/// Why the session refused a call.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// The initial read failed (the query's own error, an unknown database, ...).
+    #[error(transparent)]
+    Pg(#[from] PgError),
+    /// The change stream is not ready, or restarted meanwhile: retry.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+/// A connected stream, as the HTTP layer writes it out.
+#[derive(Debug)]
+pub struct Connection {
+    /// The stream's id (the first part of every resume token).
+    pub stream: String,
+    /// Frames to write before the queue (a resume's replay, or a reset).
+    pub first: Vec<Frame>,
+    /// The stream's events. Ends when another connection takes the stream over.
+    pub frames: mpsc::Receiver<Frame>,
+    /// The last frame (`reset {reason: lagged}`), written instead of whatever is queued;
+    /// the stream is then closed.
+    pub closed: oneshot::Receiver<Frame>,
+}
+
+/// What a resume found.
+#[derive(Debug)]
+pub enum Resumed {
+    /// The stream, with the events after the position (or a reset and a snapshot of its
+    /// current results when the position is no longer retained).
+    Connection(Connection),
+    /// The stream is gone: start a new one after a `reset` with this reason.
+    Unknown(ResetReason),
+}
+
+/// A ticket of the hub's changelog with the generation it belongs to (a lost slot starts a
+/// new changelog).
+#[derive(Debug, Clone, Copy)]
+pub struct Grant {
+    pub ticket: Ticket,
+    pub generation: u64,
+}
+
+type Reply<T> = oneshot::Sender<T>;
+
+/// Requests to the hub.
+#[derive(Debug)]
+pub enum Command {
+    Ticket(Reply<Grant>),
+    Forget(Grant),
+    Open {
+        database: String,
+        caller: Caller,
+        targets: Vec<(TargetRequest, Vec<Document>)>,
+        grant: Grant,
+        point: ReadPoint,
+        lead: Option<ResetReason>,
+        reply: Reply<Result<Connection, SessionError>>,
+    },
+    Resume {
+        stream: String,
+        position: Lsn,
+        caller: String,
+        reply: Reply<Resumed>,
+    },
+    Check {
+        stream: String,
+        database: String,
+        caller: String,
+        targets: Vec<String>,
+        reply: Reply<Result<(), SessionError>>,
+    },
+    Add {
+        stream: String,
+        caller: String,
+        targets: Vec<(TargetRequest, Vec<Document>)>,
+        grant: Grant,
+        point: ReadPoint,
+        reply: Reply<Result<(), SessionError>>,
+    },
+    Remove {
+        stream: String,
+        caller: String,
+        target: String,
+        reply: Reply<Result<(), SessionError>>,
+    },
+}
+
+/// The handle of the hub.
+#[derive(Clone)]
+pub struct Session {
+    commands: mpsc::Sender<Command>,
+    db: Db,
+    matcher: MatcherConfig,
+}
+
+/// How long a subscription waits for the change stream to be ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn gone() -> SessionError {
+    SessionError::Unavailable("the live-query hub has stopped".into())
+}
+
+/// What a target reads initially: its fetch query as structured JSON, or its document.
+pub fn fetch_of(spec: &TargetSpec, config: &MatcherConfig) -> Fetch {
+    match (spec, spec.fetch_query(config)) {
+        (TargetSpec::Document(path), _) => Fetch::Document(path.clone()),
+        (TargetSpec::Query(_), Some(query)) => {
+            Fetch::Query(docstore_core::query::to_structured(&query).to_string())
+        }
+        (TargetSpec::Query(query), None) => {
+            Fetch::Query(docstore_core::query::to_structured(query).to_string())
+        }
+    }
+}
+
+impl Session {
+    /// Start the hub and its upkeep task.
+    pub fn start(db: Db, settings: Settings) -> Session {
+        let matcher = settings.matcher;
+        let commands = hub::spawn(db.clone(), settings);
+        Session {
+            commands,
+            db,
+            matcher,
+        }
+    }
+
+    async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, SessionError> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(command(reply))
+            .await
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())
+    }
+
+    async fn read(
+        &self,
+        database: &str,
+        caller: &Caller,
+        targets: Vec<TargetRequest>,
+    ) -> Result<(Vec<(TargetRequest, Vec<Document>)>, Grant, ReadPoint), SessionError> {
+        let grant = tokio::time::timeout(READY_TIMEOUT, self.call(Command::Ticket))
+            .await
+            .map_err(|_| {
+                SessionError::Unavailable(
+                    "the change stream is not ready (is wal_level logical?)".into(),
+                )
+            })??;
+        let fetches: Vec<Fetch> = targets
+            .iter()
+            .map(|t| fetch_of(&t.spec, &self.matcher))
+            .collect();
+        match read_targets(&self.db, database, &caller.run_as, &fetches).await {
+            Ok((rows, point)) => Ok((targets.into_iter().zip(rows).collect(), grant, point)),
+            Err(e) => {
+                let _ = self.commands.send(Command::Forget(grant)).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Open a new stream on `targets` (their initial reads run now, as `caller`); `lead` is a
+    /// reset to send first (a resume that found nothing).
+    ///
+    /// # Errors
+    /// The initial reads' errors, [`SessionError::Unavailable`] when the change stream is not
+    /// ready.
+    ///
+    /// # Cancel safety
+    /// Dropped midway, nothing is registered (a read's ticket may stay outstanding until the
+    /// next eviction pass forgets nothing: it only delays the pruning of evicted records).
+    pub async fn open(
+        &self,
+        database: &str,
+        caller: Caller,
+        targets: Vec<TargetRequest>,
+        lead: Option<ResetReason>,
+    ) -> Result<Connection, SessionError> {
+        let (targets, grant, point) = self.read(database, &caller, targets).await?;
+        self.call(|reply| Command::Open {
+            database: database.to_owned(),
+            caller,
+            targets,
+            grant,
+            point,
+            lead,
+            reply,
+        })
+        .await?
+    }
+
+    /// Resume `stream` after `position` as `caller` (its key).
+    ///
+    /// # Errors
+    /// [`SessionError::PermissionDenied`] when another caller owns the stream.
+    ///
+    /// # Cancel safety
+    /// Dropped after the hub answered, the new connection is dropped: the stream counts as
+    /// disconnected again.
+    pub async fn resume(
+        &self,
+        stream: &str,
+        position: Lsn,
+        caller: &str,
+    ) -> Result<Resumed, SessionError> {
+        self.call(|reply| Command::Resume {
+            stream: stream.to_owned(),
+            position,
+            caller: caller.to_owned(),
+            reply,
+        })
+        .await
+    }
+
+    /// Add targets to a running stream of `caller`.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown stream, PERMISSION_DENIED for another caller's, INVALID_ARGUMENT
+    /// for a target id the stream has, and the initial reads' errors.
+    ///
+    /// # Cancel safety
+    /// As [`Session::open`].
+    pub async fn add_targets(
+        &self,
+        database: &str,
+        stream: &str,
+        caller: Caller,
+        targets: Vec<TargetRequest>,
+    ) -> Result<(), SessionError> {
+        let ids = targets.iter().map(|t| t.id.clone()).collect();
+        self.call(|reply| Command::Check {
+            stream: stream.to_owned(),
+            database: database.to_owned(),
+            caller: caller.key.clone(),
+            targets: ids,
+            reply,
+        })
+        .await??;
+        let (targets, grant, point) = self.read(database, &caller, targets).await?;
+        self.call(|reply| Command::Add {
+            stream: stream.to_owned(),
+            caller: caller.key,
+            targets,
+            grant,
+            point,
+            reply,
+        })
+        .await?
+    }
+
+    /// Remove a target from a running stream of `caller`.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown stream or target, PERMISSION_DENIED for another caller's.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the removal happened or not.
+    pub async fn remove_target(
+        &self,
+        stream: &str,
+        caller: &str,
+        target: &str,
+    ) -> Result<(), SessionError> {
+        self.call(|reply| Command::Remove {
+            stream: stream.to_owned(),
+            caller: caller.to_owned(),
+            target: target.to_owned(),
+            reply,
+        })
+        .await?
+    }
+}

@@ -1,0 +1,166 @@
+//! The initial reads of live targets (DESIGN.md section 5, "Exact snapshot hand-off"): one
+//! `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` transaction under the caller's auth, in
+//! which every target's rows are read and `pg_current_snapshot()` with the WAL insert
+//! position are taken.
+//!
+//! The position is `pg_current_wal_insert_lsn()`, not `pg_current_wal_lsn()` (the *write*
+//! position): a commit becomes visible only after its record was inserted, but with
+//! `synchronous_commit = off` not necessarily after it was written, so only the insert
+//! position is at or past the commit record of every transaction the snapshot sees.
+
+use docstore_core::path::ResourcePath;
+use docstore_core::value::Timestamp;
+use tokio_postgres::types::ToSql;
+
+use super::types::{JsonText, PgTime, RawJson};
+use super::{Db, PgError, RequestTx, RunAs, CLIENT_ROLE, SETTINGS_SQL};
+use crate::changelog::Snapshot;
+use crate::matcher::Document;
+use crate::source::Lsn;
+
+/// What one target reads: a query (structured JSON text, whole documents) or one document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetch {
+    /// `docstore.run_query($1::jsonb)`.
+    Query(String),
+    /// One document by name.
+    Document(ResourcePath),
+}
+
+/// The snapshot the rows were read in, and the WAL insert position after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadPoint {
+    pub snapshot: Snapshot,
+    pub lsn: Lsn,
+}
+
+impl Db {
+    /// Begin a `REPEATABLE READ READ ONLY` transaction in `database` as `run_as` (the
+    /// settings run inside it, after `begin`, so the snapshot is taken by the first read).
+    ///
+    /// # Errors
+    /// [`PgError::NoSuchDatabase`]; Postgres errors.
+    ///
+    /// # Cancel safety
+    /// As [`Db::begin`].
+    pub async fn begin_snapshot(
+        &self,
+        database: &str,
+        run_as: &RunAs,
+    ) -> Result<RequestTx, PgError> {
+        let client = self.pool.get().await?;
+        let mut tx = RequestTx {
+            client: Some(client),
+            open: false,
+        };
+        let client = tx.client()?;
+        self.databases.check(client, database).await?;
+        tx.open = true;
+        let client = tx.client()?;
+        client
+            .batch_execute("begin isolation level repeatable read read only")
+            .await?;
+        match run_as {
+            RunAs::Admin => {
+                let stmt = client
+                    .prepare_cached("select set_config('docstore.database', $1, true)")
+                    .await?;
+                client.execute(&stmt, &[&database]).await?;
+            }
+            RunAs::Client { auth, request } => {
+                let stmt = client.prepare_cached(SETTINGS_SQL).await?;
+                let params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
+                client.execute(&stmt, &params).await?;
+            }
+        }
+        Ok(tx)
+    }
+}
+
+/// Read every target's rows and the read point in one snapshot transaction, then commit.
+///
+/// # Errors
+/// [`PgError`]: the extension's errors of a query (a missing index, a bad query), an unknown
+/// database, a lost connection.
+///
+/// # Cancel safety
+/// Dropped midway, the transaction is cancelled and its connection discarded.
+pub async fn read_targets(
+    db: &Db,
+    database: &str,
+    run_as: &RunAs,
+    fetches: &[Fetch],
+) -> Result<(Vec<Vec<Document>>, ReadPoint), PgError> {
+    let tx = db.begin_snapshot(database, run_as).await?;
+    let client = tx.client()?;
+    // The snapshot is taken by this first statement of the transaction.
+    let row = client
+        .query_one(
+            "select pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text",
+            &[],
+        )
+        .await?;
+    let snapshot: String = row.try_get(0)?;
+    let lsn: String = row.try_get(1)?;
+    let snapshot = Snapshot::parse(&snapshot).map_err(|e| PgError::Decode(e.to_string()))?;
+    let lsn = Lsn::parse(&lsn).ok_or_else(|| PgError::Decode(format!("WAL position {lsn:?}")))?;
+    let mut out = Vec::with_capacity(fetches.len());
+    for fetch in fetches {
+        out.push(match fetch {
+            Fetch::Query(structured) => {
+                let stmt = client
+                    .prepare_cached(
+                        "select path, data, update_time from docstore.run_query($1::jsonb)",
+                    )
+                    .await?;
+                let rows = client.query(&stmt, &[&JsonText(structured)]).await?;
+                let mut docs = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let path: String = row.try_get(0)?;
+                    let data: RawJson = row.try_get(1)?;
+                    let time: Option<PgTime> = row.try_get(2)?;
+                    let path = ResourcePath::parse_document(&path)
+                        .map_err(|e| PgError::Decode(format!("result path {path:?}: {e}")))?;
+                    docs.push(document(path, &data, time)?);
+                }
+                docs
+            }
+            Fetch::Document(path) => match super::documents::read(&tx, database, path).await? {
+                Some(doc) => vec![document(path.clone(), &doc.data, Some(doc.update_time))?],
+                None => Vec::new(),
+            },
+        });
+    }
+    tx.commit().await?;
+    Ok((out, ReadPoint { snapshot, lsn }))
+}
+
+/// `pg_current_snapshot()` alone (for the changelog's unpinning), on a plain connection.
+///
+/// # Errors
+/// Postgres errors, or text that is not a snapshot.
+///
+/// # Cancel safety
+/// Cancel-safe: a single read.
+pub async fn current_snapshot(client: &tokio_postgres::Client) -> Result<Snapshot, PgError> {
+    let row = client
+        .query_one("select pg_current_snapshot()::text", &[])
+        .await?;
+    let text: String = row.try_get(0)?;
+    Snapshot::parse(&text).map_err(|e| PgError::Decode(e.to_string()))
+}
+
+fn document(path: ResourcePath, data: &RawJson, time: Option<PgTime>) -> Result<Document, PgError> {
+    let fields = docstore_core::typed_json::parse(&data.0)
+        .map_err(|e| PgError::Decode(format!("data of {path}: {e}")))?;
+    let docstore_core::value::Value::Map(fields) = fields else {
+        return Err(PgError::Decode(format!("data of {path} is not a map")));
+    };
+    let time = time
+        .and_then(|t| {
+            t.0.checked_add(crate::source::transaction::PG_EPOCH_UNIX_MICROS)
+        })
+        .and_then(Timestamp::from_micros)
+        .ok_or_else(|| PgError::Decode(format!("update time of {path}")))?;
+    Ok(Document::new(path, fields, time))
+}

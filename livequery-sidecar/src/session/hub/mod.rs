@@ -1,0 +1,710 @@
+//! The hub: one task that owns the changelog, the matchers (one per database) and every
+//! stream, fed by the change source. See the module documentation of `session`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use super::events::{self, Frame, ResetReason};
+use super::upkeep;
+use super::{fetch_of, Caller, Command, Grant, Settings};
+use crate::changelog::{Changelog, Snapshot};
+use crate::matcher::{Document, Horizon, Matcher, TargetDelta, TargetId, TargetSpec, Write};
+use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
+use crate::pg::Db;
+use crate::source::heartbeat::is_heartbeat;
+use crate::source::{
+    Backoff, Change, ChangeSource, DocumentData, Lsn, ReplicationSettings, SourceEvent,
+    SupervisedSource, Transaction,
+};
+
+mod commands;
+
+/// Streams whose end is remembered (for the reason of a later resume's reset).
+const ENDED_KEPT: usize = 4096;
+
+/// A snapshot as the matcher's horizon: it sees what the snapshot sees.
+#[derive(Debug)]
+struct SnapshotHorizon(Snapshot);
+
+impl Horizon for SnapshotHorizon {
+    fn sees(&self, xid: u32) -> bool {
+        !self.0.applies_to(xid)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Its rows are being read (a requery, or the fresh read after a reset).
+    Fetching,
+    /// Handed off; shown in a `snapshot` at the first position `>= lsn` and `> after`.
+    Pending {
+        lsn: Lsn,
+        after: Lsn,
+    },
+    Live,
+}
+
+#[derive(Debug)]
+struct TargetState {
+    id: TargetId,
+    spec: TargetSpec,
+    phase: Phase,
+}
+
+#[derive(Debug)]
+struct Stream {
+    database: String,
+    caller: Caller,
+    targets: BTreeMap<String, TargetState>,
+    sender: Option<mpsc::Sender<Frame>>,
+    closer: Option<oneshot::Sender<Frame>>,
+    /// Logged events for resumes; a token at `floor` or later is replayable.
+    log: VecDeque<Frame>,
+    floor: Lsn,
+    position: Lsn,
+    last_event: Instant,
+    disconnected_at: Option<Instant>,
+    /// Bumped at each reset: reads started before it are stale.
+    epoch: u64,
+}
+
+/// Each target's rows, by the client's target id.
+type Rows = Vec<(String, Vec<Document>)>;
+
+/// The rows of a read the hub started (a requery or a re-read after a reset).
+#[derive(Debug)]
+pub struct Fetched {
+    stream: String,
+    epoch: u64,
+    grant: Grant,
+    requery: bool,
+    result: Result<(Rows, ReadPoint), ReadFailure>,
+}
+
+#[derive(Debug)]
+struct ReadFailure {
+    permission: bool,
+    message: String,
+}
+
+/// What tasks the hub started report back.
+#[derive(Debug)]
+pub enum Internal {
+    Fetched(Fetched),
+    /// A snapshot for unpinning (`None`: it could not be taken).
+    Observed(Grant, Option<Snapshot>),
+}
+
+struct Hub {
+    db: Db,
+    settings: Settings,
+    instance: String,
+    changelog: Changelog,
+    generation: u64,
+    matchers: HashMap<String, Matcher>,
+    streams: HashMap<String, Stream>,
+    owners: HashMap<TargetId, (String, String)>,
+    ended: HashMap<String, ResetReason>,
+    ended_order: VecDeque<String>,
+    next_target: u64,
+    next_stream: u64,
+    position: Lsn,
+    ready: bool,
+    waiting: Vec<oneshot::Sender<Grant>>,
+    kick: Arc<Notify>,
+    activity: watch::Sender<Lsn>,
+    observe: mpsc::Sender<Grant>,
+    observing: bool,
+    internal: mpsc::Sender<Internal>,
+}
+
+/// Start the hub and the upkeep task; returns the command channel.
+pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
+    let (commands, rx) = mpsc::channel(1024);
+    let (internal, internal_rx) = mpsc::channel(1024);
+    let (observe, observe_rx) = mpsc::channel(4);
+    let (activity, activity_rx) = watch::channel(Lsn(0));
+    let kick = Arc::new(Notify::new());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let instance = format!("{:x}", (nanos as u64) ^ u64::from(std::process::id()) << 40);
+    tokio::spawn(upkeep::run(
+        settings.postgres.clone(),
+        settings.slot.clone(),
+        settings.heartbeat,
+        activity_rx,
+        Arc::clone(&kick),
+        observe_rx,
+        internal.clone(),
+    ));
+    let hub = Hub {
+        db,
+        changelog: Changelog::new(settings.limits),
+        settings,
+        instance,
+        generation: 0,
+        matchers: HashMap::new(),
+        streams: HashMap::new(),
+        owners: HashMap::new(),
+        ended: HashMap::new(),
+        ended_order: VecDeque::new(),
+        next_target: 1,
+        next_stream: 1,
+        position: Lsn(0),
+        ready: false,
+        waiting: Vec::new(),
+        kick,
+        activity,
+        observe,
+        observing: false,
+        internal,
+    };
+    tokio::spawn(hub.run(rx, internal_rx));
+    commands
+}
+
+fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// The writes of a transaction, by database; `None` when a document's data could not be
+/// resolved (an unchanged TOASTed value the changelog does not hold).
+fn writes_by_database(txn: &Transaction) -> (HashMap<String, Vec<Write>>, Vec<String>, bool) {
+    let mut out: HashMap<String, Vec<Write>> = HashMap::new();
+    let mut unresolved = Vec::new();
+    let mut truncated = false;
+    for change in &txn.changes {
+        match change {
+            Change::Insert(d) | Change::Update(d) => match &d.data {
+                DocumentData::Fields(fields) => {
+                    out.entry(d.database_id.clone())
+                        .or_default()
+                        .push(Write::Set(Document::new(
+                            d.path.clone(),
+                            fields.clone(),
+                            d.update_time,
+                        )))
+                }
+                DocumentData::UnchangedToast => unresolved.push(d.database_id.clone()),
+            },
+            Change::Delete(k) => out
+                .entry(k.database_id.clone())
+                .or_default()
+                .push(Write::Delete(k.path.clone())),
+            Change::Truncate => truncated = true,
+        }
+    }
+    (out, unresolved, truncated)
+}
+
+impl Hub {
+    /// # Cancel safety
+    /// Runs for the life of the process.
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        mut internal: mpsc::Receiver<Internal>,
+    ) {
+        let mut source = self.new_source();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = source.next_event() => match event {
+                    Ok(event) => self.on_source(event),
+                    Err(e) => {
+                        tracing::error!(error = %e, "change source failed; starting it again");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        source = self.new_source();
+                    }
+                },
+                command = commands.recv() => match command {
+                    Some(command) => self.on_command(command),
+                    None => return,
+                },
+                Some(message) = internal.recv() => self.on_internal(message),
+                _ = tick.tick() => {
+                    self.on_tick();
+                    if let Some(lsn) = self.changelog.confirmable() {
+                        source.confirm(lsn);
+                    }
+                }
+            }
+        }
+    }
+
+    fn new_source(&self) -> SupervisedSource {
+        SupervisedSource::new(
+            ReplicationSettings::new(self.settings.postgres.clone(), self.settings.slot.clone()),
+            Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+        )
+    }
+
+    fn on_source(&mut self, event: SourceEvent) {
+        match event {
+            SourceEvent::SlotCreated { consistent_point } => {
+                if self.ready || !self.streams.is_empty() {
+                    tracing::error!(%consistent_point, "the replication slot was recreated: every stream resets");
+                    self.generation += 1;
+                    self.changelog = Changelog::new(self.settings.limits);
+                    self.observing = false;
+                    let ids: Vec<String> = self.streams.keys().cloned().collect();
+                    for id in ids {
+                        self.reset_in_place(&id, ResetReason::SlotLost);
+                    }
+                }
+                self.become_ready();
+            }
+            SourceEvent::Transaction(txn) => {
+                self.become_ready();
+                if let Some(txn) = self.changelog.push(txn, Instant::now()) {
+                    self.on_transaction(&txn);
+                }
+            }
+            SourceEvent::Message(_) | SourceEvent::KeepAlive { .. } => {}
+        }
+    }
+
+    fn become_ready(&mut self) {
+        self.ready = true;
+        for reply in std::mem::take(&mut self.waiting) {
+            let grant = self.grant();
+            if let Err(grant) = reply.send(grant) {
+                self.changelog.forget(grant.ticket);
+            }
+        }
+    }
+
+    fn grant(&mut self) -> Grant {
+        Grant {
+            ticket: self.changelog.ticket(),
+            generation: self.generation,
+        }
+    }
+
+    fn forget(&mut self, grant: Grant) {
+        if grant.generation == self.generation {
+            self.changelog.forget(grant.ticket);
+        }
+    }
+
+    fn on_transaction(&mut self, txn: &Transaction) {
+        let position = txn.commit_lsn;
+        self.position = position;
+        self.activity.send_replace(position);
+        let heartbeat = is_heartbeat(txn);
+        let (by_db, unresolved, truncated) = writes_by_database(txn);
+        let mut deltas: HashMap<String, Vec<(String, TargetDelta)>> = HashMap::new();
+        let mut requery: Vec<(String, String)> = Vec::new();
+        for (database, matcher) in &mut self.matchers {
+            let mut writes = Vec::new();
+            if truncated {
+                writes.push(Write::Truncate);
+            }
+            if let Some(w) = by_db.get(database) {
+                writes.extend(w.iter().cloned());
+            }
+            if writes.is_empty() {
+                continue;
+            }
+            for (id, delta) in matcher.apply(txn.xid, &writes) {
+                let Some((stream, target)) = self.owners.get(&id) else {
+                    continue;
+                };
+                if delta == TargetDelta::NeedsRequery {
+                    requery.push((stream.clone(), target.clone()));
+                } else {
+                    deltas
+                        .entry(stream.clone())
+                        .or_default()
+                        .push((target.clone(), delta));
+                }
+            }
+        }
+        let reset: Vec<String> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| unresolved.contains(&s.database))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let commit_time = Some(txn.commit_time);
+        let interval = self.settings.heartbeat;
+        let ids: Vec<String> = self.streams.keys().cloned().collect();
+        for id in ids {
+            if reset.contains(&id) {
+                continue;
+            }
+            let Some(stream) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            let mut newly = Vec::new();
+            for (name, t) in &mut stream.targets {
+                if let Phase::Pending { lsn, after } = t.phase {
+                    if position >= lsn && position > after {
+                        t.phase = Phase::Live;
+                        newly.push(name.clone());
+                    }
+                }
+            }
+            let mut changes: Vec<(String, TargetDelta)> = deltas
+                .remove(&id)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(name, _)| {
+                    !newly.contains(name)
+                        && stream
+                            .targets
+                            .get(name)
+                            .is_some_and(|t| t.phase == Phase::Live)
+                })
+                .collect();
+            changes.sort_by(|a, b| a.0.cmp(&b.0));
+            let frame = if !newly.is_empty() {
+                let matcher = self.matchers.get(&stream.database);
+                let results: Vec<_> = newly
+                    .iter()
+                    .filter_map(|name| {
+                        let t = stream.targets.get(name)?;
+                        Some((name.clone(), matcher?.result(t.id)?))
+                    })
+                    .collect();
+                Some((
+                    events::snapshot(&id, position, commit_time, &results, &changes),
+                    true,
+                ))
+            } else if !changes.is_empty() {
+                Some((events::change(&id, position, commit_time, &changes), true))
+            } else if heartbeat || stream.last_event.elapsed() >= interval {
+                Some((events::heartbeat(&id, position, commit_time), false))
+            } else {
+                None
+            };
+            if let Some((frame, logged)) = frame {
+                self.deliver(&id, frame, logged);
+            }
+        }
+        for (stream, target) in requery {
+            self.start_requery(&stream, &target);
+        }
+        for id in reset {
+            tracing::warn!(stream = %id, "an unchanged TOASTed document is not retained: the stream reads its targets again");
+            self.reset_in_place(&id, ResetReason::RetentionPassed);
+        }
+    }
+
+    /// Queue `frame` to the stream (and log it for resumes when `logged`).
+    fn deliver(&mut self, id: &str, frame: Frame, logged: bool) {
+        let replay = self.settings.replay;
+        let Some(stream) = self.streams.get_mut(id) else {
+            return;
+        };
+        stream.position = stream.position.max(frame.position);
+        stream.last_event = Instant::now();
+        if logged {
+            stream.log.push_back(frame.clone());
+            while stream.log.len() > replay {
+                if let Some(old) = stream.log.pop_front() {
+                    stream.floor = stream.floor.max(old.position);
+                }
+            }
+        }
+        let Some(sender) = &stream.sender else {
+            return;
+        };
+        match sender.try_send(frame) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close(
+                    id,
+                    ResetReason::Lagged,
+                    "the client did not read its events in time; reconnect for a fresh snapshot",
+                );
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                stream.sender = None;
+                stream.closer = None;
+                stream.disconnected_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// End a stream: its last frame is a reset with `reason`; a later resume resets with it.
+    fn close(&mut self, id: &str, reason: ResetReason, message: &str) {
+        let Some(mut stream) = self.streams.remove(id) else {
+            return;
+        };
+        metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
+            .increment(1);
+        if let Some(closer) = stream.closer.take() {
+            let _ = closer.send(events::reset(id, stream.position, reason, message));
+        }
+        self.drop_targets(&stream);
+        self.remember_end(id, reason);
+    }
+
+    /// Remember why a stream ended, for a later resume's reset (the last [`ENDED_KEPT`]).
+    fn remember_end(&mut self, id: &str, reason: ResetReason) {
+        self.ended.insert(id.to_owned(), reason);
+        self.ended_order.push_back(id.to_owned());
+        while self.ended_order.len() > ENDED_KEPT {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
+
+    fn drop_targets(&mut self, stream: &Stream) {
+        if let Some(matcher) = self.matchers.get_mut(&stream.database) {
+            for t in stream.targets.values() {
+                matcher.remove_target(t.id);
+                self.owners.remove(&t.id);
+            }
+        }
+    }
+
+    /// Discard a stream's state: a `reset` event, then its targets are read again and come
+    /// back in a `snapshot`. Older resume tokens reset too.
+    fn reset_in_place(&mut self, id: &str, reason: ResetReason) {
+        let Some(stream) = self.streams.get_mut(id) else {
+            return;
+        };
+        metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
+            .increment(1);
+        stream.epoch += 1;
+        let ids: Vec<TargetId> = stream.targets.values().map(|t| t.id).collect();
+        for t in stream.targets.values_mut() {
+            t.phase = Phase::Fetching;
+        }
+        stream.log.clear();
+        stream.floor = Lsn(stream.position.0.saturating_add(1));
+        let position = stream.position;
+        if let Some(matcher) = self.matchers.get_mut(&stream.database) {
+            for tid in &ids {
+                matcher.remove_target(*tid);
+            }
+        }
+        for tid in &ids {
+            self.owners.remove(tid);
+        }
+        let message = "the stream's state was discarded; a snapshot follows";
+        self.deliver(id, events::reset(id, position, reason, message), false);
+        self.start_read(id, None);
+    }
+
+    /// Read a stream's targets again (`only`: one query target's requery).
+    fn start_read(&mut self, id: &str, only: Option<&str>) {
+        let grant = self.grant();
+        let Some(stream) = self.streams.get(id) else {
+            self.forget(grant);
+            return;
+        };
+        let config = self.settings.matcher;
+        let mut names = Vec::new();
+        let mut fetches = Vec::new();
+        for (name, t) in &stream.targets {
+            if only.is_some_and(|o| o != name) {
+                continue;
+            }
+            let fetch = match (only, self.matchers.get(&stream.database)) {
+                (Some(_), Some(m)) => match m.fetch_query(t.id) {
+                    Ok(q) => Fetch::Query(docstore_core::query::to_structured(&q).to_string()),
+                    Err(_) => fetch_of(&t.spec, &config),
+                },
+                _ => fetch_of(&t.spec, &config),
+            };
+            names.push(name.clone());
+            fetches.push(fetch);
+        }
+        let db = self.db.clone();
+        let database = stream.database.clone();
+        let run_as = stream.caller.run_as.clone();
+        let internal = self.internal.clone();
+        let fetched = Fetched {
+            stream: id.to_owned(),
+            epoch: stream.epoch,
+            grant,
+            requery: only.is_some(),
+            result: Err(ReadFailure {
+                permission: false,
+                message: String::new(),
+            }),
+        };
+        tokio::spawn(async move {
+            let result = match read_targets(&db, &database, &run_as, &fetches).await {
+                Ok((rows, point)) => Ok((names.into_iter().zip(rows).collect(), point)),
+                Err(e) => {
+                    let api = crate::http::error::ApiError::from(e);
+                    Err(ReadFailure {
+                        permission: api.code == docstore_core::Code::PermissionDenied,
+                        message: api.message,
+                    })
+                }
+            };
+            let _ = internal
+                .send(Internal::Fetched(Fetched { result, ..fetched }))
+                .await;
+        });
+    }
+
+    fn start_requery(&mut self, id: &str, target: &str) {
+        let Some(t) = self
+            .streams
+            .get_mut(id)
+            .and_then(|s| s.targets.get_mut(target))
+        else {
+            return;
+        };
+        t.phase = Phase::Fetching;
+        self.start_read(id, Some(target));
+    }
+
+    fn on_internal(&mut self, message: Internal) {
+        match message {
+            Internal::Observed(grant, snapshot) => {
+                self.observing = false;
+                match snapshot {
+                    Some(snapshot) if grant.generation == self.generation => {
+                        self.changelog
+                            .observe_snapshot(grant.ticket, &snapshot, Instant::now());
+                    }
+                    _ => self.forget(grant),
+                }
+            }
+            Internal::Fetched(fetched) => self.on_fetched(fetched),
+        }
+    }
+
+    fn on_fetched(&mut self, fetched: Fetched) {
+        let id = fetched.stream.clone();
+        let current = self
+            .streams
+            .get(&id)
+            .is_some_and(|s| s.epoch == fetched.epoch);
+        if !current || fetched.grant.generation != self.generation {
+            self.forget(fetched.grant);
+            return;
+        }
+        let (rows, point) = match fetched.result {
+            Ok(ok) => ok,
+            Err(failure) => {
+                self.forget(fetched.grant);
+                let reason = if failure.permission {
+                    ResetReason::Permission
+                } else {
+                    ResetReason::RetentionPassed
+                };
+                self.close(&id, reason, &failure.message);
+                return;
+            }
+        };
+        let handed = match self.changelog.hand_off(
+            fetched.grant.ticket,
+            &point.snapshot,
+            Instant::now(),
+        ) {
+            Ok(handed) => handed,
+            Err(e) => {
+                tracing::warn!(stream = %id, error = %e, "hand-off past retention: reading again");
+                self.start_read(&id, None);
+                return;
+            }
+        };
+        let horizon: Arc<dyn Horizon> = Arc::new(SnapshotHorizon(point.snapshot.clone()));
+        let after = self.position;
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let matcher = self.matchers.entry(stream.database.clone()).or_default();
+        for (name, rows) in rows {
+            let Some(t) = stream.targets.get_mut(&name) else {
+                continue;
+            };
+            let added = if fetched.requery {
+                matcher
+                    .requeried(t.id, rows, Some(Arc::clone(&horizon)))
+                    .map(|_| ())
+            } else {
+                let tid = TargetId(self.next_target);
+                self.next_target += 1;
+                t.id = tid;
+                self.owners.insert(tid, (id.clone(), name.clone()));
+                matcher
+                    .add_target(tid, t.spec.clone(), rows, Some(Arc::clone(&horizon)))
+                    .map(|_| ())
+            };
+            if let Err(e) = added {
+                tracing::error!(stream = %id, target = %name, error = %e, "a target's rows were refused");
+                continue;
+            }
+            for txn in &handed {
+                let (by_db, _, truncated) = writes_by_database(txn);
+                let mut writes = Vec::new();
+                if truncated {
+                    writes.push(Write::Truncate);
+                }
+                if let Some(w) = by_db.get(&stream.database) {
+                    writes.extend(w.iter().cloned());
+                }
+                if !writes.is_empty() {
+                    let _ = matcher.apply_to(t.id, txn.xid, &writes);
+                }
+            }
+            t.phase = Phase::Pending {
+                lsn: point.lsn,
+                after,
+            };
+        }
+        self.kick.notify_one();
+    }
+
+    fn on_tick(&mut self) {
+        let now = Instant::now();
+        self.changelog.trim(now);
+        let grace = self.settings.grace;
+        let mut expired = Vec::new();
+        for (id, s) in &mut self.streams {
+            if s.sender.as_ref().is_some_and(mpsc::Sender::is_closed) {
+                s.sender = None;
+                s.closer = None;
+                s.disconnected_at = Some(now);
+            }
+            if s.disconnected_at
+                .is_some_and(|at| now.saturating_duration_since(at) > grace)
+            {
+                expired.push(id.clone());
+            }
+        }
+        for id in expired {
+            if let Some(stream) = self.streams.remove(&id) {
+                self.drop_targets(&stream);
+                self.remember_end(&id, ResetReason::RetentionPassed);
+            }
+        }
+        if self.ready && !self.observing {
+            let grant = self.grant();
+            match self.observe.try_send(grant) {
+                Ok(()) => self.observing = true,
+                Err(_) => self.forget(grant),
+            }
+        }
+        metrics::gauge!("docstore_session_streams").set(self.streams.len() as f64);
+        metrics::gauge!("docstore_session_targets").set(self.owners.len() as f64);
+        metrics::gauge!("docstore_changelog_retained_bytes").set(self.changelog.bytes() as f64);
+        metrics::gauge!("docstore_changelog_retained_transactions")
+            .set(self.changelog.len() as f64);
+    }
+}
+
+/// The commit-to-send lag of a frame written now, in seconds.
+pub fn lag_seconds(frame: &Frame) -> Option<f64> {
+    let commit = frame.commit_micros?;
+    let lag = now_micros().saturating_sub(commit);
+    #[allow(clippy::cast_precision_loss)]
+    Some(lag.max(0) as f64 / 1e6)
+}
