@@ -6,8 +6,8 @@
 #   latency     1,000 subscriptions (10 streams x 100), 100 writes/s: commit -> client event
 #   scale       equality + order + limit subscriptions at BENCH_SCALE_RATE writes/s (1,000):
 #               1,000 (10 x 100) then 10,000 (100 x 100) subscriptions, same rate
-#   ladder      10,000 subscriptions at rising rates (BENCH_LADDER, writes/s): where it stops
-#               keeping up (the writes themselves, or the events)
+#   ladder      1,000 and 10,000 subscriptions at each of BENCH_LADDER's rates (writes/s):
+#               where it stops keeping up, and 1k against 10k at rates it keeps up with
 #   throughput  1,000 subscriptions, pgbench `select docstore.add(...)` with BENCH_CLIENTS
 #               clients for BENCH_SECONDS: the same pgbench alone first (the baseline: what
 #               Postgres sustains), then with the sidecar decoding and the streams reading
@@ -18,7 +18,7 @@
 # Command:   bash scripts/bench_live.sh [scenario...]     (default: all four)
 # Needs: the installed extension (`make up` on the rulesext branch installs it); runs as root or
 # with sudo (Postgres runs as user postgres). Environment: BENCH_REPEAT (2), BENCH_SECONDS (20),
-# BENCH_SCALE_RATE (1000), BENCH_LADDER ("500 1000 2000"), BENCH_CLIENTS (8),
+# BENCH_SCALE_RATE (1000), BENCH_LADDER ("250 500"), BENCH_CLIENTS (8),
 # BENCH_CONNECTIONS (writer connections, 8), CARGO_TARGET_DIR.
 # Prints the loadgen summaries and, at the end, the Markdown rows for BENCHMARKS.md
 # ("Live queries"); raw output in target/bench-live/.
@@ -27,7 +27,7 @@ source "$(dirname "$0")/lib.sh"
 REPEAT="${BENCH_REPEAT:-2}"
 SECONDS_PER_RUN="${BENCH_SECONDS:-20}"
 SCALE_RATE="${BENCH_SCALE_RATE:-1000}"
-LADDER="${BENCH_LADDER:-500 1000 2000}"
+LADDER="${BENCH_LADDER:-250 500}"
 CLIENTS="${BENCH_CLIENTS:-8}"
 WRITERS="${BENCH_CONNECTIONS:-8}"
 CITIES=10000
@@ -56,6 +56,7 @@ cleanup() {
   stop_throwaway_cluster
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 
 say "preparing ${DB}: ${PER_CITY} documents in each of ${CITIES} cities, index (city, rating desc)"
 fresh_database "${DB}"
@@ -83,17 +84,27 @@ done
 
 port="$(free_port 18900)"
 admin_key="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-say "starting the sidecar on 127.0.0.1:${port}"
-DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
-  DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_SLOT=bench_live \
-  RUST_LOG=warn "${TARGET}/docstore-sidecar" > "${OUT}/sidecar.log" 2>&1 &
-sidecar_pid=$!
-for i in $(seq 1 300); do
-  curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:${port}/healthz" 2>/dev/null && break
-  kill -0 "${sidecar_pid}" 2>/dev/null || { cat "${OUT}/sidecar.log"; die "the sidecar exited"; }
-  [ "${i}" -lt 300 ] || die "the sidecar did not answer /healthz within 60 s"
-  sleep 0.2
-done
+# Each run gets a fresh sidecar and a fresh slot: no backlog of the previous run to decode, no
+# streams of the previous run in their resume grace, a clean RSS baseline.
+start_sidecar() {
+  "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
+  DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
+    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_SLOT=bench_live \
+    DOCSTORE_LISTEN_GRACE_SECONDS=2 RUST_LOG=warn "${TARGET}/docstore-sidecar" >> "${OUT}/sidecar.log" 2>&1 &
+  sidecar_pid=$!
+  for i in $(seq 1 300); do
+    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:${port}/healthz" 2>/dev/null && return 0
+    kill -0 "${sidecar_pid}" 2>/dev/null || { cat "${OUT}/sidecar.log"; die "the sidecar exited"; }
+    [ "${i}" -lt 300 ] || die "the sidecar did not answer /healthz within 60 s"
+    sleep 0.2
+  done
+}
+stop_sidecar() {
+  [ -n "${sidecar_pid}" ] || return 0
+  kill "${sidecar_pid}" 2>/dev/null || true
+  wait "${sidecar_pid}" 2>/dev/null || true
+  sidecar_pid=
+}
 
 ROWS=()
 # Run the loadgen (name, flags...): its summary on stdout and in OUT/name.txt, the load average
@@ -102,11 +113,13 @@ loadgen() {
   local name="$1"
   shift
   cut -d' ' -f1-3 /proc/loadavg > "${OUT}/${name}.load"
+  [ -n "${sidecar_pid}" ] || start_sidecar
   DOCSTORE_LOADGEN_TOKEN="${admin_key}" "${TARGET}/docstore-loadgen" --sidecar "127.0.0.1:${port}" \
     --pg "postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" --sidecar-pid "${sidecar_pid}" \
     --postmaster-pid "${postmaster_pid}" --label "${name}" "$@" | tee "${OUT}/${name}.txt"
 }
-row() { # name[, note]: the table row of a finished run
+row() { # name[, note]: the table row of a finished run (and the end of its sidecar)
+  stop_sidecar
   ROWS+=("$(sed -n 's/^ROW //p' "${OUT}/$1.txt") $(cat "${OUT}/$1.load") | ${2:-} |")
 }
 
@@ -135,15 +148,21 @@ for scenario in "${SCENARIOS[@]}"; do
         done ;;
       ladder)
         for rate in ${LADDER}; do
-          loadgen "ladder-10k-${rate}ws-r${r}" --streams 100 --targets 100 --rate "${rate}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}"
-          row "ladder-10k-${rate}ws-r${r}"
+          for subs in 1k:10 10k:100; do
+            name="ladder-${subs%%:*}-${rate}ws-r${r}"
+            loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${rate}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}"
+            row "${name}"
+          done
         done ;;
       throughput)
-        say "pgbench docstore.add alone (${CLIENTS} clients, ${SECONDS_PER_RUN} s; the sidecar idle, no streams)"
+        say "pgbench docstore.add alone (${CLIENTS} clients, ${SECONDS_PER_RUN} s; no sidecar, no slot)"
+        stop_sidecar
+        "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
         base="$(pgbench_add "pgbench-alone-r${r}")"
         ready="${OUT}/ready-${r}"
         rm -f "${ready}"
         name="throughput-1k-pgbench${CLIENTS}-r${r}"
+        start_sidecar
         loadgen "${name}" --streams 10 --targets 100 --rate 0 --seconds "$((SECONDS_PER_RUN + 4))" \
           --ready-file "${ready}" --drain-seconds 5 &
         lg=$!

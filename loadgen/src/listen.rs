@@ -48,6 +48,15 @@ pub struct StreamLog {
     pub bytes: u64,
 }
 
+/// Counters the streams share with the driver while they run.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Targets whose first snapshot arrived.
+    pub live: AtomicUsize,
+    /// Deliveries of documents whose path contains the run's tag (this run's writes).
+    pub delivered: AtomicUsize,
+}
+
 /// A subscription: target id and its query text.
 #[derive(Debug, Clone)]
 pub struct TargetQuery {
@@ -174,15 +183,16 @@ fn record(
     newly_live
 }
 
-/// Open one stream with `targets` and read it until `stop` turns true; `live` counts the
-/// targets whose first snapshot arrived.
+/// Open one stream with `targets` and read it until `stop` turns true, counting in
+/// `progress` (deliveries of paths that contain `tag`).
 ///
 /// # Errors
 /// The connection failed, or the sidecar refused the stream (its status and answer).
 pub async fn run_stream(
     endpoint: Endpoint,
     targets: Vec<TargetQuery>,
-    live: Arc<AtomicUsize>,
+    progress: Arc<Progress>,
+    tag: Arc<str>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<StreamLog, LoadError> {
     let tcp = TcpStream::connect(endpoint.addr).await?;
@@ -204,7 +214,10 @@ pub async fn run_stream(
         .header(header::ACCEPT, "text/event-stream")
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(LoadError::http)?;
-    let response = sender.send_request(request).await.map_err(LoadError::http)?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(LoadError::http)?;
     let status = response.status();
     let mut body = response.into_body();
     if !status.is_success() {
@@ -235,8 +248,14 @@ pub async fn run_stream(
         };
         log.bytes += data.len() as u64;
         for f in parser.push(&data) {
+            let before = log.deliveries.len();
             let n = record(&f, received_us, &mut log, &mut seen);
-            live.fetch_add(n, Ordering::Relaxed);
+            progress.live.fetch_add(n, Ordering::Relaxed);
+            let ours = log.deliveries[before..]
+                .iter()
+                .filter(|d| d.path.contains(&*tag))
+                .count();
+            progress.delivered.fetch_add(ours, Ordering::Relaxed);
         }
     }
     Ok(log)
@@ -259,7 +278,10 @@ pub async fn scrape(
         .header(header::HOST, endpoint.addr.to_string())
         .body(Full::new(Bytes::new()))
         .map_err(LoadError::http)?;
-    let response = sender.send_request(request).await.map_err(LoadError::http)?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(LoadError::http)?;
     let text = response
         .into_body()
         .collect()

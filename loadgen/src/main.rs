@@ -12,14 +12,14 @@ mod write;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use tokio::sync::watch;
 
-use listen::{Endpoint, TargetQuery};
+use listen::{Endpoint, Progress, TargetQuery};
 use report::{Run, Sample};
 
 /// Why a run failed.
@@ -107,8 +107,9 @@ pub struct Args {
     /// Filler bytes per written document.
     #[arg(long, default_value_t = 200)]
     pad: usize,
-    /// Seconds to keep reading after the last write.
-    #[arg(long, default_value_t = 3)]
+    /// Seconds to keep reading after the last write at most: reading stops earlier once every
+    /// write was delivered (with --rate 0, reading goes on this long).
+    #[arg(long, default_value_t = 30)]
     drain_seconds: u64,
     /// Seconds to wait for every subscription's first snapshot.
     #[arg(long, default_value_t = 180)]
@@ -160,7 +161,9 @@ async fn run(args: Args) -> Result<(), LoadError> {
     };
     let subscriptions = args.streams * args.targets;
     let before = Sample::take(&args, &endpoint).await;
-    let live = Arc::new(AtomicUsize::new(0));
+    let progress = Arc::new(Progress::default());
+    let run_id = format!("r{}", clock::now_micros());
+    let tag: Arc<str> = Arc::from(format!("/{run_id}-"));
     let (stop_tx, stop_rx) = watch::channel(false);
     let opened = Instant::now();
     let mut streams = Vec::new();
@@ -168,12 +171,13 @@ async fn run(args: Args) -> Result<(), LoadError> {
         streams.push(tokio::spawn(listen::run_stream(
             endpoint.clone(),
             targets,
-            live.clone(),
+            progress.clone(),
+            tag.clone(),
             stop_rx.clone(),
         )));
     }
     let deadline = Instant::now() + Duration::from_secs(args.ready_timeout);
-    while live.load(Ordering::Relaxed) < subscriptions {
+    while progress.live.load(Ordering::Relaxed) < subscriptions {
         if Instant::now() > deadline || streams.iter().any(|s| s.is_finished()) {
             let _ = stop_tx.send(true);
             for s in streams {
@@ -183,7 +187,7 @@ async fn run(args: Args) -> Result<(), LoadError> {
             }
             return Err(LoadError::Setup(format!(
                 "only {} of {subscriptions} subscriptions got their snapshot",
-                live.load(Ordering::Relaxed)
+                progress.live.load(Ordering::Relaxed)
             )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -200,7 +204,7 @@ async fn run(args: Args) -> Result<(), LoadError> {
         write::run(write::WritePlan {
             pg_url: args.pg.clone(),
             collection: args.collection.clone(),
-            run: format!("r{started_us}"),
+            run: run_id.clone(),
             rate: args.rate,
             duration: Duration::from_secs(args.seconds),
             connections: args.connections,
@@ -214,7 +218,13 @@ async fn run(args: Args) -> Result<(), LoadError> {
     };
     let ended_us = clock::now_micros();
     let loaded = Sample::take(&args, &endpoint).await;
-    tokio::time::sleep(Duration::from_secs(args.drain_seconds)).await;
+    let drain_deadline = Instant::now() + Duration::from_secs(args.drain_seconds);
+    while Instant::now() < drain_deadline
+        && (writes.is_empty() || progress.delivered.load(Ordering::Relaxed) < writes.len())
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let drain_time = loaded.at.elapsed();
     let drained = Sample::take(&args, &endpoint).await;
     let _ = stop_tx.send(true);
     let mut logs = Vec::new();
@@ -225,6 +235,7 @@ async fn run(args: Args) -> Result<(), LoadError> {
         args: &args,
         subscriptions,
         subscribe_time,
+        drain_time,
         started_us,
         ended_us,
         writes,

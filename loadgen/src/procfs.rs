@@ -40,7 +40,11 @@ pub fn tree_cpu_ticks(pid: u32) -> u64 {
         return total;
     };
     for entry in entries.flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(text) = fs::read_to_string(format!("/proc/{child}/stat")) else {

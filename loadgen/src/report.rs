@@ -20,7 +20,7 @@ const METRICS: [&str; 4] = [
 /// CPU, memory and the sidecar's gauges at one moment.
 #[derive(Debug, Clone)]
 pub struct Sample {
-    at: Instant,
+    pub at: Instant,
     sidecar_cpu: Option<u64>,
     postgres_cpu: Option<u64>,
     own_cpu: Option<u64>,
@@ -111,6 +111,8 @@ pub struct Run<'a> {
     pub args: &'a Args,
     pub subscriptions: usize,
     pub subscribe_time: Duration,
+    /// From the end of the writes until every write was delivered (or the drain ran out).
+    pub drain_time: Duration,
     pub started_us: i64,
     pub ended_us: i64,
     pub writes: Vec<Written>,
@@ -163,7 +165,10 @@ impl Run<'_> {
         }
         let behind = self.writes.iter().map(|w| w.behind).max();
         let rate_done = if self.writes.is_empty() {
-            positions.len() as f64 / seconds.max(1e-9)
+            // Over the span of the commit times seen (pgbench runs inside the window).
+            let first = from_commit.iter().map(|p| p.0).min().unwrap_or(0);
+            let last = from_commit.iter().map(|p| p.0).max().unwrap_or(0);
+            positions.len() as f64 / ((last - first) as f64 / 1e6).max(1e-3)
         } else {
             self.writes.len() as f64 / seconds.max(1e-9)
         };
@@ -189,8 +194,10 @@ impl Run<'_> {
         let retained = |s: &Sample| {
             format!(
                 "{} transactions, {} bytes",
-                s.metric(METRICS[1]).map_or("-".to_owned(), |v| format!("{v:.0}")),
-                s.metric(METRICS[0]).map_or("-".to_owned(), |v| format!("{v:.0}"))
+                s.metric(METRICS[1])
+                    .map_or("-".to_owned(), |v| format!("{v:.0}")),
+                s.metric(METRICS[0])
+                    .map_or("-".to_owned(), |v| format!("{v:.0}"))
             )
         };
         let per_transaction = match (
@@ -229,7 +236,7 @@ impl Run<'_> {
         );
         if self.writes.is_empty() {
             println!(
-                "observed             {:.1} s: {} transactions seen in change events ({rate_done:.0}/s)",
+                "observed             {:.1} s: {} transactions seen in change events ({rate_done:.0}/s over their commit times)",
                 seconds,
                 positions.len()
             );
@@ -242,9 +249,10 @@ impl Run<'_> {
                 a.connections
             );
             println!(
-                "delivered            {} of {} writes ({missed} missed)",
+                "delivered            {} of {} writes ({missed} not delivered {:.1} s after the last write)",
                 self.writes.len() - missed,
-                self.writes.len()
+                self.writes.len(),
+                self.drain_time.as_secs_f64()
             );
             println!("commit returned -> event  p50 / p99 / max  {from_return_summary} ms");
         }
