@@ -140,6 +140,32 @@ impl Run<'_> {
         let mut from_return = Vec::new();
         let mut from_commit = Vec::new();
         let mut missed = 0usize;
+        // Undelivered writes per stream (the stream of the write's city), and the first few.
+        let mut missed_by_stream: Vec<usize> = vec![0; self.args.streams];
+        let mut missed_paths = Vec::new();
+        let mut missed_by_connection: Vec<usize> = vec![0; self.args.connections.max(1)];
+        for w in &self.writes {
+            if !delivered.contains_key(w.path.as_str()) {
+                let stream =
+                    usize::try_from(w.city).unwrap_or(usize::MAX) / self.args.targets.max(1);
+                if let Some(n) = missed_by_stream.get_mut(stream) {
+                    *n += 1;
+                }
+                let number = w
+                    .path
+                    .rsplit('-')
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok());
+                if let Some(n) = number
+                    .and_then(|i| missed_by_connection.get_mut(i % self.args.connections.max(1)))
+                {
+                    *n += 1;
+                }
+                if missed_paths.len() < 3 {
+                    missed_paths.push(format!("{} (city c{})", w.path, w.city));
+                }
+            }
+        }
         for w in &self.writes {
             match delivered.get(w.path.as_str()) {
                 Some(&(received, commit)) => {
@@ -254,6 +280,27 @@ impl Run<'_> {
                 self.writes.len(),
                 self.drain_time.as_secs_f64()
             );
+            if missed > 0 {
+                let streams: Vec<String> = missed_by_stream
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(s, n)| format!("s{s}:{n}"))
+                    .collect();
+                let events: Vec<String> = self
+                    .logs
+                    .iter()
+                    .enumerate()
+                    .map(|(s, l)| format!("s{s}:{}", l.marks.len()))
+                    .collect();
+                println!(
+                    "undelivered          by stream {}; e.g. {}",
+                    streams.join(" "),
+                    missed_paths.join(", ")
+                );
+                println!("events by stream     {}", events.join(" "));
+                println!("undelivered by writer connection {missed_by_connection:?}");
+            }
             println!("commit returned -> event  p50 / p99 / max  {from_return_summary} ms");
         }
         println!("commitTime -> event       p50 / p99 / max  {from_commit_summary} ms");

@@ -1,8 +1,10 @@
 //! Writes at a fixed rate through Postgres: `docstore.set` of a new document per write, from
 //! several connections, each write due at `start + i / rate` (a late writer catches up at
 //! once). Each write lands in one city (a hash of its number) and has a rating above every
-//! earlier one, so it enters the top of its city's sorted, limited query: every write is
-//! expected as an `added` change on the target of its city.
+//! earlier one, also of earlier runs in the same collection (the clock in microseconds plus
+//! 10^13, above scripts/bench_live.sh's pgbench documents too), so it enters the top of its
+//! city's sorted, limited query: every write is expected as an `added` change on the target of
+//! its city.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +37,8 @@ pub struct Written {
     pub committed_us: i64,
     /// How late the write started against its schedule.
     pub behind: Duration,
+    /// The city it was written to.
+    pub city: u64,
 }
 
 /// The city of write `i`: a multiplicative hash, so consecutive writes spread over cities.
@@ -43,11 +47,14 @@ pub fn city_of(i: u64, cities: usize) -> u64 {
     (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16) % cities
 }
 
+/// Ratings start here (plus the clock in microseconds).
+pub const RATING_BASE: i64 = 10_000_000_000_000;
+
 /// The document of write `i`.
-pub fn document(i: u64, cities: usize, pad: usize) -> String {
+pub fn document(i: u64, cities: usize, pad: usize, rating: i64) -> String {
     serde_json::json!({
         "city": format!("c{}", city_of(i, cities)),
-        "rating": 1_000_000 + i,
+        "rating": rating,
         "name": format!("write {i}"),
         "note": "x".repeat(pad),
     })
@@ -78,12 +85,13 @@ pub async fn run(plan: WritePlan) -> Result<Vec<Written>, LoadError> {
                 tokio::time::sleep_until(due.into()).await;
                 let behind = Instant::now().saturating_duration_since(due);
                 let path = format!("{}/{}-{i}", plan.collection, plan.run);
-                let doc = document(i, plan.cities, plan.pad);
+                let doc = document(i, plan.cities, plan.pad, RATING_BASE + now_micros());
                 client.execute(&statement, &[&path, &doc]).await?;
                 out.push(Written {
                     path,
                     committed_us: now_micros(),
                     behind,
+                    city: city_of(i, plan.cities),
                 });
                 i += connections;
             }
@@ -108,8 +116,9 @@ mod tests {
             seen[usize::try_from(city_of(i, 100)).unwrap()] += 1;
         }
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
-        let doc: serde_json::Value = serde_json::from_str(&document(7, 100, 3)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&document(7, 100, 3, 5)).unwrap();
         assert_eq!(doc["note"], "xxx");
+        assert_eq!(doc["rating"], 5);
         assert_eq!(doc["city"], format!("c{}", city_of(7, 100)));
     }
 }
