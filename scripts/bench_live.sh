@@ -13,13 +13,15 @@
 #               Postgres sustains), then with the sidecar decoding and the streams reading
 # Every subscription is `select * from /loadgen where city = "cK" order by rating desc limit 10`
 # over 3 preloaded documents per city; every write enters its city's top 10 (its rating is above
-# every earlier one), so each write is one `added` change on exactly one subscription.
+# every earlier one: 10^13 + the clock in microseconds, for the loadgen's writes and pgbench's alike), so
+# each write is one `added` change on exactly one subscription.
 #
 # Command:   bash scripts/bench_live.sh [scenario...]     (default: all four)
 # Needs: the installed extension (`make up` on the rulesext branch installs it); runs as root or
 # with sudo (Postgres runs as user postgres). Environment: BENCH_REPEAT (2), BENCH_SECONDS (20),
 # BENCH_SCALE_RATE (1000), BENCH_LADDER ("250 500"), BENCH_CLIENTS (8),
-# BENCH_CONNECTIONS (writer connections, 8), CARGO_TARGET_DIR.
+# BENCH_CONNECTIONS (writer connections, 8), CARGO_TARGET_DIR, BENCH_BUILD=0 (use the binaries
+# already built there).
 # Prints the loadgen summaries and, at the end, the Markdown rows for BENCHMARKS.md
 # ("Live queries"); raw output in target/bench-live/.
 source "$(dirname "$0")/lib.sh"
@@ -39,8 +41,10 @@ SCENARIOS=("$@")
 [ "${#SCENARIOS[@]}" -gt 0 ] || SCENARIOS=(latency scale ladder throughput)
 
 [ -f "$(installed_library)" ] || die "the extension is not installed: run 'make up' first"
-say "building docstore-sidecar and docstore-loadgen (release)"
-(cd "${ROOT}" && cargo build --release --quiet -p docstore-sidecar -p docstore-loadgen)
+if [ "${BENCH_BUILD:-1}" = 1 ]; then
+  say "building docstore-sidecar and docstore-loadgen (release)"
+  (cd "${ROOT}" && cargo build --release --quiet -p docstore-sidecar -p docstore-loadgen)
+fi
 rm -rf "${OUT}"
 mkdir -p "${OUT}"
 
@@ -126,7 +130,7 @@ row() { # name[, note]: the table row of a finished run (and the end of its side
 pgbench_add() { # name -> pgbench output in OUT/name.pgbench, tps on stdout
   cat > "${OUT}/add.sql" <<'PGB'
 \set c random(0, 999)
-select docstore.add('loadgen', jsonb_build_object('city', 'c' || :c, 'rating', 2000000000000 + (extract(epoch from clock_timestamp()) * 1000000)::bigint, 'name', 'pgbench', 'note', repeat('x', 200)));
+select docstore.add('loadgen', jsonb_build_object('city', 'c' || :c, 'rating', 10000000000000 + (extract(epoch from clock_timestamp()) * 1000000)::bigint, 'name', 'pgbench', 'note', repeat('x', 200)));
 PGB
   pgbench -n -M prepared -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres -c "${CLIENTS}" -j 2 \
     -T "${SECONDS_PER_RUN}" -f "${OUT}/add.sql" "${DB}" > "${OUT}/$1.pgbench" 2>&1 ||

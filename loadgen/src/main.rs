@@ -200,7 +200,7 @@ async fn run(args: Args) -> Result<(), LoadError> {
         std::fs::write(path, b"ready\n")?;
     }
     let started_us = clock::now_micros();
-    let writes = if args.rate > 0.0 {
+    let (writes, clients) = if args.rate > 0.0 {
         write::run(write::WritePlan {
             pg_url: args.pg.clone(),
             collection: args.collection.clone(),
@@ -214,10 +214,11 @@ async fn run(args: Args) -> Result<(), LoadError> {
         .await?
     } else {
         tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let ended_us = clock::now_micros();
     let loaded = Sample::take(&args, &endpoint).await;
+    drop(clients);
     let drain_deadline = Instant::now() + Duration::from_secs(args.drain_seconds);
     while Instant::now() < drain_deadline
         && (writes.is_empty() || progress.delivered.load(Ordering::Relaxed) < writes.len())

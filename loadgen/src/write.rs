@@ -61,11 +61,15 @@ pub fn document(i: u64, cities: usize, pad: usize, rating: i64) -> String {
     .to_string()
 }
 
-/// Run the plan; the writes of every connection, in no particular order.
+/// Run the plan; the writes of every connection, in no particular order, and the connections,
+/// still open (their backends' CPU time is read from /proc after the writes: a backend that
+/// has exited is no longer there).
 ///
 /// # Errors
 /// A connection or a write failed.
-pub async fn run(plan: WritePlan) -> Result<Vec<Written>, LoadError> {
+pub async fn run(
+    plan: WritePlan,
+) -> Result<(Vec<Written>, Vec<tokio_postgres::Client>), LoadError> {
     let total = (plan.rate * plan.duration.as_secs_f64()).round() as u64;
     let start = Instant::now() + Duration::from_millis(50);
     let mut tasks = Vec::new();
@@ -95,14 +99,17 @@ pub async fn run(plan: WritePlan) -> Result<Vec<Written>, LoadError> {
                 });
                 i += connections;
             }
-            Ok::<_, LoadError>(out)
+            Ok::<_, LoadError>((out, client))
         }));
     }
     let mut all = Vec::new();
+    let mut clients = Vec::new();
     for t in tasks {
-        all.extend(t.await.map_err(|e| LoadError::Task(e.to_string()))??);
+        let (writes, client) = t.await.map_err(|e| LoadError::Task(e.to_string()))??;
+        all.extend(writes);
+        clients.push(client);
     }
-    Ok(all)
+    Ok((all, clients))
 }
 
 #[cfg(test)]
