@@ -363,7 +363,8 @@ mod tests {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
-                chunk.push(b"event:change\ndata:{}[]\"targets\n\xff"[(seed % 35) as usize]);
+                let alphabet = b"event:change\ndata:{}[]\"targets\n\xff";
+                chunk.push(alphabet[(seed % alphabet.len() as u64) as usize]);
             }
             for f in p.push(&chunk) {
                 record(&f, 0, &mut log, &mut live);
