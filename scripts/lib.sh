@@ -83,7 +83,8 @@ free_port() {
 # take down the project cluster (and the sidecar's connections to it). Sets DOCSTORE_PG_PORT and
 # PSQL to it, and stops and removes it when the calling script exits (the script's own EXIT
 # trap, if any, must call stop_throwaway_cluster too). Same server as `make up`'s, installed
-# extension included; default settings otherwise (fsync on: crash tests need real durability).
+# extension included; default settings otherwise (fsync on: crash tests need real durability),
+# plus the server options in THROWAWAY_OPTIONS when set (e.g. "-c wal_level=logical").
 start_throwaway_cluster() {
   THROWAWAY_DIR="$(mktemp -d /tmp/docstore-throwaway.XXXXXX)"
   chmod 755 "${THROWAWAY_DIR}"
@@ -94,7 +95,7 @@ start_throwaway_cluster() {
     --auth-local=trust --auth-host=trust >/dev/null
   DOCSTORE_PG_PORT="$(free_port $((DOCSTORE_PG_PORT + 100)))"
   as_postgres "${PG_BIN}/pg_ctl" -D "${THROWAWAY_DIR}/data" -l "${THROWAWAY_DIR}/postgres.log" -w \
-    -o "-p ${DOCSTORE_PG_PORT} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${THROWAWAY_DIR}/run" \
+    -o "-p ${DOCSTORE_PG_PORT} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${THROWAWAY_DIR}/run ${THROWAWAY_OPTIONS:-}" \
     start >/dev/null
   use_port
   trap stop_throwaway_cluster EXIT

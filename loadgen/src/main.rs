@@ -1,0 +1,260 @@
+//! `docstore-loadgen`: opens `--streams` SSE listen streams of `--targets` subscriptions each
+//! against a running sidecar (one equality + order + limit query per city), writes at
+//! `--rate` through Postgres (or only observes, for writes made by pgbench), matches each
+//! write to the event that delivered it, and prints latencies, CPU and memory as a summary
+//! and one Markdown row for BENCHMARKS.md. scripts/bench_live.sh runs the scenarios.
+
+mod clock;
+mod listen;
+mod procfs;
+mod report;
+mod write;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use tokio::sync::watch;
+
+use listen::{Endpoint, Progress, TargetQuery};
+use report::{Run, Sample};
+
+/// Why a run failed.
+#[derive(Debug)]
+pub enum LoadError {
+    Io(std::io::Error),
+    Http(String),
+    Pg(tokio_postgres::Error),
+    Refused(String),
+    Task(String),
+    Setup(String),
+}
+
+impl LoadError {
+    fn http(e: impl std::fmt::Display) -> LoadError {
+        LoadError::Http(e.to_string())
+    }
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Io(e) => write!(f, "i/o: {e}"),
+            LoadError::Http(e) => write!(f, "http: {e}"),
+            LoadError::Pg(e) => write!(f, "postgres: {e}"),
+            LoadError::Refused(e) => write!(f, "the sidecar refused a stream: {e}"),
+            LoadError::Task(e) => write!(f, "a task failed: {e}"),
+            LoadError::Setup(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<std::io::Error> for LoadError {
+    fn from(e: std::io::Error) -> LoadError {
+        LoadError::Io(e)
+    }
+}
+
+impl From<tokio_postgres::Error> for LoadError {
+    fn from(e: tokio_postgres::Error) -> LoadError {
+        LoadError::Pg(e)
+    }
+}
+
+/// Load generator of pg_docstore's live queries.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "docstore-loadgen", about, long_about = None)]
+pub struct Args {
+    /// The sidecar (`host:port`).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    sidecar: String,
+    /// Bearer token of the streams (the sidecar's admin key, or a JWT).
+    #[arg(long, env = "DOCSTORE_LOADGEN_TOKEN", hide_env_values = true)]
+    token: String,
+    /// Postgres the writes go to (the sidecar's database).
+    #[arg(long, default_value = "postgresql://postgres@127.0.0.1:5433/docstore")]
+    pg: String,
+    /// Database id of the streams.
+    #[arg(long, default_value = "(default)")]
+    database: String,
+    /// Collection of the queries and the writes.
+    #[arg(long, default_value = "loadgen")]
+    collection: String,
+    /// SSE streams to open.
+    #[arg(long, default_value_t = 10)]
+    streams: usize,
+    /// Subscriptions per stream (the sidecar takes at most 100 per request).
+    #[arg(long, default_value_t = 100)]
+    targets: usize,
+    /// `limit` of each query (`where city = "cK" order by rating desc limit N`).
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+    /// Writes per second; 0 only observes (writes made by someone else, e.g. pgbench).
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Seconds of writing (or of observing, with --rate 0).
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Postgres connections the writes use.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Cities written to (default: one per subscription; more leaves writes no one sees).
+    #[arg(long)]
+    cities: Option<usize>,
+    /// Filler bytes per written document.
+    #[arg(long, default_value_t = 200)]
+    pad: usize,
+    /// Seconds to keep reading after the last write at most: reading stops earlier once every
+    /// write was delivered (with --rate 0, reading goes on this long).
+    #[arg(long, default_value_t = 30)]
+    drain_seconds: u64,
+    /// Seconds to wait for every subscription's first snapshot.
+    #[arg(long, default_value_t = 180)]
+    ready_timeout: u64,
+    /// The sidecar's pid: its CPU and RSS are reported.
+    #[arg(long)]
+    sidecar_pid: Option<u32>,
+    /// The postmaster's pid: CPU of it and its children (the backends) is reported.
+    #[arg(long)]
+    postmaster_pid: Option<u32>,
+    /// Touch this file once every subscription is live (for scripts that then start pgbench).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// Label of the Markdown row.
+    #[arg(long, default_value = "run")]
+    label: String,
+}
+
+fn sidecar_addr(text: &str) -> Result<SocketAddr, LoadError> {
+    text.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| LoadError::Setup(format!("{text} resolves to no address")))
+}
+
+fn queries(args: &Args) -> Vec<Vec<TargetQuery>> {
+    (0..args.streams)
+        .map(|s| {
+            (0..args.targets)
+                .map(|t| {
+                    let city = s * args.targets + t;
+                    TargetQuery {
+                        id: format!("c{city}"),
+                        sql: format!(
+                            "select * from /{} where city = \"c{city}\" order by rating desc limit {}",
+                            args.collection, args.limit
+                        ),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+async fn run(args: Args) -> Result<(), LoadError> {
+    let endpoint = Endpoint {
+        addr: sidecar_addr(&args.sidecar)?,
+        database: args.database.clone(),
+        token: args.token.clone(),
+    };
+    let subscriptions = args.streams * args.targets;
+    let before = Sample::take(&args, &endpoint).await;
+    let progress = Arc::new(Progress::default());
+    let run_id = format!("r{}", clock::now_micros());
+    let tag: Arc<str> = Arc::from(format!("/{run_id}-"));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let opened = Instant::now();
+    let mut streams = Vec::new();
+    for targets in queries(&args) {
+        streams.push(tokio::spawn(listen::run_stream(
+            endpoint.clone(),
+            targets,
+            progress.clone(),
+            tag.clone(),
+            stop_rx.clone(),
+        )));
+    }
+    let deadline = Instant::now() + Duration::from_secs(args.ready_timeout);
+    while progress.live.load(Ordering::Relaxed) < subscriptions {
+        if Instant::now() > deadline || streams.iter().any(|s| s.is_finished()) {
+            let _ = stop_tx.send(true);
+            for s in streams {
+                if let Ok(Err(e)) = s.await {
+                    return Err(e);
+                }
+            }
+            return Err(LoadError::Setup(format!(
+                "only {} of {subscriptions} subscriptions got their snapshot",
+                progress.live.load(Ordering::Relaxed)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let subscribe_time = opened.elapsed();
+    // Let the snapshots' allocations settle before the memory sample.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let subscribed = Sample::take(&args, &endpoint).await;
+    if let Some(path) = &args.ready_file {
+        std::fs::write(path, b"ready\n")?;
+    }
+    let started_us = clock::now_micros();
+    let (writes, clients) = if args.rate > 0.0 {
+        write::run(write::WritePlan {
+            pg_url: args.pg.clone(),
+            collection: args.collection.clone(),
+            run: run_id.clone(),
+            rate: args.rate,
+            duration: Duration::from_secs(args.seconds),
+            connections: args.connections,
+            cities: args.cities.unwrap_or(subscriptions),
+            pad: args.pad,
+        })
+        .await?
+    } else {
+        tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+        (Vec::new(), Vec::new())
+    };
+    let ended_us = clock::now_micros();
+    let loaded = Sample::take(&args, &endpoint).await;
+    drop(clients);
+    let drain_deadline = Instant::now() + Duration::from_secs(args.drain_seconds);
+    while Instant::now() < drain_deadline
+        && (writes.is_empty() || progress.delivered.load(Ordering::Relaxed) < writes.len())
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let drain_time = loaded.at.elapsed();
+    let drained = Sample::take(&args, &endpoint).await;
+    let _ = stop_tx.send(true);
+    let mut logs = Vec::new();
+    for s in streams {
+        logs.push(s.await.map_err(|e| LoadError::Task(e.to_string()))??);
+    }
+    let run = Run {
+        args: &args,
+        subscriptions,
+        subscribe_time,
+        drain_time,
+        started_us,
+        ended_us,
+        writes,
+        logs,
+        samples: [before, subscribed, loaded, drained],
+    };
+    run.print();
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("docstore-loadgen: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

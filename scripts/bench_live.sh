@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Live-query benchmarks (issue 12, Performance), end to end on this machine: a throwaway
+# Postgres cluster of its own (installed extension, wal_level=logical), a sidecar of this
+# checkout on a free port, and docstore-loadgen (loadgen/) opening SSE listen streams and
+# writing through Postgres. Scenarios, each run BENCH_REPEAT times:
+#   latency     1,000 subscriptions (10 streams x 100), 100 writes/s: commit -> client event
+#   scale       equality + order + limit subscriptions at BENCH_SCALE_RATE writes/s (1,000):
+#               1,000 (10 x 100) then 10,000 (100 x 100) subscriptions, same rate
+#   ladder      1,000 and 10,000 subscriptions at each of BENCH_LADDER's rates (writes/s):
+#               where it stops keeping up, and 1k against 10k at rates it keeps up with
+#   throughput  1,000 subscriptions, pgbench `select docstore.add(...)` with BENCH_CLIENTS
+#               clients for BENCH_SECONDS: the same pgbench alone first (the baseline: what
+#               Postgres sustains), then with the sidecar decoding and the streams reading
+# Every subscription is `select * from /loadgen where city = "cK" order by rating desc limit 10`
+# over 3 preloaded documents per city; every write enters its city's top 10 (its rating is above
+# every earlier one: 10^13 + the clock in microseconds, for the loadgen's writes and pgbench's alike), so
+# each write is one `added` change on exactly one subscription.
+#
+# Command:   bash scripts/bench_live.sh [scenario...]     (default: all four)
+# Needs: the installed extension (`make up` on the rulesext branch installs it); runs as root or
+# with sudo (Postgres runs as user postgres). Environment: BENCH_REPEAT (2), BENCH_SECONDS (20),
+# BENCH_SCALE_RATE (1000), BENCH_LADDER ("250 500"), BENCH_CLIENTS (8),
+# BENCH_CONNECTIONS (writer connections, 8), CARGO_TARGET_DIR, BENCH_BUILD=0 (use the binaries
+# already built there).
+# Prints the loadgen summaries and, at the end, the Markdown rows for BENCHMARKS.md
+# ("Live queries"); raw output in target/bench-live/.
+source "$(dirname "$0")/lib.sh"
+
+REPEAT="${BENCH_REPEAT:-2}"
+SECONDS_PER_RUN="${BENCH_SECONDS:-20}"
+SCALE_RATE="${BENCH_SCALE_RATE:-1000}"
+LADDER="${BENCH_LADDER:-250 500}"
+CLIENTS="${BENCH_CLIENTS:-8}"
+WRITERS="${BENCH_CONNECTIONS:-8}"
+CITIES=10000
+PER_CITY=3
+DB=docstore_bench_live
+TARGET="${CARGO_TARGET_DIR:-${ROOT}/target}/release"
+OUT="${ROOT}/target/bench-live"
+SCENARIOS=("$@")
+[ "${#SCENARIOS[@]}" -gt 0 ] || SCENARIOS=(latency scale ladder throughput)
+
+[ -f "$(installed_library)" ] || die "the extension is not installed: run 'make up' first"
+if [ "${BENCH_BUILD:-1}" = 1 ]; then
+  say "building docstore-sidecar and docstore-loadgen (release)"
+  (cd "${ROOT}" && cargo build --release --quiet -p docstore-sidecar -p docstore-loadgen)
+fi
+rm -rf "${OUT}"
+mkdir -p "${OUT}"
+
+# The cluster: like `make up`'s (logical decoding, the library preloaded), fsync on.
+THROWAWAY_OPTIONS="-c wal_level=logical -c shared_preload_libraries=pg_docstore -c max_connections=200 -c max_replication_slots=8 -c max_wal_senders=8 -c shared_buffers=512MB -c wal_compression=lz4"
+say "starting a throwaway cluster"
+start_throwaway_cluster
+postmaster_pid="$(as_postgres head -1 "${THROWAWAY_DIR}/data/postmaster.pid")"
+sidecar_pid=
+cleanup() {
+  [ -z "${sidecar_pid}" ] || kill "${sidecar_pid}" 2>/dev/null || true
+  [ -z "${sidecar_pid}" ] || wait "${sidecar_pid}" 2>/dev/null || true
+  stop_throwaway_cluster
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+say "preparing ${DB}: ${PER_CITY} documents in each of ${CITIES} cities, index (city, rating desc)"
+fresh_database "${DB}"
+"${PSQL[@]}" -d "${DB}" -q -v cities="${CITIES}" -v per="${PER_CITY}" <<'SQL'
+create extension pg_docstore;
+-- The sidecar answers only for database ids listed here (as bench_http.sh sets it up when the
+-- installed extension predates the table).
+do $$ begin
+  if to_regclass('docstore.databases') is null then
+    create table docstore.databases (id text primary key, created_at timestamptz not null default now());
+    insert into docstore.databases (id) values ('(default)');
+  end if;
+end $$;
+select docstore.create_index('loadgen', '[{"field": "city"}, {"field": "rating", "order": "desc"}]') > 0 as index_created;
+select count(docstore.set('loadgen/p' || c || '-' || k,
+  jsonb_build_object('city', 'c' || c, 'rating', k, 'name', 'preloaded ' || k, 'note', repeat('x', 200))))
+from generate_series(0, :cities - 1) c, generate_series(1, :per) k;
+analyze;
+SQL
+for i in $(seq 1 100); do
+  "${PSQL[@]}" -d "${DB}" -Atc "select count(*) from docstore.query('select * from /loadgen where city = \"c1\" order by rating desc limit 10')" >/dev/null 2>&1 && break
+  [ "${i}" -lt 100 ] || die "the index (city, rating desc) never became ready"
+  sleep 0.5
+done
+
+port="$(free_port 18900)"
+admin_key="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+# Each run gets a fresh sidecar and a fresh slot: no backlog of the previous run to decode, no
+# streams of the previous run in their resume grace, a clean RSS baseline.
+start_sidecar() {
+  "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
+  DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
+    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_SLOT=bench_live \
+    DOCSTORE_LISTEN_GRACE_SECONDS=2 RUST_LOG=warn "${TARGET}/docstore-sidecar" >> "${OUT}/sidecar.log" 2>&1 &
+  sidecar_pid=$!
+  for i in $(seq 1 300); do
+    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:${port}/healthz" 2>/dev/null && return 0
+    kill -0 "${sidecar_pid}" 2>/dev/null || { cat "${OUT}/sidecar.log"; die "the sidecar exited"; }
+    [ "${i}" -lt 300 ] || die "the sidecar did not answer /healthz within 60 s"
+    sleep 0.2
+  done
+}
+stop_sidecar() {
+  [ -n "${sidecar_pid}" ] || return 0
+  kill "${sidecar_pid}" 2>/dev/null || true
+  wait "${sidecar_pid}" 2>/dev/null || true
+  sidecar_pid=
+}
+
+ROWS=()
+# Run the loadgen (name, flags...): its summary on stdout and in OUT/name.txt, the load average
+# before it in OUT/name.load.
+loadgen() {
+  local name="$1"
+  shift
+  cut -d' ' -f1-3 /proc/loadavg > "${OUT}/${name}.load"
+  [ -n "${sidecar_pid}" ] || start_sidecar
+  DOCSTORE_LOADGEN_TOKEN="${admin_key}" "${TARGET}/docstore-loadgen" --sidecar "127.0.0.1:${port}" \
+    --pg "postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" --sidecar-pid "${sidecar_pid}" \
+    --postmaster-pid "${postmaster_pid}" --label "${name}" "$@" | tee "${OUT}/${name}.txt"
+}
+row() { # name[, note]: the table row of a finished run (and the end of its sidecar)
+  stop_sidecar
+  ROWS+=("$(sed -n 's/^ROW //p' "${OUT}/$1.txt") $(cat "${OUT}/$1.load") | ${2:-} |")
+}
+
+pgbench_add() { # name -> pgbench output in OUT/name.pgbench, tps on stdout
+  cat > "${OUT}/add.sql" <<'PGB'
+\set c random(0, 999)
+select docstore.add('loadgen', jsonb_build_object('city', 'c' || :c, 'rating', 10000000000000 + (extract(epoch from clock_timestamp()) * 1000000)::bigint, 'name', 'pgbench', 'note', repeat('x', 200)));
+PGB
+  pgbench -n -M prepared -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres -c "${CLIENTS}" -j 2 \
+    -T "${SECONDS_PER_RUN}" -f "${OUT}/add.sql" "${DB}" > "${OUT}/$1.pgbench" 2>&1 ||
+    { cat "${OUT}/$1.pgbench" >&2; die "pgbench $1 failed"; }
+  awk '/^tps = /{printf "%.0f", $3}' "${OUT}/$1.pgbench"
+}
+
+for scenario in "${SCENARIOS[@]}"; do
+  for r in $(seq 1 "${REPEAT}"); do
+    case "${scenario}" in
+      latency)
+        loadgen "latency-1k-100ws-r${r}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2
+        row "latency-1k-100ws-r${r}" ;;
+      scale)
+        for subs in 1k:10 10k:100; do
+          name="scale-${subs%%:*}-${SCALE_RATE}ws-r${r}"
+          loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${SCALE_RATE}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}"
+          row "${name}"
+        done ;;
+      ladder)
+        for rate in ${LADDER}; do
+          for subs in 1k:10 10k:100; do
+            name="ladder-${subs%%:*}-${rate}ws-r${r}"
+            loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${rate}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}"
+            row "${name}"
+          done
+        done ;;
+      throughput)
+        say "pgbench docstore.add alone (${CLIENTS} clients, ${SECONDS_PER_RUN} s; no sidecar, no slot)"
+        stop_sidecar
+        "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
+        base="$(pgbench_add "pgbench-alone-r${r}")"
+        ready="${OUT}/ready-${r}"
+        rm -f "${ready}"
+        name="throughput-1k-pgbench${CLIENTS}-r${r}"
+        start_sidecar
+        loadgen "${name}" --streams 10 --targets 100 --rate 0 --seconds "$((SECONDS_PER_RUN + 4))" \
+          --ready-file "${ready}" --drain-seconds 5 &
+        lg=$!
+        while [ ! -f "${ready}" ]; do
+          kill -0 "${lg}" 2>/dev/null || die "the loadgen exited before its streams were ready"
+          sleep 0.2
+        done
+        sleep 1
+        with="$(pgbench_add "pgbench-with-r${r}")"
+        wait "${lg}"
+        row "${name}" "pgbench ${CLIENTS} clients: alone ${base} tps, with the sidecar and streams ${with} tps"
+        echo "pgbench docstore.add, ${CLIENTS} clients: alone ${base} tps, while decoded and streamed ${with} tps" ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, throughput)" ;;
+    esac
+  done
+done
+
+echo
+echo "| run | subscriptions | writes/s asked -> done | delivered / missed | commit returned -> event p50 / p99 / max (ms) | commitTime -> event p50 / p99 / max (ms) | p99 first -> last 5 s (ms) | sidecar CPU | Postgres CPU | loadgen CPU | machine busy (of 200%) | resets | load avg before | notes |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${ROWS[@]}"
