@@ -157,10 +157,7 @@ fn document(path: ResourcePath, data: &RawJson, time: Option<PgTime>) -> Result<
         return Err(PgError::Decode(format!("data of {path} is not a map")));
     };
     let time = time
-        .and_then(|t| {
-            t.0.checked_add(crate::source::transaction::PG_EPOCH_UNIX_MICROS)
-        })
-        .and_then(Timestamp::from_micros)
+        .and_then(|t| Timestamp::from_postgres_micros(t.0))
         .ok_or_else(|| PgError::Decode(format!("update time of {path}")))?;
     Ok(Document::new(path, fields, time))
 }

@@ -260,6 +260,7 @@ impl Hub {
                 },
             );
         }
+        self.pending.insert(id.to_owned());
         if let Some(e) = failure {
             for tid in added {
                 matcher.remove_target(tid);

@@ -1,7 +1,7 @@
 //! The hub: one task that owns the changelog, the matchers (one per database) and every
 //! stream, fed by the change source. See the module documentation of `session`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -106,6 +106,11 @@ struct Hub {
     generation: u64,
     matchers: HashMap<String, Matcher>,
     streams: HashMap<String, Stream>,
+    /// Streams that may hold a target waiting for its first position: the only streams a
+    /// transaction must look through target by target (others are visited only when they
+    /// have changes or are due a heartbeat), so the cost of a write does not grow with the
+    /// number of subscriptions.
+    pending: HashSet<String>,
     owners: HashMap<TargetId, (String, String)>,
     ended: HashMap<String, ResetReason>,
     ended_order: VecDeque<String>,
@@ -149,6 +154,7 @@ pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
         generation: 0,
         matchers: HashMap::new(),
         streams: HashMap::new(),
+        pending: HashSet::new(),
         owners: HashMap::new(),
         ended: HashMap::new(),
         ended_order: VecDeque::new(),
@@ -335,21 +341,48 @@ impl Hub {
             .collect();
         let commit_time = Some(txn.commit_time);
         let interval = self.settings.heartbeat;
-        let ids: Vec<String> = self.streams.keys().cloned().collect();
+        // The streams this transaction may send to: those with changes, those with targets
+        // waiting for their first position, and those due a heartbeat.
+        let mut ids: Vec<String> = deltas.keys().cloned().collect();
+        ids.extend(
+            self.pending
+                .iter()
+                .filter(|id| !deltas.contains_key(*id))
+                .cloned(),
+        );
+        ids.extend(
+            self.streams
+                .iter()
+                .filter(|(id, s)| {
+                    (heartbeat || s.last_event.elapsed() >= interval)
+                        && !deltas.contains_key(*id)
+                        && !self.pending.contains(*id)
+                })
+                .map(|(id, _)| id.clone()),
+        );
         for id in ids {
             if reset.contains(&id) {
                 continue;
             }
             let Some(stream) = self.streams.get_mut(&id) else {
+                self.pending.remove(&id);
                 continue;
             };
             let mut newly = Vec::new();
-            for (name, t) in &mut stream.targets {
-                if let Phase::Pending { lsn, after } = t.phase {
-                    if position >= lsn && position > after {
-                        t.phase = Phase::Live;
-                        newly.push(name.clone());
+            if self.pending.contains(&id) {
+                let mut waiting = false;
+                for (name, t) in &mut stream.targets {
+                    if let Phase::Pending { lsn, after } = t.phase {
+                        if position >= lsn && position > after {
+                            t.phase = Phase::Live;
+                            newly.push(name.clone());
+                        } else {
+                            waiting = true;
+                        }
                     }
+                }
+                if !waiting {
+                    self.pending.remove(&id);
                 }
             }
             let mut changes: Vec<(String, TargetDelta)> = deltas
@@ -659,6 +692,7 @@ impl Hub {
                 lsn: point.lsn,
                 after,
             };
+            self.pending.insert(id.clone());
         }
         self.kick.notify_one();
     }
