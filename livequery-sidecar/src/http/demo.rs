@@ -44,6 +44,9 @@ mod tests {
         assert!(PAGE.contains("access_token"));
         assert!(PAGE.contains("order by avgRating desc limit 10"));
         assert!(!PAGE.to_lowercase().contains("admin_key"));
-        assert!(!PAGE.contains("innerHTML"), "document data is set as text only");
+        assert!(
+            !PAGE.contains("innerHTML"),
+            "document data is set as text only"
+        );
     }
 }
