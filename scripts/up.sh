@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 
 install_packages() {
-  local wanted=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo build-essential pkg-config libssl-dev curl)
+  local wanted=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo build-essential pkg-config libssl-dev curl chromium)
   local missing=()
   for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod body;
 pub mod commit;
 pub mod context;
+pub mod demo;
 pub mod documents;
 pub mod error;
 pub mod listen;
@@ -88,6 +89,7 @@ pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/healthz", get(health))
         .route("/metrics", get(metrics::render))
+        .route("/demo", get(demo::page))
         .route("/v1/databases/{*rest}", any(dispatch))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(metrics::track))
