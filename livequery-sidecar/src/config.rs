@@ -63,7 +63,20 @@ pub struct Config {
     /// more requests wait for a free connection).
     #[arg(long, env = "DOCSTORE_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+
+    /// Longest a statement of a request may run, in milliseconds (Postgres'
+    /// `statement_timeout` on every connection of the pool; 0: no limit). A request whose
+    /// statement runs longer is answered 504 DEADLINE_EXCEEDED and its transaction rolled back.
+    #[arg(
+        long,
+        env = "DOCSTORE_STATEMENT_TIMEOUT_MS",
+        default_value_t = DEFAULT_STATEMENT_TIMEOUT_MS
+    )]
+    pub statement_timeout_ms: u64,
 }
+
+/// Default `--statement-timeout-ms`: 30 s.
+pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
 
 /// Debug output never shows the secrets: the JWT secret, the admin key and the database URL
 /// (which may hold a password) are redacted.
@@ -80,6 +93,7 @@ impl std::fmt::Debug for Config {
             .field("admin_key", &redacted(self.admin_key.is_some()))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("pool_size", &self.pool_size)
+            .field("statement_timeout_ms", &self.statement_timeout_ms)
             .finish()
     }
 }
@@ -104,5 +118,9 @@ mod tests {
         .unwrap();
         assert_eq!(config.listen.port(), 9000);
         assert_eq!(config.max_body_bytes, 100);
+        assert_eq!(config.statement_timeout_ms, DEFAULT_STATEMENT_TIMEOUT_MS);
+        let config =
+            Config::try_parse_from(["docstore-sidecar", "--statement-timeout-ms", "0"]).unwrap();
+        assert_eq!(config.statement_timeout_ms, 0);
     }
 }

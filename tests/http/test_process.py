@@ -53,6 +53,7 @@ def test_help_documents_every_flag(stack):
         ("--admin-key", "DOCSTORE_ADMIN_KEY"),
         ("--max-body-bytes", None),
         ("--pool-size", None),
+        ("--statement-timeout-ms", "DOCSTORE_STATEMENT_TIMEOUT_MS"),
     ):
         assert flag in out.stdout, flag
         if env:
@@ -153,5 +154,53 @@ def test_jwks_file_rs256_and_es256(stack, tmp_path):
         assert status(jwt.encode(no_aud, rsa_key, "RS256")) == 401
         assert status(jwt.encode(claims, "secret" * 6, "HS256")) == 401
     finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_statement_timeout_ends_a_blocked_request_with_deadline_exceeded(stack, tmp_path):
+    """A write waits on a row lock another session holds: with --statement-timeout-ms the
+    request does not hang but ends 504 DEADLINE_EXCEEDED, for the admin key (the sidecar's own
+    role) and for a JWT (docstore_client); the write did not happen, no transaction stays open,
+    and once the lock is gone the same write succeeds on the same sidecar."""
+    import psycopg
+
+    admin = "k" * 20
+    proc, url = start(
+        stack,
+        tmp_path,
+        stack.cluster.url(),
+        "--statement-timeout-ms",
+        "300",
+        "--admin-key",
+        admin,
+        "--jwt-secret",
+        stack.jwt_secret,
+    )
+    path = "timeouts/locked"
+    doc = url + stack.doc(path)
+    stack.sql("select docstore.set(%s, '{\"v\": 0}')", path)
+    holder = psycopg.connect(stack.cluster.url())
+    try:
+        holder.execute("select 1 from docstore.entities where path = %s for update", (path,))
+        for token in (admin, stack.token({"sub": "u1"})):
+            headers = {"Authorization": f"Bearer {token}"}
+            r = httpx.put(doc, headers=headers, json={"v": 1}, timeout=60)
+            assert r.status_code == 504, r.text
+            assert r.json()["code"] == "DEADLINE_EXCEEDED"
+            assert "timeout" in r.json()["message"]
+        holder.rollback()
+        assert stack.sql("select docstore.get(%s)", path) == [({"v": 0},)]
+        open_tx = [
+            b
+            for b in stack.sidecar_backends()
+            if b[1] and b[1].startswith("idle in transaction")
+        ]
+        assert open_tx == []
+        r = httpx.put(doc, headers={"Authorization": f"Bearer {admin}"}, json={"v": 2}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["data"] == {"v": 2}
+    finally:
+        holder.close()
         proc.kill()
         proc.wait()
