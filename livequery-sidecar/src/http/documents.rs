@@ -180,12 +180,7 @@ async fn write_and_read(
         &parts.method,
         method,
         async |tx: &RequestTx| {
-            let (written, read) = tokio::join!(
-                pg_documents::commit(tx, &writes),
-                pg_documents::read(tx, &call.database, &call.resource),
-            );
-            written?;
-            Ok(read?)
+            Ok(pg_documents::commit_and_read(tx, &writes, &call.database, &call.resource).await?)
         },
     )
     .await?;
