@@ -204,3 +204,38 @@ def test_statement_timeout_ends_a_blocked_request_with_deadline_exceeded(stack, 
         holder.close()
         proc.kill()
         proc.wait()
+
+
+def test_first_write_on_a_connection_that_has_only_read(stack, tmp_path):
+    """A write and its read-back go out together; on a connection that has prepared the read
+    (a GET) but not yet the write, the write must still run first (pool of one connection, so
+    every request uses the same one)."""
+    admin = "k" * 20
+    proc, url = start(
+        stack,
+        tmp_path,
+        stack.cluster.url(),
+        "--pool-size",
+        "1",
+        "--admin-key",
+        admin,
+        "--jwt-secret",
+        stack.jwt_secret,
+    )
+    try:
+        docs = url + "/v1/databases/(default)/documents/firstwrite"
+        for who, token in (("admin", admin), ("jwt", stack.token({"sub": "u1"}))):
+            headers = {"Authorization": f"Bearer {token}"}
+            assert httpx.get(f"{docs}/{who}", headers=headers).status_code == 404
+            r = httpx.put(f"{docs}/{who}", headers=headers, json={"v": 1})
+            assert r.status_code == 200, r.text
+            assert r.json()["data"] == {"v": 1}
+            r = httpx.patch(f"{docs}/{who}", headers=headers, json={"w": 2})
+            assert r.status_code == 200, r.text
+            assert r.json()["data"] == {"v": 1, "w": 2}
+            r = httpx.post(docs, headers=headers, json={"v": 3})
+            assert r.status_code == 201, r.text
+            assert r.json()["data"] == {"v": 3}
+    finally:
+        proc.kill()
+        proc.wait()

@@ -14,7 +14,7 @@ use thiserror::Error;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
 
-use databases::DatabaseCache;
+use databases::{DatabaseCache, DEFAULT_DATABASE};
 
 /// The `application_name` of the sidecar's connections (find them in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "docstore-sidecar";
@@ -104,8 +104,14 @@ impl Db {
         if config.get_application_name().is_none() {
             config.application_name(APPLICATION_NAME);
         }
-        // Later `-c` options win in Postgres, so this one goes last.
-        let timeout = format!("-c statement_timeout={}", statement_timeout.as_millis());
+        // Later `-c` options win in Postgres, so these go last. `docstore.database` is
+        // `(default)` for the whole session (a client's startup option outranks ALTER ROLE or
+        // DATABASE ... SET), so an admin request to the default database needs no settings
+        // statement; every other request sets it for its transaction only.
+        let timeout = format!(
+            "-c statement_timeout={} -c docstore.database={DEFAULT_DATABASE}",
+            statement_timeout.as_millis()
+        );
         let options = match config.get_options() {
             Some(given) if !given.trim().is_empty() => format!("{given} {timeout}"),
             _ => timeout,
@@ -211,9 +217,12 @@ impl Db {
         let client = tx.client()?;
         self.databases.check(client, database).await?;
         let settings = match run_as {
-            RunAs::Admin => client.prepare_cached(ADMIN_SETTINGS_SQL).await,
-            RunAs::Client { .. } => client.prepare_cached(SETTINGS_SQL).await,
+            // The session's value already (see `connect_with_timeout`).
+            RunAs::Admin if database == DEFAULT_DATABASE => None,
+            RunAs::Admin => Some(client.prepare_cached(ADMIN_SETTINGS_SQL).await),
+            RunAs::Client { .. } => Some(client.prepare_cached(SETTINGS_SQL).await),
         }
+        .transpose()
         .map_err(PgError::from)?;
         tx.open = true;
         let client = tx.client()?;
@@ -226,14 +235,17 @@ impl Db {
                 &client_params
             }
         };
-        let (began, set, outcome) = tokio::join!(
-            client.batch_execute("begin"),
-            client.execute(&settings, params),
-            first(&tx),
-        );
+        let set_settings = async {
+            match &settings {
+                Some(settings) => client.execute(settings, params).await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
+        let (began, set, outcome) =
+            tokio::join!(client.batch_execute("begin"), set_settings, first(&tx));
         let outcome = match (began, set) {
             (Err(e), _) | (Ok(()), Err(e)) => Err(E::from(PgError::from(e))),
-            (Ok(()), Ok(_)) => outcome,
+            (Ok(()), Ok(())) => outcome,
         };
         match outcome {
             Ok(value) => Ok((tx, value)),
