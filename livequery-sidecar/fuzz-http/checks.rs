@@ -79,6 +79,7 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         admin_key: Some("admin".into()),
         max_body_bytes: 100,
         pool_size: 1,
+        statement_timeout_ms: 0,
     };
     let verifier = Verifier::from_config(&config).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();
