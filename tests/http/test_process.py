@@ -192,9 +192,7 @@ def test_statement_timeout_ends_a_blocked_request_with_deadline_exceeded(stack, 
         holder.rollback()
         assert stack.sql("select docstore.get(%s)", path) == [({"v": 0},)]
         open_tx = [
-            b
-            for b in stack.sidecar_backends()
-            if b[1] and b[1].startswith("idle in transaction")
+            b for b in stack.sidecar_backends() if b[1] and b[1].startswith("idle in transaction")
         ]
         assert open_tx == []
         r = httpx.put(doc, headers={"Authorization": f"Bearer {admin}"}, json={"v": 2}, timeout=60)
