@@ -90,7 +90,20 @@ pub struct Config {
     /// Events a listen stream keeps for resumes with Last-Event-ID.
     #[arg(long, env = "DOCSTORE_LISTEN_REPLAY", default_value_t = 1024)]
     pub listen_replay: usize,
+
+    /// Longest a statement of a request may run, in milliseconds (Postgres'
+    /// `statement_timeout` on every connection of the pool; 0: no limit). A request whose
+    /// statement runs longer is answered 504 DEADLINE_EXCEEDED and its transaction rolled back.
+    #[arg(
+        long,
+        env = "DOCSTORE_STATEMENT_TIMEOUT_MS",
+        default_value_t = DEFAULT_STATEMENT_TIMEOUT_MS
+    )]
+    pub statement_timeout_ms: u64,
 }
+
+/// Default `--statement-timeout-ms`: 30 s.
+pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
 
 /// Debug output never shows the secrets: the JWT secret, the admin key and the database URL
 /// (which may hold a password) are redacted.
@@ -113,6 +126,7 @@ impl std::fmt::Debug for Config {
             .field("listen_grace_seconds", &self.listen_grace_seconds)
             .field("listen_queue", &self.listen_queue)
             .field("listen_replay", &self.listen_replay)
+            .field("statement_timeout_ms", &self.statement_timeout_ms)
             .finish()
     }
 }
@@ -137,5 +151,9 @@ mod tests {
         .unwrap();
         assert_eq!(config.listen.port(), 9000);
         assert_eq!(config.max_body_bytes, 100);
+        assert_eq!(config.statement_timeout_ms, DEFAULT_STATEMENT_TIMEOUT_MS);
+        let config =
+            Config::try_parse_from(["docstore-sidecar", "--statement-timeout-ms", "0"]).unwrap();
+        assert_eq!(config.statement_timeout_ms, 0);
     }
 }

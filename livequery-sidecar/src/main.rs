@@ -42,7 +42,11 @@ fn main() -> ExitCode {
 
 async fn run(config: Config) -> Result<(), String> {
     let verifier = Verifier::from_config(&config)?;
-    let db = Db::connect(&config.database_url, config.pool_size)?;
+    let db = Db::connect_with_timeout(
+        &config.database_url,
+        config.pool_size,
+        Duration::from_millis(config.statement_timeout_ms),
+    )?;
     let metrics = http::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;
     let upkeep = metrics.clone();
     tokio::spawn(async move {

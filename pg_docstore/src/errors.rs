@@ -197,6 +197,7 @@ mod tests {
             (ErrorKind::Unavailable, ERRCODE_CANNOT_CONNECT_NOW),
             (ErrorKind::Unimplemented, ERRCODE_FEATURE_NOT_SUPPORTED),
             (ErrorKind::Internal, ERRCODE_INTERNAL_ERROR),
+            (ErrorKind::DeadlineExceeded, ERRCODE_QUERY_CANCELED),
         ];
         for (kind, code) in expected {
             assert_eq!(sql_error_code(kind.sqlstate()), code, "{kind:?}");

@@ -53,6 +53,7 @@ def test_help_documents_every_flag(stack):
         ("--admin-key", "DOCSTORE_ADMIN_KEY"),
         ("--max-body-bytes", None),
         ("--pool-size", None),
+        ("--statement-timeout-ms", "DOCSTORE_STATEMENT_TIMEOUT_MS"),
     ):
         assert flag in out.stdout, flag
         if env:
@@ -152,6 +153,87 @@ def test_jwks_file_rs256_and_es256(stack, tmp_path):
         no_aud = {k: v for k, v in claims.items() if k != "aud"}
         assert status(jwt.encode(no_aud, rsa_key, "RS256")) == 401
         assert status(jwt.encode(claims, "secret" * 6, "HS256")) == 401
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_statement_timeout_ends_a_blocked_request_with_deadline_exceeded(stack, tmp_path):
+    """A write waits on a row lock another session holds: with --statement-timeout-ms the
+    request does not hang but ends 504 DEADLINE_EXCEEDED, for the admin key (the sidecar's own
+    role) and for a JWT (docstore_client); the write did not happen, no transaction stays open,
+    and once the lock is gone the same write succeeds on the same sidecar."""
+    import psycopg
+
+    admin = "k" * 20
+    proc, url = start(
+        stack,
+        tmp_path,
+        stack.cluster.url(),
+        "--statement-timeout-ms",
+        "300",
+        "--admin-key",
+        admin,
+        "--jwt-secret",
+        stack.jwt_secret,
+    )
+    path = "timeouts/locked"
+    doc = url + stack.doc(path)
+    stack.sql("select docstore.set(%s, '{\"v\": 0}')", path)
+    holder = psycopg.connect(stack.cluster.url())
+    try:
+        holder.execute("select 1 from docstore.entities where path = %s for update", (path,))
+        for token in (admin, stack.token({"sub": "u1"})):
+            headers = {"Authorization": f"Bearer {token}"}
+            r = httpx.put(doc, headers=headers, json={"v": 1}, timeout=60)
+            assert r.status_code == 504, r.text
+            assert r.json()["code"] == "DEADLINE_EXCEEDED"
+            assert "timeout" in r.json()["message"]
+        holder.rollback()
+        assert stack.sql("select docstore.get(%s)", path) == [({"v": 0},)]
+        open_tx = [
+            b for b in stack.sidecar_backends() if b[1] and b[1].startswith("idle in transaction")
+        ]
+        assert open_tx == []
+        r = httpx.put(doc, headers={"Authorization": f"Bearer {admin}"}, json={"v": 2}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["data"] == {"v": 2}
+    finally:
+        holder.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_first_write_on_a_connection_that_has_only_read(stack, tmp_path):
+    """A write and its read-back go out together; on a connection that has prepared the read
+    (a GET) but not yet the write, the write must still run first (pool of one connection, so
+    every request uses the same one)."""
+    admin = "k" * 20
+    proc, url = start(
+        stack,
+        tmp_path,
+        stack.cluster.url(),
+        "--pool-size",
+        "1",
+        "--admin-key",
+        admin,
+        "--jwt-secret",
+        stack.jwt_secret,
+    )
+    try:
+        docs = url + "/v1/databases/(default)/documents/firstwrite"
+        for who, token in (("admin", admin), ("jwt", stack.token({"sub": "u1"}))):
+            headers = {"Authorization": f"Bearer {token}"}
+            assert httpx.get(f"{docs}/{who}", headers=headers).status_code == 404
+            r = httpx.put(f"{docs}/{who}", headers=headers, json={"v": 1})
+            assert r.status_code == 200, r.text
+            assert r.json()["data"] == {"v": 1}
+            r = httpx.patch(f"{docs}/{who}", headers=headers, json={"w": 2})
+            assert r.status_code == 200, r.text
+            assert r.json()["data"] == {"v": 1, "w": 2}
+            r = httpx.post(docs, headers=headers, json={"v": 3})
+            assert r.status_code == 201, r.text
+            assert r.json()["data"] == {"v": 3}
     finally:
         proc.kill()
         proc.wait()

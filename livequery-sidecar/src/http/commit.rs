@@ -13,12 +13,12 @@ use docstore_core::{Code, ErrorKind};
 
 use super::body;
 use super::context::{run_as, RulesMethod};
-use super::documents::{end, json_response};
+use super::documents::json_response;
 use super::error::{raised_by_extension, ApiError};
 use super::resource::Target;
 use super::{JsonPost, SharedState};
 use crate::pg::documents as pg_documents;
-use crate::pg::PgError;
+use crate::pg::{PgError, RequestTx};
 
 /// Handle `:commit`.
 ///
@@ -41,10 +41,11 @@ pub async fn commit(
         "",
         None,
     );
-    let tx = state.db.begin(&database, &run_as).await?;
-    let result = pg_documents::commit(&tx, &commit.writes)
-        .await
-        .map_err(|e| {
+    // `begin`, the settings and the commit go out together (one round trip).
+    let (tx, answer) = state
+        .db
+        .begin_with(&database, &run_as, async |tx: &RequestTx| {
+            pg_documents::commit(tx, &commit.writes).await.map_err(|e| {
             // In an optimistic transaction a failed precondition means a document changed
             // since it was read: the transaction lost a race and is retried (ABORTED). Only
             // the extension's own precondition failures are that; anything else keeps its code.
@@ -58,8 +59,10 @@ pub async fn commit(
                 );
             }
             e
-        });
-    let answer = end(tx, result).await?;
+        })
+        })
+        .await?;
+    tx.commit().await?;
     Ok(json_response(StatusCode::OK, answer.0))
 }
 

@@ -62,13 +62,16 @@ fn call(target: Target, request: &Request) -> Result<Call, ApiError> {
     })
 }
 
-async fn begin(
+/// Begin the request's transaction and run `first` in it, in one round trip with `begin` and
+/// the settings ([`crate::pg::Db::begin_with`]).
+async fn begin_with<T>(
     state: &SharedState,
     call: &Call,
     headers: &HeaderMap,
     http_method: &Method,
     method: RulesMethod,
-) -> Result<RequestTx, ApiError> {
+    first: impl AsyncFnOnce(&RequestTx) -> Result<T, ApiError>,
+) -> Result<(RequestTx, T), ApiError> {
     let principal = state.verifier.authenticate(headers)?;
     let run_as = run_as(
         &principal,
@@ -78,7 +81,7 @@ async fn begin(
         &call.path,
         None,
     );
-    Ok(state.db.begin(&call.database, &run_as).await?)
+    state.db.begin_with(&call.database, &run_as, first).await
 }
 
 /// Commit on success, roll back on failure (a connection that cannot roll back is discarded
@@ -102,7 +105,14 @@ pub(super) async fn end<T>(tx: RequestTx, result: Result<T, ApiError>) -> Result
 }
 
 async fn read_back(tx: &RequestTx, call: &Call) -> Result<String, ApiError> {
-    match pg_documents::read(tx, &call.database, &call.resource).await? {
+    found(
+        call,
+        pg_documents::read(tx, &call.database, &call.resource).await?,
+    )
+}
+
+fn found(call: &Call, doc: Option<Document>) -> Result<String, ApiError> {
+    match doc {
         Some(doc) => document_json(&doc),
         None => Err(ApiError::not_found(format!(
             "document \"{}\" does not exist",
@@ -153,6 +163,9 @@ fn precondition_member(params: &Params) -> String {
         .unwrap_or_default()
 }
 
+/// `begin`, the settings, the write and the read-back go out together (one round trip; a
+/// failed write aborts the transaction, so the read then fails too and the write's error is
+/// reported); the commit, or the rollback when the document cannot be read back, follows.
 async fn write_and_read(
     state: SharedState,
     call: Call,
@@ -160,13 +173,18 @@ async fn write_and_read(
     method: RulesMethod,
     writes: String,
 ) -> Result<Response, ApiError> {
-    let tx = begin(&state, &call, &parts.headers, &parts.method, method).await?;
-    let result = async {
-        pg_documents::commit(&tx, &writes).await?;
-        read_back(&tx, &call).await
-    }
-    .await;
-    let body = end(tx, result).await?;
+    let (tx, read) = begin_with(
+        &state,
+        &call,
+        &parts.headers,
+        &parts.method,
+        method,
+        async |tx: &RequestTx| {
+            Ok(pg_documents::commit_and_read(tx, &writes, &call.database, &call.resource).await?)
+        },
+    )
+    .await?;
+    let body = end(tx, found(&call, read)).await?;
     Ok(json_response(StatusCode::OK, body))
 }
 
@@ -255,34 +273,31 @@ pub async fn delete(
             "DELETE takes only the exists and updateTime preconditions",
         ));
     }
-    let tx = begin(
+    let (tx, existed) = begin_with(
         &state,
         &call,
         request.headers(),
         request.method(),
         RulesMethod::Delete,
-    )
-    .await?;
-    let result = async {
-        match &call.params.precondition {
-            None => Ok(pg_documents::delete(&tx, &call.path).await?),
+        async |tx: &RequestTx| match &call.params.precondition {
+            None => Ok(pg_documents::delete(tx, &call.path).await?),
             Some(precondition) => {
                 let writes = format!(
                     "[{{\"delete\":{}{}}}]",
                     Json::String(call.path.clone()),
                     precondition_member(&call.params)
                 );
-                pg_documents::commit(&tx, &writes).await?;
+                pg_documents::commit(tx, &writes).await?;
                 // The precondition held: exists=false means there was nothing to delete.
                 Ok(!matches!(
                     precondition,
                     super::resource::Precondition::Exists(false)
                 ))
             }
-        }
-    }
-    .await;
-    let existed = end(tx, result).await?;
+        },
+    )
+    .await?;
+    tx.commit().await?;
     Ok(json_response(
         StatusCode::OK,
         serde_json::json!({ "existed": existed }).to_string(),
@@ -309,16 +324,16 @@ pub async fn add(
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let data = body::json_object_text(&bytes, "the document data")?;
-    let tx = begin(
+    let (tx, path) = begin_with(
         &state,
         &call,
         &parts.headers,
         &parts.method,
         RulesMethod::Create,
+        async |tx: &RequestTx| Ok(pg_documents::add(tx, &call.path, &data).await?),
     )
     .await?;
     let result = async {
-        let path = pg_documents::add(&tx, &call.path, &data).await?;
         call.resource = docstore_core::ResourcePath::parse_document(&path).map_err(|e| {
             ApiError::from(PgError::Decode(format!(
                 "docstore.add returned {path:?}: {e}"

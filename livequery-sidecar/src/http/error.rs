@@ -30,6 +30,7 @@ pub fn status_of(code: Code) -> StatusCode {
         Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
         Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
     }
 }
 
@@ -185,6 +186,9 @@ pub fn from_postgres(error: &tokio_postgres::Error) -> ApiError {
         Code::Unavailable => "the database is unavailable",
         Code::Unauthenticated => "the database refused the sidecar's credentials",
         Code::FailedPrecondition => "the database is not in a state to run the request",
+        Code::DeadlineExceeded => {
+            "a statement of the request ran longer than the sidecar's statement timeout (--statement-timeout-ms)"
+        }
         _ => "the request failed in the database",
     };
     let mut out = ApiError::internal(code, what, &format!("SQLSTATE {state}: {error}"));
@@ -223,6 +227,7 @@ mod tests {
             (Code::Unimplemented, 501),
             (Code::Unavailable, 503),
             (Code::Internal, 500),
+            (Code::DeadlineExceeded, 504),
         ];
         assert_eq!(expected.len(), Code::ALL.len());
         for (code, status) in expected {

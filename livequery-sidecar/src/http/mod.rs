@@ -192,6 +192,15 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
 /// # Cancel safety
 /// Runs for the life of the process; dropping it stops serving at once.
 pub async fn serve(state: SharedState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // TCP_NODELAY: a streamed answer's chunks (and a response written in two parts) go out at
+    // once instead of waiting for the client's ACK of the previous segment (Nagle's algorithm
+    // against delayed ACKs can hold a segment for up to 40 ms).
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+        }
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown_signal())
         .await

@@ -125,6 +125,39 @@ pub async fn commit(tx: &RequestTx, writes: &str) -> Result<RawJson, PgError> {
     Ok(row.try_get(0)?)
 }
 
+/// `docstore.commit(writes)`, then the read of `path` (as [`read`]), sent together: both
+/// statements are prepared first, so their executions go out in this order in one round trip
+/// (a statement still to be prepared would make its future wait, and the other one overtake
+/// it). A failed commit aborts the transaction, so the read then fails too; the commit's error
+/// is reported.
+///
+/// # Errors
+/// The extension's errors; Postgres errors.
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn commit_and_read(
+    tx: &RequestTx,
+    writes: &str,
+    database: &str,
+    path: &ResourcePath,
+) -> Result<Option<Document>, PgError> {
+    let client = tx.client()?;
+    let write = client
+        .prepare_cached("select docstore.commit($1::jsonb)")
+        .await?;
+    let read = client.prepare_cached(READ_SQL).await?;
+    let name = encode_name(path);
+    let write_params: [&(dyn ToSql + Sync); 1] = [&JsonText(writes)];
+    let read_params: [&(dyn ToSql + Sync); 2] = [&database, &name];
+    let (written, row) = tokio::join!(
+        client.query_one(&write, &write_params),
+        client.query_opt(&read, &read_params),
+    );
+    written?;
+    document_of(path, row?)
+}
+
 /// `docstore.add(collection, data)`: a new document with a random id; returns its path.
 ///
 /// # Errors

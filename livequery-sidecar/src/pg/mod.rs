@@ -15,7 +15,7 @@ use thiserror::Error;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
 
-use databases::DatabaseCache;
+use databases::{DatabaseCache, DEFAULT_DATABASE};
 
 /// The `application_name` of the sidecar's connections (find them in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "docstore-sidecar";
@@ -29,6 +29,9 @@ const SETTINGS_SQL: &str = "select set_config('docstore.auth', $1, true), \
                                    set_config('docstore.request', $2, true), \
                                    set_config('docstore.database', $3, true), \
                                    set_config('role', $4, true)";
+
+/// The settings of an admin request's transaction: `docstore.database` only.
+const ADMIN_SETTINGS_SQL: &str = "select set_config('docstore.database', $1, true)";
 
 /// What can fail talking to Postgres.
 #[derive(Debug, Error)]
@@ -76,11 +79,45 @@ impl Db {
     /// # Errors
     /// A `url` tokio-postgres cannot parse, or a pool that cannot be built.
     pub fn connect(url: &str, size: usize) -> Result<Db, String> {
+        Db::connect_with_timeout(
+            url,
+            size,
+            Duration::from_millis(crate::config::DEFAULT_STATEMENT_TIMEOUT_MS),
+        )
+    }
+
+    /// As [`Db::connect`], with Postgres' `statement_timeout` set to `statement_timeout` on
+    /// every connection (zero: no limit). It is a startup option of the connection, so it
+    /// bounds every statement of every request (an autocommit read as well as a transaction's
+    /// statements) without a statement of its own; a statement that runs longer fails with
+    /// SQLSTATE 57014, which the API answers 504 DEADLINE_EXCEEDED. A `statement_timeout` in
+    /// the URL's own `options` is overridden.
+    ///
+    /// # Errors
+    /// As [`Db::connect`].
+    pub fn connect_with_timeout(
+        url: &str,
+        size: usize,
+        statement_timeout: Duration,
+    ) -> Result<Db, String> {
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| format!("--database-url: {e}"))?;
         if config.get_application_name().is_none() {
             config.application_name(APPLICATION_NAME);
         }
+        // Later `-c` options win in Postgres, so these go last. `docstore.database` is
+        // `(default)` for the whole session (a client's startup option outranks ALTER ROLE or
+        // DATABASE ... SET), so an admin request to the default database needs no settings
+        // statement; every other request sets it for its transaction only.
+        let timeout = format!(
+            "-c statement_timeout={} -c docstore.database={DEFAULT_DATABASE}",
+            statement_timeout.as_millis()
+        );
+        let options = match config.get_options() {
+            Some(given) if !given.trim().is_empty() => format!("{given} {timeout}"),
+            _ => timeout,
+        };
+        config.options(&options);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(5));
         }
@@ -137,42 +174,89 @@ impl Db {
     /// [`PgError::NoSuchDatabase`] for an id the catalog does not hold; Postgres errors.
     ///
     /// # Cancel safety
+    /// As [`Db::begin_with`].
+    pub async fn begin(&self, database: &str, run_as: &RunAs) -> Result<RequestTx, PgError> {
+        let (tx, ()) = self
+            .begin_with(
+                database,
+                run_as,
+                async |_: &RequestTx| Ok::<(), PgError>(()),
+            )
+            .await?;
+        Ok(tx)
+    }
+
+    /// Begin the transaction of one request in database `database` (its id already
+    /// validated), running as `run_as`, and run `first` in it. `begin`, the settings and the
+    /// statements `first` sends before it first waits go out together (tokio-postgres
+    /// pipelines requests polled at once and Postgres runs them in order): one round trip.
+    /// The settings run only inside the transaction, and a failed statement aborts it, so
+    /// `first`'s statements never run without the request's role and settings; `first`'s
+    /// result is used only when `begin` and the settings succeeded.
+    ///
+    /// # Errors
+    /// [`PgError::NoSuchDatabase`] for an id the catalog does not hold; Postgres errors of
+    /// `begin` or the settings; `first`'s error. On an error the transaction is rolled back.
+    ///
+    /// # Cancel safety
     /// Dropping the future is safe: a half-opened [`RequestTx`] is dropped with it, which
     /// cancels its statement and discards its connection.
-    pub async fn begin(&self, database: &str, run_as: &RunAs) -> Result<RequestTx, PgError> {
-        let client = self.pool.get().await?;
+    pub async fn begin_with<T, E>(
+        &self,
+        database: &str,
+        run_as: &RunAs,
+        first: impl AsyncFnOnce(&RequestTx) -> Result<T, E>,
+    ) -> Result<(RequestTx, T), E>
+    where
+        E: From<PgError>,
+    {
+        let client = self.pool.get().await.map_err(PgError::from)?;
         let mut tx = RequestTx {
             client: Some(client),
             open: false,
         };
         let client = tx.client()?;
         self.databases.check(client, database).await?;
+        let settings = match run_as {
+            // The session's value already (see `connect_with_timeout`).
+            RunAs::Admin if database == DEFAULT_DATABASE => None,
+            RunAs::Admin => Some(client.prepare_cached(ADMIN_SETTINGS_SQL).await),
+            RunAs::Client { .. } => Some(client.prepare_cached(SETTINGS_SQL).await),
+        }
+        .transpose()
+        .map_err(PgError::from)?;
         tx.open = true;
         let client = tx.client()?;
-        // `begin` and the settings go out together (tokio-postgres pipelines requests polled
-        // at once, in order); the settings run only inside the transaction, and the request
-        // goes on only when both succeeded.
-        match run_as {
-            RunAs::Admin => {
-                let stmt = client
-                    .prepare_cached("select set_config('docstore.database', $1, true)")
-                    .await?;
-                let params: [&(dyn ToSql + Sync); 1] = [&database];
-                tokio::try_join!(
-                    client.batch_execute("begin"),
-                    client.execute(&stmt, &params)
-                )?;
-            }
+        let admin_params: [&(dyn ToSql + Sync); 1] = [&database];
+        let client_params: [&(dyn ToSql + Sync); 4];
+        let params: &[&(dyn ToSql + Sync)] = match run_as {
+            RunAs::Admin => &admin_params,
             RunAs::Client { auth, request } => {
-                let stmt = client.prepare_cached(SETTINGS_SQL).await?;
-                let params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
-                tokio::try_join!(
-                    client.batch_execute("begin"),
-                    client.execute(&stmt, &params)
-                )?;
+                client_params = [auth, request, &database, &CLIENT_ROLE];
+                &client_params
+            }
+        };
+        let set_settings = async {
+            match &settings {
+                Some(settings) => client.execute(settings, params).await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
+        let (began, set, outcome) =
+            tokio::join!(client.batch_execute("begin"), set_settings, first(&tx));
+        let outcome = match (began, set) {
+            (Err(e), _) | (Ok(()), Err(e)) => Err(E::from(PgError::from(e))),
+            (Ok(()), Ok(())) => outcome,
+        };
+        match outcome {
+            Ok(value) => Ok((tx, value)),
+            Err(error) => {
+                if let Err(e) = tx.rollback().await {
+                    tracing::debug!(error = %e, "rollback after a failed first statement");
+                }
+                Err(error)
             }
         }
-        Ok(tx)
     }
 }
 

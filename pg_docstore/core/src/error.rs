@@ -26,11 +26,12 @@ pub enum Code {
     Unavailable,
     Unimplemented,
     Internal,
+    DeadlineExceeded,
 }
 
 impl Code {
     /// Every code, in the order of the table above.
-    pub const ALL: [Code; 11] = [
+    pub const ALL: [Code; 12] = [
         Code::InvalidArgument,
         Code::NotFound,
         Code::AlreadyExists,
@@ -42,6 +43,7 @@ impl Code {
         Code::Unavailable,
         Code::Unimplemented,
         Code::Internal,
+        Code::DeadlineExceeded,
     ];
 
     /// The name on the wire: `INVALID_ARGUMENT`, `NOT_FOUND`, ...
@@ -58,6 +60,7 @@ impl Code {
             Code::Unavailable => "UNAVAILABLE",
             Code::Unimplemented => "UNIMPLEMENTED",
             Code::Internal => "INTERNAL",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
         }
     }
 
@@ -103,11 +106,14 @@ pub enum ErrorKind {
     Unimplemented,
     /// A bug: never the caller's fault.
     Internal,
+    /// The request ran out of time: a statement hit `statement_timeout` (or was cancelled,
+    /// SQLSTATE 57014 `query_canceled`).
+    DeadlineExceeded,
 }
 
 /// The one table: kind, canonical code, the SQLSTATE the extension raises. Reading back,
 /// the first row with a SQLSTATE wins.
-const TABLE: [(ErrorKind, Code, &str); 13] = [
+const TABLE: [(ErrorKind, Code, &str); 14] = [
     (ErrorKind::InvalidArgument, Code::InvalidArgument, "22023"),
     (ErrorKind::InvalidTypedJson, Code::InvalidArgument, "22P02"),
     (ErrorKind::Syntax, Code::InvalidArgument, "42601"),
@@ -125,14 +131,14 @@ const TABLE: [(ErrorKind, Code, &str); 13] = [
     (ErrorKind::Unavailable, Code::Unavailable, "57P03"),
     (ErrorKind::Unimplemented, Code::Unimplemented, "0A000"),
     (ErrorKind::Internal, Code::Internal, "XX000"),
+    (ErrorKind::DeadlineExceeded, Code::DeadlineExceeded, "57014"),
 ];
 
 /// SQLSTATEs Postgres itself raises that are not in [`TABLE`], read as a kind. Classes
 /// (two characters) match every code of the class.
-const POSTGRES_STATES: [(&str, ErrorKind); 9] = [
+const POSTGRES_STATES: [(&str, ErrorKind); 8] = [
     ("40P01", ErrorKind::Aborted),            // deadlock_detected
     ("25006", ErrorKind::FailedPrecondition), // read_only_sql_transaction
-    ("57014", ErrorKind::Unavailable),        // query_canceled (statement timeout, shutdown)
     ("22", ErrorKind::InvalidArgument),       // data exceptions
     ("42", ErrorKind::InvalidArgument),       // syntax error or access rule violation
     ("53", ErrorKind::Unavailable),           // insufficient resources
@@ -193,6 +199,11 @@ mod tests {
             ErrorKind::InvalidArgument
         );
         assert_eq!(ErrorKind::from_sqlstate("08006"), ErrorKind::Unavailable);
+        assert_eq!(ErrorKind::from_sqlstate("57P01"), ErrorKind::Unavailable);
+        assert_eq!(
+            ErrorKind::from_sqlstate("57014"),
+            ErrorKind::DeadlineExceeded
+        );
         assert_eq!(ErrorKind::from_sqlstate("XX001"), ErrorKind::Internal);
         assert_eq!(ErrorKind::from_sqlstate(""), ErrorKind::Internal);
     }

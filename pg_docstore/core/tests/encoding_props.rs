@@ -224,6 +224,19 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
+    fn timestamp_text_is_the_canonical_form(micros in MIN_TIMESTAMP_MICROS..=MAX_TIMESTAMP_MICROS) {
+        // UTC, `Z`, four-digit year, six fractional digits; and it reads back.
+        let t = Timestamp::from_micros(micros).unwrap();
+        let text = t.to_rfc3339();
+        let expected = chrono::DateTime::from_timestamp_micros(micros)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        prop_assert_eq!(&text, &expected);
+        prop_assert_eq!(Timestamp::parse_rfc3339(&text), Some(t));
+    }
+
+    #[test]
     fn ascending_encoding_matches_compare((a, b) in related_pair()) {
         prop_assert_eq!(encode(&a).cmp(&encode(&b)), compare(&a, &b), "{:?} vs {:?}", a, b);
     }
@@ -312,4 +325,12 @@ proptest! {
             prop_assert!(!ta.starts_with(&tb) && !tb.starts_with(&ta));
         }
     }
+}
+
+#[test]
+fn timestamp_text_at_the_ends_of_the_range() {
+    let text = |micros| Timestamp::from_micros(micros).unwrap().to_rfc3339();
+    assert_eq!(text(MIN_TIMESTAMP_MICROS), "0001-01-01T00:00:00.000000Z");
+    assert_eq!(text(MAX_TIMESTAMP_MICROS), "9999-12-31T23:59:59.999999Z");
+    assert_eq!(text(0), "1970-01-01T00:00:00.000000Z");
 }
