@@ -13,6 +13,13 @@ use super::{Db, PgError, RequestTx, RunAs, CLIENT_ROLE, SETTINGS_SQL};
 const READ_SQL: &str = "select data, create_time, update_time from docstore.entities \
                         where database_id = $1 and name = $2";
 
+/// A client's read of one document: the extension's `get_document`, which the database's `get`
+/// rule decides (42501 when it denies; a missing document is decided with `resource` = null).
+/// A plain read of `docstore.entities` would be filtered by the `list` rule's row-level
+/// security instead, and a denial would look like a missing document.
+const CLIENT_READ_SQL: &str =
+    "select data, create_time, update_time from docstore.get_document($1)";
+
 /// A stored document with its times.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Document {
@@ -78,20 +85,22 @@ pub async fn get(
     };
     let client = tx.client()?;
     db.databases.check(client, database).await?;
-    let read = client.prepare_cached(READ_SQL).await?;
-    let name = encode_name(path);
     let (auth, request) = match run_as {
         RunAs::Admin => {
+            let read = client.prepare_cached(READ_SQL).await?;
+            let name = encode_name(path);
             let row = client.query_opt(&read, &[&database, &name]).await?;
             return document_of(path, row);
         }
         RunAs::Client { auth, request } => (auth, request),
     };
+    let read = client.prepare_cached(CLIENT_READ_SQL).await?;
     let settings = client.prepare_cached(SETTINGS_SQL).await?;
     tx.open = true;
     let client = tx.client()?;
     let setting_params: [&(dyn ToSql + Sync); 4] = [auth, request, &database, &CLIENT_ROLE];
-    let read_params: [&(dyn ToSql + Sync); 2] = [&database, &name];
+    let text_path = path.to_string();
+    let read_params: [&(dyn ToSql + Sync); 1] = [&text_path];
     let (began, set, row, committed) = tokio::join!(
         client.batch_execute("begin"),
         client.execute(&settings, &setting_params),
