@@ -209,6 +209,7 @@ pub fn evaluate(
         Resource {
             value: resource,
             known: None,
+            contains: Vec::new(),
         },
         documents,
         budget,
@@ -222,6 +223,9 @@ pub(crate) struct Resource {
     /// `Some`: only reads of `resource` along one of these key chains (or below them) are
     /// defined; any other read of `resource` is an error.
     pub known: Option<Vec<Vec<String>>>,
+    /// Lists the query fixes to contain a value (`array_contains`): `x in resource.data.f`
+    /// is true when `x` is that value.
+    pub contains: Vec<(Vec<String>, Val)>,
 }
 
 /// Evaluate the rules of `request.method` whose pattern matches `path` (and which `eligible`
@@ -244,6 +248,7 @@ pub(crate) fn decide(
         request: request_value(request),
         resource: resource.value,
         known: resource.known,
+        contains: resource.contains,
         refused: None,
         bindings: Map::new(),
         database: &request.database,
@@ -304,6 +309,8 @@ struct Context<'a> {
     resource: Val,
     /// See [`Resource::known`].
     known: Option<Vec<Vec<String>>>,
+    /// See [`Resource::contains`].
+    contains: Vec<(Vec<String>, Val)>,
     /// The first read of `resource` outside `known` (for the denial's reason).
     refused: Option<String>,
     bindings: Map,
@@ -338,26 +345,10 @@ impl Context<'_> {
         let Some(known) = &self.known else {
             return false;
         };
-        let mut keys = Vec::new();
-        let mut at = ir;
-        loop {
-            match at {
-                Ir::Resource => break,
-                Ir::Prim("member", args) => match args.as_slice() {
-                    [obj, Ir::Lit(Val::Str(f))] => {
-                        keys.push(f.as_str());
-                        at = obj;
-                    }
-                    _ => return false,
-                },
-                _ => return false,
-            }
-        }
-        keys.reverse();
-        if known
-            .iter()
-            .any(|k| keys.starts_with(&k.iter().map(String::as_str).collect::<Vec<_>>()))
-        {
+        let Some(keys) = resource_chain(ir) else {
+            return false;
+        };
+        if known.iter().any(|k| keys.starts_with(k)) {
             return false;
         }
         if self.refused.is_none() {
@@ -371,7 +362,31 @@ impl Context<'_> {
         true
     }
 
+    /// `x in resource.data.f` where the query fixes that `f` contains a value: true when `x`
+    /// is that value, else unknown (an error).
+    fn contained(&mut self, ir: &Ir) -> Option<Option<Val>> {
+        let Ir::Prim("in", args) = ir else {
+            return None;
+        };
+        let [x, list] = args.as_slice() else {
+            return None;
+        };
+        let keys = resource_chain(list)?;
+        let value = self
+            .contains
+            .iter()
+            .find(|(k, _)| *k == keys)
+            .map(|(_, v)| v.clone())?;
+        let x = self.eval(x);
+        Some(x.and_then(|x| {
+            prim::apply("in", &[x, Val::List(vec![value])]).filter(|b| matches!(b, Val::Bool(true)))
+        }))
+    }
+
     fn eval(&mut self, ir: &Ir) -> Option<Val> {
+        if let Some(decided) = self.contained(ir) {
+            return decided;
+        }
         if self.refuses(ir) {
             return None;
         }
@@ -458,6 +473,27 @@ impl Context<'_> {
             }),
         })
     }
+}
+
+/// The keys of a read `resource.k1.k2...` (by `.field` or `['literal']`), or `None`.
+fn resource_chain(ir: &Ir) -> Option<Vec<String>> {
+    let mut keys = Vec::new();
+    let mut at = ir;
+    loop {
+        match at {
+            Ir::Resource => break,
+            Ir::Prim("member", args) => match args.as_slice() {
+                [obj, Ir::Lit(Val::Str(f))] => {
+                    keys.push(f.clone());
+                    at = obj;
+                }
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+    keys.reverse();
+    Some(keys)
 }
 
 /// For tests and tools: the bindings of `pattern` on a document path.

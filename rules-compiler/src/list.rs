@@ -11,6 +11,10 @@
 //! query `price < 50` under `resource.data.price < 100`): such queries are refused here
 //! (docs/rules.md).
 //!
+//! `array_contains` (or `array_contains_any` of one value) fixes one thing about a list: a rule
+//! `x in resource.data.f` is true when `x` is the contained value (values holding numbers are
+//! not used, their int and float forms differ in lists); any other read of `f` is refused.
+//!
 //! Numbers: a query's `x == 1` also returns documents where `x` is `1.0` (and `0` matches
 //! `-0.0`), which rules can tell apart (`is int`), so the rules are evaluated for every numeric
 //! form of each fixed number and must allow all of them. A fixed map or list holding numbers
@@ -36,6 +40,9 @@ const MAX_COMBINATIONS: usize = 64;
 #[derive(Debug, Clone, Default)]
 pub struct Constraints {
     pub fixed: Vec<(Vec<String>, Vec<Val>)>,
+    /// (key chain, a value the list holds), from `array_contains` (and `array_contains_any`
+    /// of one value) with a value holding no number.
+    pub contains: Vec<(Vec<String>, Val)>,
 }
 
 /// The constraints of `query`'s filter: the equalities of its top-level conjunction.
@@ -65,6 +72,22 @@ fn collect(filter: &Filter, database: &str, out: &mut Constraints) {
             fix_field(field.segments(), vec![value], out);
         }
         Filter::Field { field, op, value } => {
+            if let (FieldOp::ArrayContains | FieldOp::ArrayContainsAny, v) = (op, value) {
+                let v = match (op, v) {
+                    (FieldOp::ArrayContainsAny, Value::Array(items)) if items.len() == 1 => {
+                        &items[0]
+                    }
+                    (FieldOp::ArrayContains, v) => v,
+                    _ => return,
+                };
+                let v = prim::value_from_core(v, database);
+                if !holds_number(&v) {
+                    let mut keys = vec!["data".to_owned()];
+                    keys.extend(field.segments().iter().cloned());
+                    out.contains.push((keys, v));
+                }
+                return;
+            }
             let value = match (op, value) {
                 (FieldOp::Eq, v) => v,
                 (FieldOp::In, Value::Array(items)) if items.len() == 1 => &items[0],
@@ -224,7 +247,7 @@ pub fn decide_query(
         !group || (ruleset.version == Version::V2 && covers_group(rule, head, &collection_id))
     };
 
-    let fixed = constraints(query, &database).fixed;
+    let Constraints { fixed, contains } = constraints(query, &database);
     let known: Vec<Vec<String>> = fixed.iter().map(|(k, _)| k.clone()).collect();
     let combinations = fixed
         .iter()
@@ -250,6 +273,7 @@ pub fn decide_query(
         let resource = Resource {
             value: Val::Map(doc),
             known: Some(known.clone()),
+            contains: contains.clone(),
         };
         let decision = eval::decide(
             ruleset, &request, &path, eligible, resource, documents, budget,

@@ -13,6 +13,7 @@
 #[cfg(any(test, feature = "pg_test"))]
 mod differential;
 pub mod policy;
+pub mod query;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -166,3 +166,47 @@ fn collection_groups_need_a_recursive_rule() {
     // `notes` is only ruled at one depth: a group query is refused.
     assert!(!allowed("select * from group(notes)", Some("u1")));
 }
+
+const ROOMS: &str = r#"rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /rooms/{r} { allow list: if request.auth != null && request.auth.uid in resource.data.members; }
+  match /sized/{r} { allow list: if resource.data.members.size() > 0; }
+} }"#;
+
+fn decide_rooms(query: &str, uid: &str) -> bool {
+    let ruleset = crate::compile(ROOMS).unwrap();
+    let q = parse_query(query).unwrap();
+    let request = Request {
+        method: Method::List,
+        database: "(default)".into(),
+        path: q.source.collection_path().unwrap(),
+        auth: Some(json!({ "sub": uid })),
+        resource: None,
+        time: Timestamp::from_micros(0).unwrap(),
+        query: None,
+    };
+    decide_query(&ruleset, &request, &q, &NoDocuments, &mut Budget::single()) == Decision::Allow
+}
+
+#[test]
+fn array_contains_proves_membership() {
+    assert!(decide_rooms(
+        "select * from /rooms where members array_contains 'alice'",
+        "alice"
+    ));
+    assert!(!decide_rooms(
+        "select * from /rooms where members array_contains 'bob'",
+        "alice"
+    ));
+    assert!(!decide_rooms("select * from /rooms", "alice"));
+    // Numbers are not used: 1 and 1.0 differ inside lists.
+    assert!(!decide_rooms(
+        "select * from /rooms where members array_contains 1",
+        "alice"
+    ));
+    // Anything else about the list is unknown.
+    assert!(!decide_rooms(
+        "select * from /sized where members array_contains 'alice'",
+        "alice"
+    ));
+}
