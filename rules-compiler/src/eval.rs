@@ -274,7 +274,7 @@ pub(crate) fn decide(
             Some(false) => outcomes.push(format!("false at line {}", rule.line)),
             None => match ctx.refused.take() {
                 Some(read) => outcomes.push(format!(
-                    "error at line {} (it reads {read}, which the query does not fix by equality)",
+                    "error at line {} (reads {read}, which the query does not fix)",
                     rule.line
                 )),
                 None => outcomes.push(format!("error at line {}", rule.line)),

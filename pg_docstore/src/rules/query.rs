@@ -63,8 +63,7 @@ pub fn authorize(
     match decision {
         Decision::Allow => Ok(Some(owner)),
         Decision::Deny(reason) => Err(DocstoreError::PermissionDenied(format!(
-            "{reason}; a query is checked once against its own constraints, not the data: \
-             the fields its list rules read must be fixed by equality in the query"
+            "{reason} (rules are not filters: the query itself must prove its list rule)"
         ))),
     }
 }
