@@ -74,7 +74,7 @@ select data from docstore.query($$select count(*) from /posts where owner = 'ali
 select sqlstate_of($$select * from docstore.query('select count(*) from /posts')$$) as count_unconstrained;
 -- plain SQL keeps the per-document filter (the documented deviation): filtered, not refused
 select path from docstore.documents where path like 'posts/%' order by path;
-select path from docstore.entities where path like 'rooms/%' order by path;
+select path from docstore.entities where database_id = 'listcheck' and path like 'rooms/%' order by path;
 rollback;
 -- unauthenticated: the member rules err on request.auth.uid
 begin;
