@@ -107,6 +107,9 @@ fn collect(filter: &Filter, database: &str, out: &mut Constraints) {
 }
 
 fn fix_field(segments: &[String], forms: Vec<Val>, out: &mut Constraints) {
+    if forms.is_empty() {
+        return;
+    }
     let mut keys = vec!["data".to_owned()];
     keys.extend(segments.iter().cloned());
     // A field fixed twice (or below a fixed map): one constraint is enough to be sound.
@@ -121,7 +124,11 @@ fn fix_field(segments: &[String], forms: Vec<Val>, out: &mut Constraints) {
 }
 
 fn fix_name(database: &str, path: &ResourcePath, out: &mut Constraints) {
-    if out.fixed.iter().any(|(k, _)| k[0] == "__name__") {
+    if out
+        .fixed
+        .iter()
+        .any(|(k, _)| k.first().is_some_and(|f| f == "__name__"))
+    {
         return;
     }
     let full = prim::json::document_path(database, path);
@@ -263,9 +270,12 @@ pub fn decide_query(
         let mut choice = n;
         let mut doc = Map::new();
         for (keys, forms) in &fixed {
-            let v = forms[choice % forms.len()].clone();
-            choice /= forms.len();
-            insert(&mut doc, keys, v);
+            // Every list of forms is non-empty (`fix_field`, `fix_name`).
+            let n = forms.len().max(1);
+            if let Some(v) = forms.get(choice % n) {
+                insert(&mut doc, keys, v.clone());
+            }
+            choice /= n;
         }
         if !doc.contains_key("data") {
             doc.insert("data".into(), Val::Map(Map::new()));
