@@ -100,7 +100,7 @@ pub enum Decision {
 
 /// A document wildcard a list of a collection leaves unbound: a condition reading it is an
 /// error.
-const UNBOUND: &str = "\u{0}unbound";
+pub(crate) const UNBOUND: &str = "\u{0}unbound";
 
 /// `request.auth` from JWT claims: `{uid, token}` (uid is the `sub` claim), or null.
 pub fn auth_value(claims: Option<&Json>) -> Val {
@@ -200,21 +200,64 @@ pub fn evaluate(
     if request.method == Method::List && !request.path.is_document() {
         path.push(UNBOUND.to_owned());
     }
+    let resource = stored.map_or(Val::Null, |d| document_value(&request.database, d));
+    decide(
+        ruleset,
+        request,
+        &path,
+        |_| true,
+        Resource {
+            value: resource,
+            known: None,
+            contains: Vec::new(),
+        },
+        documents,
+        budget,
+    )
+}
+
+/// `resource` as a condition sees it: the whole document, or (for the list check of a query)
+/// only the parts the query fixes.
+pub(crate) struct Resource {
+    pub value: Val,
+    /// `Some`: only reads of `resource` along one of these key chains (or below them) are
+    /// defined; any other read of `resource` is an error.
+    pub known: Option<Vec<Vec<String>>>,
+    /// Lists the query fixes to contain a value (`array_contains`): `x in resource.data.f`
+    /// is true when `x` is that value.
+    pub contains: Vec<(Vec<String>, Val)>,
+}
+
+/// Evaluate the rules of `request.method` whose pattern matches `path` (and which `eligible`
+/// accepts), in source order; the first true condition allows.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decide(
+    ruleset: &Ruleset,
+    request: &Request,
+    path: &[String],
+    eligible: impl Fn(&Rule) -> bool,
+    resource: Resource,
+    documents: &dyn Documents,
+    budget: &mut Budget,
+) -> Decision {
     let version = match ruleset.version {
         Version::V1 => 1,
         Version::V2 => 2,
     };
     let mut ctx = Context {
         request: request_value(request),
-        resource: stored.map_or(Val::Null, |d| document_value(&request.database, d)),
+        resource: resource.value,
+        known: resource.known,
+        contains: resource.contains,
+        refused: None,
         bindings: Map::new(),
         database: &request.database,
         documents,
         budget,
     };
     let mut outcomes = Vec::new();
-    for rule in applicable(ruleset, request.method) {
-        let Some(bindings) = prim::ops::match_path(&rule.pattern, version, &path) else {
+    for rule in applicable(ruleset, request.method).filter(|r| eligible(r)) {
+        let Some(bindings) = prim::ops::match_path(&rule.pattern, version, path) else {
             continue;
         };
         ctx.bindings = bindings
@@ -225,10 +268,17 @@ pub fn evaluate(
                 _ => true,
             })
             .collect();
+        ctx.refused = None;
         match ctx.eval(&rule.condition).as_ref().and_then(prim::truth) {
             Some(true) => return Decision::Allow,
             Some(false) => outcomes.push(format!("false at line {}", rule.line)),
-            None => outcomes.push(format!("error at line {}", rule.line)),
+            None => match ctx.refused.take() {
+                Some(read) => outcomes.push(format!(
+                    "error at line {} (reads {read}, which the query does not fix)",
+                    rule.line
+                )),
+                None => outcomes.push(format!("error at line {}", rule.line)),
+            },
         }
     }
     if outcomes.is_empty() {
@@ -257,6 +307,12 @@ fn applicable(ruleset: &Ruleset, method: Method) -> impl Iterator<Item = &Rule> 
 struct Context<'a> {
     request: Val,
     resource: Val,
+    /// See [`Resource::known`].
+    known: Option<Vec<Vec<String>>>,
+    /// See [`Resource::contains`].
+    contains: Vec<(Vec<String>, Val)>,
+    /// The first read of `resource` outside `known` (for the denial's reason).
+    refused: Option<String>,
     bindings: Map,
     database: &'a str,
     documents: &'a dyn Documents,
@@ -284,7 +340,56 @@ impl Context<'_> {
         }
     }
 
+    /// Whether `ir` is a read of `resource` that `known` does not define (recording it).
+    fn refuses(&mut self, ir: &Ir) -> bool {
+        let Some(known) = &self.known else {
+            return false;
+        };
+        let Some(keys) = resource_chain(ir) else {
+            return false;
+        };
+        if known.iter().any(|k| keys.starts_with(k)) {
+            return false;
+        }
+        if self.refused.is_none() {
+            let mut read = String::from("resource");
+            for k in &keys {
+                read.push('.');
+                read.push_str(k);
+            }
+            self.refused = Some(read);
+        }
+        true
+    }
+
+    /// `x in resource.data.f` where the query fixes that `f` contains a value: true when `x`
+    /// is that value, else unknown (an error).
+    fn contained(&mut self, ir: &Ir) -> Option<Option<Val>> {
+        let Ir::Prim("in", args) = ir else {
+            return None;
+        };
+        let [x, list] = args.as_slice() else {
+            return None;
+        };
+        let keys = resource_chain(list)?;
+        let value = self
+            .contains
+            .iter()
+            .find(|(k, _)| *k == keys)
+            .map(|(_, v)| v.clone())?;
+        let x = self.eval(x);
+        Some(x.and_then(|x| {
+            prim::apply("in", &[x, Val::List(vec![value])]).filter(|b| matches!(b, Val::Bool(true)))
+        }))
+    }
+
     fn eval(&mut self, ir: &Ir) -> Option<Val> {
+        if let Some(decided) = self.contained(ir) {
+            return decided;
+        }
+        if self.refuses(ir) {
+            return None;
+        }
         if let Some(v) = self.read(ir) {
             return v.cloned();
         }
@@ -368,6 +473,27 @@ impl Context<'_> {
             }),
         })
     }
+}
+
+/// The keys of a read `resource.k1.k2...` (by `.field` or `['literal']`), or `None`.
+fn resource_chain(ir: &Ir) -> Option<Vec<String>> {
+    let mut keys = Vec::new();
+    let mut at = ir;
+    loop {
+        match at {
+            Ir::Resource => break,
+            Ir::Prim("member", args) => match args.as_slice() {
+                [obj, Ir::Lit(Val::Str(f))] => {
+                    keys.push(f.clone());
+                    at = obj;
+                }
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+    keys.reverse();
+    Some(keys)
 }
 
 /// For tests and tools: the bindings of `pattern` on a document path.

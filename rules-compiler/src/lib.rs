@@ -14,6 +14,7 @@ pub mod error;
 pub mod eval;
 pub mod ir;
 pub mod lex;
+pub mod list;
 pub mod parse;
 pub mod prim;
 pub mod sql;

@@ -58,3 +58,29 @@ def test_reads_are_decided_by_the_rules(stack, client, rules):
     assert client.get(stack.doc("users/u2", db=DB), headers=u1).status_code in (403, 404)
     assert client.get(stack.doc("users/u1", db=DB)).status_code in (403, 404)
     assert client.get(stack.doc("users/u2", db=DB), headers=stack.admin).status_code == 200
+
+
+def test_queries_are_checked_against_their_constraints(stack, client, rules):
+    for uid in ("u1", "u2"):
+        r = client.put(stack.doc(f"users/{uid}", db=DB), json={"owner": uid}, headers=stack.admin)
+        assert r.status_code == 200, r.text
+    run = f"/v1/databases/{DB}:runQuery"
+    u1 = stack.bearer(stack.token({"sub": "u1"}))
+    # Rules are not filters: a query that could return another user's document is refused
+    # whole (403), not filtered, in both forms.
+    for body in (
+        {"sql": "select * from /users"},
+        {"structuredQuery": {"from": [{"collectionId": "users"}]}},
+        {"sql": "select * from /users where __name__ = 'u2'"},
+    ):
+        r = client.post(run, headers=u1, json=body)
+        assert r.status_code == 403, (body, r.text)
+        assert r.json()["code"] == "PERMISSION_DENIED"
+    # A query whose constraints prove the rule (the document wildcard fixed by __name__)
+    r = client.post(run, headers=u1, json={"sql": "select * from /users where __name__ = 'u1'"})
+    assert r.status_code == 200, r.text
+    assert [row["path"] for row in r.json()] == ["users/u1"]
+    # The admin key bypasses the rules.
+    r = client.post(run, headers=stack.admin, json={"sql": "select * from /users"})
+    assert r.status_code == 200, r.text
+    assert [row["path"] for row in r.json()] == ["users/u1", "users/u2"]

@@ -31,6 +31,9 @@ fn rows_of(
     let database = database_id()?;
     let (rows, _) = Spi::connect(|client| {
         let prepared = executor::prepare(client, &database, text, parse)?;
+        // A client's query on a database with rules: its `list` is decided once here, then
+        // it reads as the owner (no per-row policy).
+        let _checked = crate::rules::query::authorize(client, &database, &prepared.0)?;
         executor::run(client, &database, &prepared.0, &prepared.1)
     })?;
     let mut out = Vec::with_capacity(rows.len());

@@ -3,7 +3,8 @@
 //! - the stored rulesets (`docstore.rules`, one per database id), compiled once per backend;
 //! - the `request` of a call (`docstore.auth` claims, method, path, time);
 //! - the documents `get()`/`exists()`/`getAfter()`/`existsAfter()` read ([`Lookups`]);
-//! - [`policy`]: the row-level-security function generated from every stored ruleset.
+//! - [`policy`]: the row-level-security function generated from every stored ruleset;
+//! - [`query`]: the `list` check of a client's `docstore.query`/`run_query`, once per query.
 //!
 //! A database without a ruleset is open (every request is allowed, as before rules existed);
 //! `docstore.set_rules` closes it. Roles that are not clients (superusers, the owner, roles with
@@ -13,6 +14,7 @@
 #[cfg(any(test, feature = "pg_test"))]
 mod differential;
 pub mod policy;
+pub mod query;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -78,9 +78,10 @@ select sqlstate_of($$select docstore.get('rooms/r2')$$) as get_not_member;
 select docstore.get('rooms/r1/messages/m1') as get_message;
 select sqlstate_of($$select docstore.get('rooms/r2/messages/m2')$$) as get_message_not_member;
 select path from docstore.documents order by path;
--- docstore.query reads entities under the same policy (the documented deviation: filtered,
--- not refused)
-select path from docstore.query('select * from /rooms');
+-- docstore.query is decided once against the query (rules are not filters, rules_list.sql):
+-- refused when it does not prove the list rule, whatever the data; plain SQL above is filtered
+select sqlstate_of($$select * from docstore.query('select * from /rooms')$$) as query_unconstrained;
+select path from docstore.query($$select * from /rooms where members array_contains 'alice'$$);
 rollback;
 
 -- Writes: create with request.time (= the commit time = serverTimestamp)

@@ -1,0 +1,69 @@
+//! The `list` check of a client's query (DESIGN.md section 6, docs/rules.md): rules are not
+//! filters. A query by a client (`pg::owner::caller_writes_as_client`) on a database with rules
+//! is decided once, before anything is read, by `docstore_rules::list::decide_query` against
+//! the query's constraints; a query that could return a denied document fails with
+//! PERMISSION_DENIED (42501) whatever the data. An allowed query then reads as the extension's
+//! owner, so no row-level-security filter runs per document. Plain SQL on `docstore.entities`
+//! and `docstore.documents` keeps the per-row policy (the documented deviation).
+
+use std::collections::HashMap;
+
+use pgrx::spi::SpiClient;
+
+use docstore_core::query::Query;
+use docstore_core::ResourcePath;
+use docstore_rules::eval::{Budget, Decision};
+use docstore_rules::Method;
+
+use super::{request, ruleset, Lookups};
+use crate::errors::DocstoreError;
+use crate::pg::owner::{caller_writes_as_client, AsOwner};
+use crate::pg::time::transaction_start;
+
+/// Decide `query` for the caller. `None`: the caller is not a client, or the database has no
+/// rules; the query runs with the caller's rights as before. `Some(guard)`: the query is
+/// allowed; run it while the guard (statements as the owner) lives.
+///
+/// # Errors
+/// [`DocstoreError::PermissionDenied`] (42501) naming the rules that failed; a malformed
+/// `docstore.auth`; SPI errors; a stored ruleset that no longer compiles.
+pub fn authorize(
+    client: &SpiClient<'_>,
+    database: &str,
+    query: &Query,
+) -> Result<Option<AsOwner>, DocstoreError> {
+    if !caller_writes_as_client() {
+        return Ok(None);
+    }
+    // The ruleset and the get()/exists() lookups are read as the owner.
+    let owner = AsOwner::new(client)?;
+    let Some(ruleset) = ruleset(client, database)? else {
+        return Ok(None);
+    };
+    let source = &query.source;
+    let mut segments = source
+        .parent
+        .as_ref()
+        .map_or_else(Vec::new, |p| p.segments().to_vec());
+    segments.push(source.collection_id.clone());
+    let path = ResourcePath::from_segments(segments)?;
+    let request = request(Method::List, database, &path, None, transaction_start())?;
+    let lookups = Lookups {
+        client,
+        database,
+        batch: HashMap::new(),
+    };
+    let decision = docstore_rules::list::decide_query(
+        &ruleset,
+        &request,
+        query,
+        &lookups,
+        &mut Budget::single(),
+    );
+    match decision {
+        Decision::Allow => Ok(Some(owner)),
+        Decision::Deny(reason) => Err(DocstoreError::PermissionDenied(format!(
+            "{reason} (rules are not filters: the query itself must prove its list rule)"
+        ))),
+    }
+}
