@@ -50,6 +50,30 @@ pub async fn read(
     document_of(path, row)
 }
 
+/// Read one document as `run_as` in the request's transaction: the admin reads its row (as
+/// [`read`]); a client reads through `docstore.get_document`, so the database's `get` rule
+/// decides (a denial is an error, not a missing document).
+///
+/// # Errors
+/// Postgres errors (42501 when the `get` rule denies).
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn read_as(
+    tx: &RequestTx,
+    database: &str,
+    run_as: &RunAs,
+    path: &ResourcePath,
+) -> Result<Option<Document>, PgError> {
+    if *run_as == RunAs::Admin {
+        return read(tx, database, path).await;
+    }
+    let client = tx.client()?;
+    let stmt = client.prepare_cached(CLIENT_READ_SQL).await?;
+    let row = client.query_opt(&stmt, &[&path.to_string()]).await?;
+    document_of(path, row)
+}
+
 fn document_of(path: &ResourcePath, row: Option<Row>) -> Result<Option<Document>, PgError> {
     let Some(row) = row else {
         return Ok(None);

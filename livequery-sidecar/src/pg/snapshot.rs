@@ -125,10 +125,12 @@ pub async fn read_targets(
                 }
                 docs
             }
-            Fetch::Document(path) => match super::documents::read(&tx, database, path).await? {
-                Some(doc) => vec![document(path.clone(), &doc.data, Some(doc.update_time))?],
-                None => Vec::new(),
-            },
+            Fetch::Document(path) => {
+                match super::documents::read_as(&tx, database, run_as, path).await? {
+                    Some(doc) => vec![document(path.clone(), &doc.data, Some(doc.update_time))?],
+                    None => Vec::new(),
+                }
+            }
         });
     }
     tx.commit().await?;
