@@ -53,10 +53,16 @@ def test_reads_are_decided_by_the_rules(stack, client, rules):
     r = client.get(stack.doc("users/u1", db=DB), headers=u1)
     assert r.status_code == 200, r.text
     assert r.json()["data"] == {"owner": "u1"}
-    # Another user's document is not readable (the sidecar's GET reads entities under the
-    # rules' row-level-security filter today, so it answers 404 where Firestore says 403).
-    assert client.get(stack.doc("users/u2", db=DB), headers=u1).status_code in (403, 404)
-    assert client.get(stack.doc("users/u1", db=DB)).status_code in (403, 404)
+    # Another user's document, and any document without a token: 403 PERMISSION_DENIED, as
+    # Firestore answers (the get rule decides, not the list rule's row filter), also for a
+    # document that does not exist.
+    for path, headers in [("users/u2", u1), ("users/u1", {}), ("users/nobody", u1)]:
+        r = client.get(stack.doc(path, db=DB), headers=headers)
+        assert r.status_code == 403, (path, r.text)
+        assert r.json()["code"] == "PERMISSION_DENIED"
+    # A missing document the rule allows is 404.
+    u9 = stack.bearer(stack.token({"sub": "u9"}))
+    assert client.get(stack.doc("users/u9", db=DB), headers=u9).status_code == 404
     assert client.get(stack.doc("users/u2", db=DB), headers=stack.admin).status_code == 200
 
 
@@ -84,3 +90,20 @@ def test_queries_are_checked_against_their_constraints(stack, client, rules):
     r = client.post(run, headers=stack.admin, json={"sql": "select * from /users"})
     assert r.status_code == 200, r.text
     assert [row["path"] for row in r.json()] == ["users/u1", "users/u2"]
+
+
+def test_listen_targets_are_decided_by_the_rules(stack, client, rules):
+    r = client.put(stack.doc("users/u2", db=DB), json={"owner": "u2"}, headers=stack.admin)
+    assert r.status_code == 200, r.text
+    listen = f"/v1/databases/{DB}:listen"
+    u1 = stack.bearer(stack.token({"sub": "u1"}))
+    # Refused before the stream opens: a query the list rule does not prove, another user's
+    # document.
+    for params in ({"sql": "select * from /users"}, {"document": "users/u2"}):
+        r = client.get(listen, params=params, headers=u1)
+        assert r.status_code == 403, (params, r.text)
+        assert r.json()["code"] == "PERMISSION_DENIED"
+    # The caller's own document opens a stream.
+    with client.stream("GET", listen, params={"document": "users/u1"}, headers=u1) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")

@@ -167,6 +167,7 @@ impl Hub {
                 last_event: Instant::now(),
                 disconnected_at: None,
                 epoch: 0,
+                held: false,
             },
         );
         if let Err(e) = self.register(&id, targets, grant, point) {

@@ -69,6 +69,10 @@ struct Stream {
     disconnected_at: Option<Instant>,
     /// Bumped at each reset: reads started before it are stale.
     epoch: u64,
+    /// A target ran out of slack and is being read again: the stream sends nothing until
+    /// every target is back, then one `snapshot` of all of them, so that its targets never
+    /// show states of different positions (the others go on changing meanwhile).
+    held: bool,
 }
 
 /// Each target's rows, by the client's target id.
@@ -385,6 +389,22 @@ impl Hub {
                     self.pending.remove(&id);
                 }
             }
+            if stream.held {
+                if stream.targets.values().any(|t| t.phase != Phase::Live) {
+                    continue;
+                }
+                // Back together: every target's full results at this position.
+                stream.held = false;
+                let matcher = self.matchers.get(&stream.database);
+                let results: Vec<_> = stream
+                    .targets
+                    .iter()
+                    .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
+                    .collect();
+                let frame = events::snapshot(&id, position, commit_time, &results, &[]);
+                self.deliver(&id, frame, true);
+                continue;
+            }
             let mut changes: Vec<(String, TargetDelta)> = deltas
                 .remove(&id)
                 .unwrap_or_default()
@@ -510,6 +530,8 @@ impl Hub {
         metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
             .increment(1);
         stream.epoch += 1;
+        // Every target is read again and shown in one snapshot: nothing left to hold.
+        stream.held = false;
         let ids: Vec<TargetId> = stream.targets.values().map(|t| t.id).collect();
         for t in stream.targets.values_mut() {
             t.phase = Phase::Fetching;
@@ -594,6 +616,9 @@ impl Hub {
             return;
         };
         t.phase = Phase::Fetching;
+        if let Some(stream) = self.streams.get_mut(id) {
+            stream.held = true;
+        }
         self.start_read(id, Some(target));
     }
 
