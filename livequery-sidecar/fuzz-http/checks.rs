@@ -8,6 +8,7 @@ use docstore_sidecar::config::Config;
 use docstore_sidecar::http::auth::Verifier;
 use docstore_sidecar::http::body::{self, Commit, RunQuery};
 use docstore_sidecar::http::error::ApiError;
+use docstore_sidecar::http::listen;
 use docstore_sidecar::http::resource::{self, Target};
 
 /// What a check reports when a property does not hold.
@@ -47,6 +48,11 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
     if let Err(e) = resource::parse_params(Some(query)) {
         client_error(&e)?;
     }
+    for post in [false, true] {
+        if let Err(e) = listen::ListenParams::parse(Some(query), post, Some(path.to_owned())) {
+            client_error(&e)?;
+        }
+    }
     Ok(())
 }
 
@@ -57,6 +63,7 @@ pub fn check_bodies(data: &[u8]) -> Result<(), Failure> {
         Commit::parse(data).map(|_| ()),
         body::json_object_text(data, "data").map(|_| ()),
         body::masked_set("a/b", data, &["a.b".into(), "`x y`".into()], None).map(|_| ()),
+        listen::body_targets(data).map(|_| ()),
     ] {
         if let Err(e) = result {
             client_error(&e)?;

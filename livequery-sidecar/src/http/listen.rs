@@ -28,6 +28,24 @@ use crate::session::events::parse_token;
 use crate::session::hub::lag_seconds;
 use crate::session::{Caller, Connection, Resumed, SessionError, TargetRequest};
 
+/// Set once the process is shutting down: every stream's response ends, so that the
+/// graceful shutdown does not wait for streams that never finish (clients reconnect with
+/// their Last-Event-ID).
+static SHUTDOWN: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
+
+fn shutdown_signal() -> tokio::sync::watch::Receiver<bool> {
+    SHUTDOWN
+        .get_or_init(|| tokio::sync::watch::channel(false).0)
+        .subscribe()
+}
+
+/// End every stream's response (the process is shutting down).
+pub fn shut_down() {
+    SHUTDOWN
+        .get_or_init(|| tokio::sync::watch::channel(false).0)
+        .send_replace(true);
+}
+
 /// Most targets one request may name.
 pub const MAX_TARGETS: usize = 100;
 
@@ -161,7 +179,10 @@ fn spec(kind: &str, value: &Json) -> Result<TargetSpec, ApiError> {
 }
 
 /// Targets of a JSON body `{"targets": [{"id", "sql" | "structuredQuery" | "document"}]}`.
-fn body_targets(bytes: &[u8]) -> Result<Vec<TargetRequest>, ApiError> {
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT for any other shape, a target core refuses, repeated or bad ids.
+pub fn body_targets(bytes: &[u8]) -> Result<Vec<TargetRequest>, ApiError> {
     let json = body::parse_json(bytes)?;
     let Some(obj) = json.as_object() else {
         return Err(ApiError::invalid_argument(
@@ -229,6 +250,75 @@ fn check_ids(targets: &[TargetRequest]) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The query string of `:listen` (and its `Last-Event-ID`), parsed.
+#[derive(Debug)]
+pub struct ListenParams {
+    pub access_token: Option<String>,
+    /// The stream and position to resume after (`?resume=` wins over `Last-Event-ID`).
+    pub resume: Option<(String, crate::source::Lsn)>,
+    /// The targets of a GET (numbered `"0"`, `"1"`, ... in order).
+    pub targets: Vec<TargetRequest>,
+}
+
+impl ListenParams {
+    /// Parse the query string of a GET (`post == false`: targets allowed) or POST.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT: an unknown parameter, a target core refuses, a malformed resume
+    /// token, too many targets.
+    pub fn parse(
+        query: Option<&str>,
+        post: bool,
+        last_event_id: Option<String>,
+    ) -> Result<ListenParams, ApiError> {
+        let mut access_token = None;
+        let mut resume = last_event_id;
+        let mut targets = Vec::new();
+        for (name, value) in query_pairs(query)? {
+            match name.as_str() {
+                "access_token" => access_token = Some(value),
+                "resume" => resume = Some(value),
+                "sql" | "document" | "structuredQuery" if !post => {
+                    let json = if name == "structuredQuery" {
+                        serde_json::from_str(&value).map_err(|e| {
+                            ApiError::invalid_argument(format!("structuredQuery is not JSON: {e}"))
+                        })?
+                    } else {
+                        Json::String(value)
+                    };
+                    targets.push(TargetRequest {
+                        id: targets.len().to_string(),
+                        spec: spec(&name, &json)?,
+                    });
+                    if targets.len() > MAX_TARGETS {
+                        break;
+                    }
+                }
+                _ => {
+                    return Err(ApiError::invalid_argument(format!(
+                        "unknown parameter \"{name}\" of :listen"
+                    ))
+                    .with_hint("GET takes sql, structuredQuery, document (repeatable), resume, access_token; POST takes resume and access_token"))
+                }
+            }
+        }
+        check_ids(&targets)?;
+        let resume = match resume.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+            None => None,
+            Some(token) => Some(parse_token(token).ok_or_else(|| {
+                let shown: String = token.chars().take(100).collect();
+                ApiError::invalid_argument(format!("\"{shown}\" is not a resume token"))
+                    .with_hint("a resume token is the id: of an event, <stream>.<16 hex digits>")
+            })?),
+        };
+        Ok(ListenParams {
+            access_token,
+            resume,
+            targets,
+        })
+    }
+}
+
 /// `GET|POST :listen`.
 async fn listen(
     state: SharedState,
@@ -241,9 +331,7 @@ async fn listen(
             "live queries are not running in this sidecar",
         ));
     };
-    let pairs = query_pairs(request.uri().query())?;
-    let mut access_token = None;
-    let mut resume = request
+    let last_event_id = request
         .headers()
         .get("last-event-id")
         .map(|v| {
@@ -252,50 +340,19 @@ async fn listen(
                 .map_err(|_| ApiError::invalid_argument("Last-Event-ID is not ASCII"))
         })
         .transpose()?;
-    let mut targets = Vec::new();
     let post = request.method() == Method::POST;
-    for (name, value) in &pairs {
-        match name.as_str() {
-            "access_token" => access_token = Some(value.clone()),
-            "resume" => resume = Some(value.clone()),
-            "sql" | "document" | "structuredQuery" if !post => {
-                let json = if name == "structuredQuery" {
-                    serde_json::from_str(value).map_err(|e| {
-                        ApiError::invalid_argument(format!("structuredQuery is not JSON: {e}"))
-                    })?
-                } else {
-                    Json::String(value.clone())
-                };
-                targets.push(TargetRequest {
-                    id: targets.len().to_string(),
-                    spec: spec(name, &json)?,
-                });
-            }
-            _ => {
-                return Err(ApiError::invalid_argument(format!(
-                    "unknown parameter \"{name}\" of :listen"
-                ))
-                .with_hint("GET takes sql, structuredQuery, document (repeatable), resume, access_token; POST takes resume and access_token"))
-            }
-        }
-    }
-    let principal = authenticate(&state, request.headers(), access_token.as_deref())?;
+    let params = ListenParams::parse(request.uri().query(), post, last_event_id)?;
+    let principal = authenticate(&state, request.headers(), params.access_token.as_deref())?;
     let method = request.method().clone();
-    if post {
+    let targets = if post {
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
         let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
-        targets = body_targets(&bytes)?;
+        body_targets(&bytes)?
     } else {
-        check_ids(&targets)?;
-    }
-    let resume = match resume.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
-        None => None,
-        Some(token) => Some(parse_token(token).ok_or_else(|| {
-            ApiError::invalid_argument(format!("\"{token}\" is not a resume token"))
-                .with_hint("a resume token is the id: of an event, <stream>.<16 hex digits>")
-        })?),
+        params.targets
     };
+    let resume = params.resume;
     let caller = caller(&principal, &method, &database);
     let mut lead = None;
     if let Some((stream, position)) = resume {
@@ -414,12 +471,14 @@ fn sse(connection: Connection) -> Response {
     struct State {
         frames: tokio::sync::mpsc::Receiver<crate::session::Frame>,
         closed: Option<tokio::sync::oneshot::Receiver<crate::session::Frame>>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
         opening: Option<String>,
         done: bool,
     }
     let state = State {
         frames,
         closed: Some(closed),
+        shutdown: shutdown_signal(),
         opening: Some(opening),
         done: false,
     };
@@ -430,7 +489,15 @@ fn sse(connection: Connection) -> Response {
         if s.done {
             return None;
         }
-        let State { frames, closed, .. } = &mut s;
+        let State {
+            frames,
+            closed,
+            shutdown,
+            ..
+        } = &mut s;
+        if *shutdown.borrow() {
+            return None;
+        }
         let closing = async {
             match closed.as_mut() {
                 Some(rx) => rx.await.ok(),
@@ -440,6 +507,7 @@ fn sse(connection: Connection) -> Response {
         let next = tokio::select! {
             biased;
             last = closing => Next::Closed(last),
+            _ = shutdown.changed() => Next::Frame(None),
             frame = frames.recv() => Next::Frame(frame),
             () = tokio::time::sleep(KEEP_ALIVE) => Next::KeepAlive,
         };

@@ -218,4 +218,5 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutting down: finishing the requests in flight");
+    listen::shut_down();
 }

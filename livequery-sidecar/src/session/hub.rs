@@ -445,6 +445,11 @@ impl Hub {
             let _ = closer.send(events::reset(id, stream.position, reason, message));
         }
         self.drop_targets(&stream);
+        self.remember_end(id, reason);
+    }
+
+    /// Remember why a stream ended, for a later resume's reset (the last [`ENDED_KEPT`]).
+    fn remember_end(&mut self, id: &str, reason: ResetReason) {
         self.ended.insert(id.to_owned(), reason);
         self.ended_order.push_back(id.to_owned());
         while self.ended_order.len() > ENDED_KEPT {
@@ -678,8 +683,7 @@ impl Hub {
         for id in expired {
             if let Some(stream) = self.streams.remove(&id) {
                 self.drop_targets(&stream);
-                self.ended.insert(id.clone(), ResetReason::RetentionPassed);
-                self.ended_order.push_back(id);
+                self.remember_end(&id, ResetReason::RetentionPassed);
             }
         }
         if self.ready && !self.observing {

@@ -30,6 +30,8 @@ pub async fn run(
 ) {
     let mut client: Option<tokio_postgres::Client> = None;
     let mut lag_tick = tokio::time::interval(Duration::from_secs(5));
+    // The next heartbeat is due this long after the last decoded transaction.
+    let mut due = tokio::time::Instant::now() + interval;
     loop {
         if client.is_none() {
             match postgres.connect(NoTls).await {
@@ -53,11 +55,11 @@ pub async fn run(
         };
         let mut emit = false;
         tokio::select! {
-            changed = tokio::time::timeout(interval, activity.changed()) => match changed {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return,
-                Err(_) => emit = true,
+            changed = activity.changed() => match changed {
+                Ok(()) => due = tokio::time::Instant::now() + interval,
+                Err(_) => return,
             },
+            () = tokio::time::sleep_until(due) => emit = true,
             () = kick.notified() => emit = true,
             grant = observe.recv() => {
                 let Some(grant) = grant else { return };
@@ -95,6 +97,7 @@ pub async fn run(
             }
         }
         if emit {
+            due = tokio::time::Instant::now() + interval;
             if let Some(c) = client.as_ref() {
                 if let Err(e) = heartbeat::emit(c, &slot).await {
                     tracing::warn!(error = %e, "heartbeat failed");

@@ -1,0 +1,245 @@
+//! The session hub against a real cluster, without HTTP: a stream's first frame is a
+//! `snapshot` equal to the query's rows, a multi-document transaction arrives as one `change`
+//! event carrying every target's changes, positions only grow, and a resume after a
+//! disconnect replays exactly the events after the token's position.
+//!
+//! Needs `DOCSTORE_TEST_DSN` (see tests/source_replication.rs); without it the test says so
+//! and passes vacuously. It creates and finally drops a slot of its own.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use docstore_sidecar::changelog::Limits;
+use docstore_sidecar::matcher::{MatcherConfig, TargetSpec};
+use docstore_sidecar::pg::{Db, RunAs};
+use docstore_sidecar::session::events::parse_token;
+use docstore_sidecar::session::{
+    Caller, Connection, Frame, Resumed, Session, Settings, TargetRequest,
+};
+use serde_json::Value as Json;
+use tokio_postgres::NoTls;
+
+/// How long one event may take before the test reports a hang (not a performance bound).
+const HANG: Duration = Duration::from_secs(60);
+
+fn data(frame: &Frame) -> (String, Json) {
+    let mut kind = String::new();
+    let mut data = Json::Null;
+    for line in frame.text.lines() {
+        if let Some(k) = line.strip_prefix("event: ") {
+            kind = k.to_owned();
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            data = serde_json::from_str(d).unwrap();
+        }
+    }
+    (kind, data)
+}
+
+/// The entry of `target` in an event's `targets`.
+fn entry<'a>(targets: &'a Json, target: &str) -> &'a Json {
+    targets
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == target)
+        .unwrap_or_else(|| panic!("no target {target} in {targets}"))
+}
+
+/// The next frame that is not a heartbeat.
+async fn next(connection: &mut Connection) -> Frame {
+    loop {
+        let frame = tokio::time::timeout(HANG, connection.frames.recv())
+            .await
+            .expect("no event")
+            .expect("the stream ended");
+        if !frame.text.starts_with("event: heartbeat") {
+            return frame;
+        }
+    }
+}
+
+async fn exec(dsn: &str, sql: &str) {
+    let (client, connection) = tokio_postgres::connect(dsn, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client.batch_execute(sql).await.unwrap();
+}
+
+#[test]
+fn streams_snapshot_change_and_resume() {
+    let Ok(dsn) = std::env::var("DOCSTORE_TEST_DSN") else {
+        eprintln!("DOCSTORE_TEST_DSN is not set: skipping the session test");
+        return;
+    };
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let slot = format!("docstore_session_test_{}", nanos % 1_000_000_000);
+    let coll = format!("s{}", nanos % 1_000_000_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            let db = Db::connect(&dsn, 4).unwrap();
+            let session = Session::start(
+                db,
+                Settings {
+                    postgres: dsn.parse().unwrap(),
+                    slot: slot.clone(),
+                    heartbeat: Duration::from_millis(200),
+                    grace: Duration::from_secs(60),
+                    queue: 64,
+                    replay: 64,
+                    limits: Limits::default(),
+                    matcher: MatcherConfig::default(),
+                },
+            );
+            exec(
+                &dsn,
+                &format!("select docstore.set('{coll}/a', '{{\"n\": 1}}')"),
+            )
+            .await;
+            let caller = Caller {
+                key: "admin".into(),
+                run_as: RunAs::Admin,
+            };
+            let targets = vec![
+                TargetRequest {
+                    id: "q".into(),
+                    spec: TargetSpec::parse_text(&format!("select * from /{coll} order by n"))
+                        .unwrap(),
+                },
+                TargetRequest {
+                    id: "d".into(),
+                    spec: TargetSpec::document(&format!("{coll}/b")).unwrap(),
+                },
+            ];
+            let mut connection = session
+                .open("(default)", caller.clone(), targets, None)
+                .await
+                .unwrap();
+            let first = next(&mut connection).await;
+            let (kind, snapshot) = data(&first);
+            assert_eq!(kind, "snapshot");
+            assert_eq!(
+                entry(&snapshot["targets"], "q")["documents"][0]["path"],
+                format!("{coll}/a")
+            );
+            assert_eq!(
+                entry(&snapshot["targets"], "d")["documents"],
+                Json::Array(vec![])
+            );
+
+            exec(
+                &dsn,
+                &format!(
+                    "select docstore.commit('[{{\"set\": \"{coll}/b\", \"data\": {{\"n\": 0}}}}, \
+                 {{\"update\": \"{coll}/a\", \"fields\": {{\"n\": 5}}}}]')"
+                ),
+            )
+            .await;
+            let change = next(&mut connection).await;
+            assert!(change.position > first.position);
+            let (kind, body) = data(&change);
+            assert_eq!(kind, "change");
+            let targets: Vec<&str> = body["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["target"].as_str().unwrap())
+                .collect();
+            assert_eq!(targets, ["d", "q"], "one event, both targets: {body}");
+            // b enters the query before a (n 0 < 5): added at 0; a, then at 1, stays at 1.
+            let q = &entry(&body["targets"], "q")["changes"];
+            assert_eq!(q[0]["type"], "added");
+            assert_eq!(q[0]["newIndex"], 0);
+            assert_eq!(q[1]["type"], "modified");
+            assert_eq!(
+                (q[1]["oldIndex"].as_u64(), q[1]["newIndex"].as_u64()),
+                (Some(1), Some(1))
+            );
+
+            // Disconnect, write twice, resume from the change: exactly those two events.
+            let token = change
+                .text
+                .lines()
+                .find_map(|l| l.strip_prefix("id: "))
+                .unwrap()
+                .to_owned();
+            drop(connection);
+            exec(&dsn, &format!("select docstore.delete('{coll}/b')")).await;
+            exec(
+                &dsn,
+                &format!("select docstore.set('{coll}/c', '{{\"n\": 9}}')"),
+            )
+            .await;
+            let (stream, position) = parse_token(&token).unwrap();
+            // The writes may still be on their way: resume until both are replayed.
+            let mut replayed: Vec<Frame> = Vec::new();
+            let deadline = tokio::time::Instant::now() + HANG;
+            while replayed.len() < 2 {
+                assert!(tokio::time::Instant::now() < deadline, "no replay");
+                let Resumed::Connection(mut resumed) =
+                    session.resume(&stream, position, "admin").await.unwrap()
+                else {
+                    panic!("the stream is gone");
+                };
+                replayed = resumed.first.drain(..).collect();
+                while replayed.len() < 2 {
+                    match tokio::time::timeout(Duration::from_secs(5), resumed.frames.recv()).await
+                    {
+                        Ok(Some(f)) if !f.text.starts_with("event: heartbeat") => replayed.push(f),
+                        Ok(Some(_)) => {}
+                        _ => break,
+                    }
+                }
+            }
+            assert!(replayed.iter().all(|f| f.position > position));
+            assert!(replayed[0].position < replayed[1].position);
+            let kinds: Vec<String> = replayed.iter().map(|f| data(f).0).collect();
+            assert_eq!(kinds, ["change", "change"]);
+            assert_eq!(
+                entry(&data(&replayed[1]).1["targets"], "q")["changes"][0]["document"]["path"],
+                format!("{coll}/c")
+            );
+            // Someone else's resume is refused as unknown.
+            assert!(matches!(
+                session
+                    .resume(&stream, position, "user:\"eve\"")
+                    .await
+                    .unwrap(),
+                Resumed::Unknown(_)
+            ));
+        })
+    }));
+    // The hub's tasks and connections end with the runtime; then the slot can go.
+    drop(runtime);
+    let cleanup = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    cleanup.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&dsn, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        for _ in 0..100 {
+            let dropped = client
+                .query(
+                    "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
+                     where slot_name = $1 and not active",
+                    &[&slot],
+                )
+                .await
+                .unwrap();
+            if !dropped.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("slot {slot} is still active");
+    });
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
