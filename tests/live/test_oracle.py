@@ -19,4 +19,5 @@ def test_oracle_campaign_under_faults():
     assert counts.get("targets compared", 0) > 0
     for fault in ("faults:drop", "faults:sidecar SIGKILL", "faults:postgres restart"):
         assert counts.get(fault, 0) > 0, (fault, counts)
-    assert counts.get("faults:slow lagged", 0) + counts.get("faults:slow not lagged", 0) > 0
+    # The slow reader's burst overflows its stream: a reset {reason: lagged}, then a reconnect.
+    assert counts.get("faults:slow lagged", 0) > 0 and counts.get("reset:lagged", 0) > 0, counts
