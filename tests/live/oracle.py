@@ -491,7 +491,7 @@ class Subscriber:
         return {"targets": [{"id": k, **v} for k, v in self.targets.items()]}
 
     def run(self) -> None:
-        opts = [(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)] if self.slow else []
+        opts = [(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)] if self.slow else []
         transport = httpx.HTTPTransport(socket_options=opts)
         with httpx.Client(
             base_url=self.oracle.stack.url,
@@ -505,6 +505,10 @@ class Subscriber:
                     pass
                 except json.JSONDecodeError as e:
                     self.fail(f"an event's data is not JSON: {e}")
+                except Exception as e:  # noqa: BLE001 - a reader that dies would look like a hang
+                    import traceback
+
+                    self.fail(f"the reader raised {e!r}: {traceback.format_exc()[-1500:]}")
                 if not self.stop.is_set():
                     time.sleep(0.2)
 
@@ -791,7 +795,12 @@ class Campaign:
             for s in behind:
                 self.fail(
                     f"stream {s.name} never reached {lsn} (at {s.position:x}; targets without "
-                    f"state: {[t for t in s.targets if s.state.get(t) is None]})"
+                    f"state: {[t for t in s.targets if s.state.get(t) is None]}; connects "
+                    f"{s.connects}, resumes {s.resumes}, resets {s.resets}, last id {s.last_id})"
+                )
+                self.dump(
+                    f"stream {s.name} never reached {lsn}; recent events:\n"
+                    + "\n".join(f"{k} {i} {d[:300]}" for k, i, d in s.recent)
                 )
             return
         committed = {t.id for t in self.txns.values() if t.outcome == "committed"} - {"seed"}
