@@ -622,3 +622,30 @@ def test_a_dropped_slot_resets_every_stream_with_a_fresh_snapshot(stack, coll, o
             assert view.docs("0") == fresh(stack, client, sql)
     finally:
         listener.close()
+
+
+def test_a_limit_query_that_runs_out_of_slack_is_read_again(stack, client, coll):
+    # 40 documents; the target keeps limit + slack (16) of them. Deleting the first 30 in
+    # order, one transaction each, uses the slack up: the sidecar reads the query again and
+    # sends the target a new snapshot. Its state must always equal a fresh query.
+    stack.sql(
+        "select count(docstore.set(%s || '/d' || lpad(i::text, 2, '0'), jsonb_build_object('n', i))) "
+        "from generate_series(1, 40) i",
+        coll,
+    )
+    sql = f"select * from /{coll} order by n limit 3"
+    listener = Listener(stack, params=[("sql", sql)])
+    try:
+        view = View()
+        follow(listener, view, lambda ev, v: ev["event"] == "snapshot")
+        with __import__("psycopg").connect(stack.cluster.url(), autocommit=True) as conn:
+            for i in range(1, 31):
+                conn.execute("select docstore.delete(%s)", (f"{coll}/d{i:02d}",))
+        stack.sql("select docstore.set(%s, '{\"n\": 0}')", f"{coll}/marker")
+        follow(listener, view, has_doc("0", f"{coll}/marker"))
+        assert view.docs("0") == fresh(stack, client, sql)
+        assert view.docs("0")[1:] == [(f"{coll}/d31", {"n": 31}), (f"{coll}/d32", {"n": 32})]
+        again = [e for e in listener.received[1:] if e["event"] == "snapshot"]
+        assert again, "the slack never ran out: no second snapshot"
+    finally:
+        listener.close()

@@ -1,7 +1,8 @@
 """The curl examples of docs/listen.md, run in order with the real curl against the test
 sidecar: each must get the status its `# => NNN` line states. A stream never ends by itself,
-so its examples stop it with `--max-time` (curl's exit status 28); its events are checked
-to start with the stream's `retry:` and a `snapshot` or a `reset`."""
+so its examples stop it with `--max-time` (curl's exit status 28); a stream's output must
+start with its `retry:`, and its first event, if one came in time, be a `snapshot` or a
+`reset`."""
 
 import os
 import re
@@ -56,5 +57,8 @@ def test_curl_examples(stack):
         assert got == status, (block, result.stdout)
         if streaming and status == 200:
             assert result.stdout.startswith("retry: "), result.stdout[:200]
+            # --max-time bounds the example, not the sidecar: on a loaded machine the first
+            # event may come later (test_listen.py checks events without such a bound).
             first = re.search(r"^event: (\w+)$", result.stdout, re.M)
-            assert first and first.group(1) in ("snapshot", "reset"), result.stdout[:500]
+            if first:
+                assert first.group(1) in ("snapshot", "reset"), result.stdout[:500]

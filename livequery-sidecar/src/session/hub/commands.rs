@@ -1,0 +1,328 @@
+//! The hub's requests: tickets, opening, resuming and closing streams, and changing their
+//! targets (the hand-off of new targets through the changelog is `register`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{writes_by_database, Hub, Phase, SnapshotHorizon, Stream, TargetState};
+use crate::matcher::{Document, Horizon, TargetId, Write};
+use crate::pg::snapshot::ReadPoint;
+use crate::session::events::{self, ResetReason};
+use crate::session::{Caller, Command, Connection, Grant, Resumed, SessionError, TargetRequest};
+use crate::source::Lsn;
+
+impl Hub {
+    pub(super) fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Ticket(reply) => {
+                if self.ready {
+                    let grant = self.grant();
+                    if let Err(grant) = reply.send(grant) {
+                        self.forget(grant);
+                    }
+                } else {
+                    self.waiting.push(reply);
+                }
+            }
+            Command::Forget(grant) => self.forget(grant),
+            Command::Open {
+                database,
+                caller,
+                targets,
+                grant,
+                point,
+                lead,
+                reply,
+            } => {
+                let result = self.open(database, caller, targets, grant, &point, lead);
+                if let Err(Ok(connection)) = reply.send(result) {
+                    // The client went away meanwhile: the stream waits for a resume.
+                    drop(connection);
+                }
+            }
+            Command::Resume {
+                stream,
+                position,
+                caller,
+                reply,
+            } => {
+                let _ = reply.send(self.resume(&stream, position, &caller));
+            }
+            Command::Check {
+                stream,
+                database,
+                caller,
+                targets,
+                reply,
+            } => {
+                let _ = reply.send(self.check(&stream, &database, &caller, &targets));
+            }
+            Command::Add {
+                stream,
+                caller,
+                targets,
+                grant,
+                point,
+                reply,
+            } => {
+                let result = match self.streams.get(&stream) {
+                    None => Err(SessionError::NotFound(format!("no stream {stream}"))),
+                    Some(s) if s.caller.key != caller => Err(SessionError::PermissionDenied(
+                        "the stream belongs to another caller".into(),
+                    )),
+                    Some(_) => self.register(&stream, targets, grant, &point),
+                };
+                if result.is_err() {
+                    self.forget(grant);
+                }
+                let _ = reply.send(result);
+            }
+            Command::Remove {
+                stream,
+                caller,
+                target,
+                reply,
+            } => {
+                let _ = reply.send(self.remove(&stream, &caller, &target));
+            }
+        }
+    }
+
+    fn check(
+        &self,
+        stream: &str,
+        database: &str,
+        caller: &str,
+        targets: &[String],
+    ) -> Result<(), SessionError> {
+        let Some(s) = self.streams.get(stream) else {
+            return Err(SessionError::NotFound(format!("no stream {stream}")));
+        };
+        if s.caller.key != caller {
+            return Err(SessionError::PermissionDenied(
+                "the stream belongs to another caller".into(),
+            ));
+        }
+        if s.database != database {
+            return Err(SessionError::NotFound(format!(
+                "no stream {stream} in database {database}"
+            )));
+        }
+        if let Some(dup) = targets.iter().find(|t| s.targets.contains_key(*t)) {
+            return Err(SessionError::InvalidArgument(format!(
+                "the stream has a target \"{dup}\" already"
+            )));
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, stream: &str, caller: &str, target: &str) -> Result<(), SessionError> {
+        let Some(s) = self.streams.get_mut(stream) else {
+            return Err(SessionError::NotFound(format!("no stream {stream}")));
+        };
+        if s.caller.key != caller {
+            return Err(SessionError::PermissionDenied(
+                "the stream belongs to another caller".into(),
+            ));
+        }
+        let Some(t) = s.targets.remove(target) else {
+            return Err(SessionError::NotFound(format!(
+                "the stream has no target \"{target}\""
+            )));
+        };
+        if let Some(m) = self.matchers.get_mut(&s.database) {
+            m.remove_target(t.id);
+        }
+        self.owners.remove(&t.id);
+        Ok(())
+    }
+
+    fn open(
+        &mut self,
+        database: String,
+        caller: Caller,
+        targets: Vec<(TargetRequest, Vec<Document>)>,
+        grant: Grant,
+        point: &ReadPoint,
+        lead: Option<ResetReason>,
+    ) -> Result<Connection, SessionError> {
+        let id = format!("{}-{:x}", self.instance, self.next_stream);
+        self.next_stream += 1;
+        let (sender, frames) = mpsc::channel(self.settings.queue.max(1));
+        let (closer, closed) = oneshot::channel();
+        self.streams.insert(
+            id.clone(),
+            Stream {
+                database,
+                caller,
+                targets: BTreeMap::new(),
+                sender: Some(sender),
+                closer: Some(closer),
+                log: VecDeque::new(),
+                floor: Lsn(0),
+                position: Lsn(0),
+                last_event: Instant::now(),
+                disconnected_at: None,
+                epoch: 0,
+            },
+        );
+        if let Err(e) = self.register(&id, targets, grant, point) {
+            self.forget(grant);
+            if let Some(stream) = self.streams.remove(&id) {
+                self.drop_targets(&stream);
+            }
+            return Err(e);
+        }
+        let mut first = Vec::new();
+        if let Some(reason) = lead {
+            metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
+                .increment(1);
+            first.push(events::reset(
+                &id,
+                Lsn(0),
+                reason,
+                "the stream to resume is gone; a new stream starts with a snapshot",
+            ));
+        }
+        Ok(Connection {
+            stream: id,
+            first,
+            frames,
+            closed,
+        })
+    }
+
+    /// Hand off targets read in `point` to a stream: they show in a `snapshot` at a later
+    /// position.
+    fn register(
+        &mut self,
+        id: &str,
+        targets: Vec<(TargetRequest, Vec<Document>)>,
+        grant: Grant,
+        point: &ReadPoint,
+    ) -> Result<(), SessionError> {
+        if grant.generation != self.generation {
+            return Err(SessionError::Unavailable(
+                "the change stream restarted during the subscription; retry".into(),
+            ));
+        }
+        let handed = self
+            .changelog
+            .hand_off(grant.ticket, &point.snapshot, Instant::now())
+            .map_err(|e| SessionError::Unavailable(format!("{e}; retry")))?;
+        let horizon: Arc<dyn Horizon> = Arc::new(SnapshotHorizon(point.snapshot.clone()));
+        let after = self.position;
+        let Some(stream) = self.streams.get_mut(id) else {
+            return Err(SessionError::NotFound(format!("no stream {id}")));
+        };
+        let matcher = self.matchers.entry(stream.database.clone()).or_default();
+        let mut added = Vec::new();
+        let mut failure = None;
+        for (request, rows) in targets {
+            let tid = TargetId(self.next_target);
+            self.next_target += 1;
+            if let Err(e) =
+                matcher.add_target(tid, request.spec.clone(), rows, Some(Arc::clone(&horizon)))
+            {
+                failure = Some(SessionError::InvalidArgument(format!(
+                    "target \"{}\": {e}",
+                    request.id
+                )));
+                break;
+            }
+            added.push(tid);
+            for txn in &handed {
+                let (by_db, _, truncated) = writes_by_database(txn);
+                let mut writes = Vec::new();
+                if truncated {
+                    writes.push(Write::Truncate);
+                }
+                if let Some(w) = by_db.get(&stream.database) {
+                    writes.extend(w.iter().cloned());
+                }
+                if !writes.is_empty() {
+                    let _ = matcher.apply_to(tid, txn.xid, &writes);
+                }
+            }
+            self.owners.insert(tid, (id.to_owned(), request.id.clone()));
+            stream.targets.insert(
+                request.id,
+                TargetState {
+                    id: tid,
+                    spec: request.spec,
+                    phase: Phase::Pending {
+                        lsn: point.lsn,
+                        after,
+                    },
+                },
+            );
+        }
+        if let Some(e) = failure {
+            for tid in added {
+                matcher.remove_target(tid);
+                self.owners.remove(&tid);
+            }
+            stream.targets.retain(|_, t| t.phase == Phase::Live);
+            return Err(e);
+        }
+        self.kick.notify_one();
+        Ok(())
+    }
+
+    fn resume(&mut self, id: &str, position: Lsn, caller: &str) -> Resumed {
+        let Some(stream) = self.streams.get_mut(id) else {
+            let reason = self.ended.get(id).copied().unwrap_or_else(|| {
+                if id.starts_with(&format!("{}-", self.instance)) {
+                    ResetReason::RetentionPassed
+                } else {
+                    ResetReason::Restart
+                }
+            });
+            return Resumed::Unknown(reason);
+        };
+        if stream.caller.key != caller {
+            return Resumed::Unknown(ResetReason::Permission);
+        }
+        let (sender, frames) = mpsc::channel(self.settings.queue.max(1));
+        let (closer, closed) = oneshot::channel();
+        stream.sender = Some(sender);
+        stream.closer = Some(closer);
+        stream.disconnected_at = None;
+        let first = if position >= stream.floor && position <= stream.position {
+            stream
+                .log
+                .iter()
+                .filter(|f| f.position > position)
+                .cloned()
+                .collect()
+        } else {
+            metrics::counter!("docstore_session_resets_total", "reason" => "retention_passed")
+                .increment(1);
+            let matcher = self.matchers.get(&stream.database);
+            let results: Vec<_> = stream
+                .targets
+                .iter()
+                .filter(|(_, t)| t.phase == Phase::Live)
+                .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
+                .collect();
+            vec![
+                events::reset(
+                    id,
+                    stream.position,
+                    ResetReason::RetentionPassed,
+                    "the position to resume from is no longer retained; a snapshot follows",
+                ),
+                events::snapshot(id, stream.position, None, &results, &[]),
+            ]
+        };
+        Resumed::Connection(Connection {
+            stream: id.to_owned(),
+            first,
+            frames,
+            closed,
+        })
+    }
+}
