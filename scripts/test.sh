@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e|live ...]  (default: all, in this order)
 # Each layer closes with the line `<layer>: N passed, N failed`, the run with `total: N passed,
 # N failed` (scripts/tally.sh); the first failing layer ends the run with exit status 1.
 source "$(dirname "$0")/lib.sh"
@@ -120,11 +120,21 @@ e2e() {
   cargo build --release --quiet -p docstore-sidecar
   # The suite starts this binary; pytest's exit status 5 (no test collected) fails the layer.
   DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
-    .venv/bin/pytest -q tests
+    .venv/bin/pytest -q tests --ignore=tests/live
+}
+
+live() {
+  say "live queries: the oracle campaign (tests/live: random subscriptions and transactions under faults, states compared with fresh queries) on a cluster and sidecar of its own"
+  [ -x .venv/bin/pytest ] || bash scripts/venv.sh
+  cargo build --release --quiet -p docstore-sidecar
+  # DOCSTORE_ORACLE_SEED (default 12) and DOCSTORE_ORACLE_SECONDS (default 60) pass through;
+  # the long run is scripts/oracle.sh.
+  DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
+    .venv/bin/pytest -q tests/live
 }
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress differential sidecar isolation concurrency builder bulk backup faults e2e)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress differential sidecar isolation concurrency builder bulk backup faults e2e live)
 for step in "${steps[@]}"; do
   run_layer "${step}"
 done
