@@ -123,7 +123,7 @@ rollback;
 -- Compile errors: 42601 / 0A000 with line:column and the source line; nothing changes
 select sqlstate_of($$select docstore.set_rules('service cloud.firestore {
   match /databases/{d}/documents { match /a/{b} { allow read: if 1 +; } } }')$$);
-select sqlstate_of($$select docstore.set_rules('service firebase.storage { }')$$);
+select sqlstate_of($$select docstore.set_rules('service firebase.storage { match /b/{bucket}/o { allow read: if true; } }')$$);
 select sqlstate_of($$select docstore.set_rules('service cloud.firestore {}', 'Bad_Id')$$);
 do $$
 begin
