@@ -343,6 +343,11 @@ impl Hub {
             .filter(|(_, s)| unresolved.contains(&s.database))
             .map(|(id, _)| id.clone())
             .collect();
+        // Before anything is sent: a stream whose window target must be read again is held
+        // from this transaction on (its other targets' changes wait for the re-read).
+        for (stream, target) in requery {
+            self.start_requery(&stream, &target);
+        }
         let commit_time = Some(txn.commit_time);
         let interval = self.settings.heartbeat;
         // The streams this transaction may send to: those with changes, those with targets
@@ -441,9 +446,6 @@ impl Hub {
             if let Some((frame, logged)) = frame {
                 self.deliver(&id, frame, logged);
             }
-        }
-        for (stream, target) in requery {
-            self.start_requery(&stream, &target);
         }
         for id in reset {
             tracing::warn!(stream = %id, "an unchanged TOASTed document is not retained: the stream reads its targets again");
