@@ -325,12 +325,7 @@ async fn listen(
     database: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let Some(session) = state.session.clone() else {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "live queries are not running in this sidecar",
-        ));
-    };
+    let session = running_session(&state)?;
     let last_event_id = request
         .headers()
         .get("last-event-id")
@@ -365,6 +360,16 @@ async fn listen(
     Ok(sse(connection))
 }
 
+/// The session of the live queries (503 UNAVAILABLE when this sidecar runs without them).
+fn running_session(state: &SharedState) -> Result<crate::session::Session, ApiError> {
+    state.session.clone().ok_or_else(|| {
+        ApiError::new(
+            Code::Unavailable,
+            "live queries are not running in this sidecar",
+        )
+    })
+}
+
 /// `POST :listen/{stream}/targets`.
 async fn add_targets(
     state: SharedState,
@@ -372,12 +377,7 @@ async fn add_targets(
     stream: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let Some(session) = state.session.clone() else {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "live queries are not running in this sidecar",
-        ));
-    };
+    let session = running_session(&state)?;
     let pairs = query_pairs(request.uri().query())?;
     let mut access_token = None;
     for (name, value) in pairs {
@@ -410,12 +410,7 @@ async fn remove_target(
     id: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let Some(session) = state.session.clone() else {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "live queries are not running in this sidecar",
-        ));
-    };
+    let session = running_session(&state)?;
     let pairs = query_pairs(request.uri().query())?;
     let access_token = pairs
         .iter()
