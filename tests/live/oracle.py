@@ -226,7 +226,9 @@ class Stack:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
 
-    def restart_postgres(self) -> None:
+    def restart_postgres(self, mode: str = "immediate") -> None:
+        """`pg_ctl restart -m <mode>`: `immediate` (a crash: recovery at start) or `fast`
+        (a clean shutdown, which waits for the sidecar's walsender to be confirmed)."""
         as_postgres(
             [
                 str(PG_BIN / "pg_ctl"),
@@ -235,7 +237,7 @@ class Stack:
                 "-l",
                 str(self.cluster.log),
                 "-m",
-                "immediate",
+                mode,
                 "-w",
                 "-t",
                 "60",
@@ -754,9 +756,13 @@ class Campaign:
                 self.stack.start_sidecar()
             self.count("faults:sidecar SIGKILL")
         else:
+            # Alternating, a clean shutdown first: `fast` waits for the sidecar's walsender
+            # (it hung once), `immediate` is a crash with recovery.
+            done = sum(v for k, v in self.counts.items() if k.startswith("faults:postgres"))
+            mode = "fast" if done % 2 == 0 else "immediate"
             with self.stack.lock:
-                self.stack.restart_postgres()
-            self.count("faults:postgres restart")
+                self.stack.restart_postgres(mode)
+            self.count(f"faults:postgres restart {mode}")
 
     # -- the end ----------------------------------------------------------------------------
 

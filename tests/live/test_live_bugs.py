@@ -1,6 +1,6 @@
-"""Minimal reproductions of what the oracle campaign found in the live-query code. Each is
-marked xfail(strict=True) while the bug stands: the day it is fixed the test passes, strict
-turns that into a failure, and the marker goes."""
+"""Minimal reproductions of what the oracle campaign found in the live-query code. A test
+is marked xfail(strict=True) while its bug stands: the day it is fixed the test passes,
+strict turns that into a failure, and the marker goes."""
 
 from __future__ import annotations
 
@@ -99,24 +99,30 @@ def test_a_requeried_target_advances_with_its_stream(live_stack):
         stop.set()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Postgres' fast shutdown waits for the sidecar's walsender, which waits for a "
-    "flush confirmation the sidecar holds back (it confirms only what no consumer needs)",
-)
 def test_a_fast_shutdown_is_not_held_up_by_the_sidecar(live_stack):
     """Found by the oracle's first Postgres restart (`pg_ctl restart -m fast` timed out
     after 60 s; the walsender of the sidecar's slot stayed until the sidecar went away).
     At a fast shutdown the walsender sends the WAL up to the shutdown checkpoint and exits
     only when the client's reported flush position reaches it (WalSndDone); pgwire-replication
-    reports write = flush = apply = the LSN the sidecar confirms, which the sidecar holds
-    back for retention, so the shutdown never completes while the sidecar is connected."""
+    reports write = flush = apply = the LSN the sidecar confirms, which the sidecar held
+    back for retention, so the shutdown never completed while the sidecar was connected.
+    The walsender asks for a reply (a keepalive with reply requested) while it waits; the
+    sidecar now answers such a keepalive by confirming all it received."""
     import subprocess
 
     from conftest import PG_BIN, as_postgres
 
     s = live_stack
     s.sql("select docstore.set('shutdown/a', '{\"n\": 1}')")
+    out: list = []
+    stop = threading.Event()
+    reader = threading.Thread(
+        target=events,
+        args=(s, [{"id": "all", "sql": "select * from /shutdown"}], out, stop),
+        daemon=True,
+    )
+    reader.start()
+    wait_for(out, lambda ev: ev[0] == "snapshot", "first snapshot")
     try:
         as_postgres(
             [
@@ -137,3 +143,11 @@ def test_a_fast_shutdown_is_not_held_up_by_the_sidecar(live_stack):
         # Bring it back for whatever runs next, then fail.
         s.restart_postgres()
         raise AssertionError(f"pg_ctl restart -m fast failed: {e.stdout} {e.stderr}") from e
+    # The stream lives on through the restart: a write after it reaches the subscriber
+    # (as a change, or in the snapshot after a reset if the sidecar had to reset).
+    try:
+        seen = len(out)
+        s.sql("select docstore.set('shutdown/b', '{\"n\": 2}')")
+        wait_for(out, lambda ev: "shutdown/b" in json.dumps(ev[1]), "event with shutdown/b", seen)
+    finally:
+        stop.set()

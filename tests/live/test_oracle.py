@@ -17,7 +17,7 @@ def test_oracle_campaign_under_faults():
     assert counts.get("sql transactions", 0) > 0 and counts.get("http transactions", 0) > 0
     assert counts.get("events", 0) > counts.get("transactions", 0)
     assert counts.get("targets compared", 0) > 0
-    for fault in ("faults:drop", "faults:sidecar SIGKILL", "faults:postgres restart"):
+    for fault in ("faults:drop", "faults:sidecar SIGKILL", "faults:postgres restart fast"):
         assert counts.get(fault, 0) > 0, (fault, counts)
     # The slow reader's burst overflows its stream: a reset {reason: lagged}, then a reconnect.
     assert counts.get("faults:slow lagged", 0) > 0 and counts.get("reset:lagged", 0) > 0, counts

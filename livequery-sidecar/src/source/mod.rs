@@ -39,8 +39,11 @@ pub enum SourceEvent {
     /// A non-transactional `pg_logical_emit_message`.
     Message(EmittedMessage),
     /// The server's keepalive between transactions: it has sent everything it decoded up to
-    /// `wal_end`.
-    KeepAlive { wal_end: Lsn },
+    /// `wal_end`. `reply_requested`: the walsender waits for the client's position. It asks
+    /// when a fast or smart shutdown has sent the last WAL (it exits only once the reported
+    /// flush position reaches `wal_end`), or when no status came for half of
+    /// `wal_sender_timeout`.
+    KeepAlive { wal_end: Lsn, reply_requested: bool },
 }
 
 /// Why the source stopped. After any error the source is finished: connect again (the

@@ -143,12 +143,17 @@ impl ChangeSource for ReplicationSource {
                     content: &content,
                 }))?,
                 ReplicationEvent::XLogData { data, .. } => self.assembler.push_bytes(&data)?,
-                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                ReplicationEvent::KeepAlive {
+                    wal_end,
+                    reply_requested,
+                    ..
+                } => {
                     if self.assembler.in_transaction() {
                         None
                     } else {
                         return Ok(SourceEvent::KeepAlive {
                             wal_end: Lsn(wal_end.as_u64()),
+                            reply_requested,
                         });
                     }
                 }

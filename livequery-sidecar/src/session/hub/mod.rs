@@ -227,7 +227,20 @@ impl Hub {
         loop {
             tokio::select! {
                 event = source.next_event() => match event {
-                    Ok(event) => self.on_source(event),
+                    Ok(event) => {
+                        if let SourceEvent::KeepAlive { wal_end, reply_requested: true } = event {
+                            // Everything before this keepalive is in the changelog already.
+                            // The walsender of a shutting-down server waits until the
+                            // confirmed position reaches what it sent: holding it back for
+                            // retention would hold up the shutdown for as long as this
+                            // process runs. The retained transactions stay in memory; only
+                            // a crash of this process right now could want them replayed,
+                            // and a restarted sidecar resets its streams anyway.
+                            tracing::info!(%wal_end, "the server asks for our position (shutting down?): confirming all received");
+                            source.confirm(wal_end);
+                        }
+                        self.on_source(event);
+                    }
                     Err(e) => {
                         tracing::error!(error = %e, "change source failed; starting it again");
                         tokio::time::sleep(Duration::from_secs(1)).await;
