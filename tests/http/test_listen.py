@@ -482,6 +482,12 @@ def test_bad_input_is_refused_before_the_stream_opens(stack, client, coll):
         (LISTEN, [("bogus", "1")], 400, "INVALID_ARGUMENT"),
         (
             LISTEN,
+            [("document", f"{coll}/a"), ("access_token", "t1"), ("access_token", "t2")],
+            400,
+            "INVALID_ARGUMENT",
+        ),
+        (
+            LISTEN,
             [("sql", f"select * from /{coll} where a = 1 and b > 2 order by b, c")],
             400,
             "FAILED_PRECONDITION",
@@ -553,6 +559,18 @@ def test_targets_are_added_and_removed_on_a_running_stream(stack, client, coll):
         ev = follow(listener, view, lambda ev, v: "q" in v.targets)
         assert ev["event"] == "snapshot"
         assert view.docs("q") == fresh(stack, client, f"select * from /{coll}")
+        # The target routes take only access_token, and one of it.
+        token = stack.token({"sub": "mallory"})
+        for params in ([("bogus", "1")], [("access_token", token), ("access_token", token)]):
+            r = client.post(
+                targets,
+                params=params,
+                headers={},
+                json={"targets": [{"id": "z", "sql": f"select * from /{coll}"}]},
+            )
+            assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT", r.text
+            r = client.delete(f"{targets}/0", params=params, headers={})
+            assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT", r.text
         r = client.delete(f"{targets}/0", headers=stack.admin)
         assert r.status_code == 200, r.text
         assert client.delete(f"{targets}/0", headers=stack.admin).status_code == 404

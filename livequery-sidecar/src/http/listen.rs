@@ -276,7 +276,7 @@ impl ListenParams {
         let mut targets = Vec::new();
         for (name, value) in query_pairs(query)? {
             match name.as_str() {
-                "access_token" => access_token = Some(value),
+                "access_token" => set_access_token(&mut access_token, value)?,
                 "resume" => resume = Some(value),
                 "sql" | "document" | "structuredQuery" if !post => {
                     let json = if name == "structuredQuery" {
@@ -378,18 +378,7 @@ async fn add_targets(
     request: Request,
 ) -> Result<Response, ApiError> {
     let session = running_session(&state)?;
-    let pairs = query_pairs(request.uri().query())?;
-    let mut access_token = None;
-    for (name, value) in pairs {
-        match name.as_str() {
-            "access_token" => access_token = Some(value),
-            _ => {
-                return Err(ApiError::invalid_argument(format!(
-                    "unknown parameter \"{name}\""
-                )))
-            }
-        }
-    }
+    let access_token = access_token_only(request.uri().query())?;
     let principal = authenticate(&state, request.headers(), access_token.as_deref())?;
     let caller = caller(&principal, request.method(), &database);
     body::require_json(request.headers())?;
@@ -411,20 +400,45 @@ async fn remove_target(
     request: Request,
 ) -> Result<Response, ApiError> {
     let session = running_session(&state)?;
-    let pairs = query_pairs(request.uri().query())?;
-    let access_token = pairs
-        .iter()
-        .find(|(n, _)| n == "access_token")
-        .map(|(_, v)| v.clone());
-    if let Some((name, _)) = pairs.iter().find(|(n, _)| n != "access_token") {
-        return Err(ApiError::invalid_argument(format!(
-            "unknown parameter \"{name}\""
-        )));
-    }
+    let access_token = access_token_only(request.uri().query())?;
     let principal = authenticate(&state, request.headers(), access_token.as_deref())?;
     let caller = caller(&principal, request.method(), "");
     session.remove_target(&stream, &caller.key, &id).await?;
     Ok(json_ok(&json!({"stream": stream, "removed": id})))
+}
+
+/// The `access_token` of a query string that may carry nothing else (the routes that change
+/// a stream's targets).
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT: any other parameter, or `access_token` given twice.
+fn access_token_only(query: Option<&str>) -> Result<Option<String>, ApiError> {
+    let mut access_token = None;
+    for (name, value) in query_pairs(query)? {
+        if name != "access_token" {
+            return Err(
+                ApiError::invalid_argument(format!("unknown parameter \"{name}\""))
+                    .with_hint("this route takes only access_token"),
+            );
+        }
+        set_access_token(&mut access_token, value)?;
+    }
+    Ok(access_token)
+}
+
+/// Take an `access_token` parameter: one credential per request, so a second is refused
+/// rather than one of them silently chosen.
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT when one was given already.
+fn set_access_token(slot: &mut Option<String>, value: String) -> Result<(), ApiError> {
+    if slot.is_some() {
+        return Err(ApiError::invalid_argument(
+            "access_token is given more than once",
+        ));
+    }
+    *slot = Some(value);
+    Ok(())
 }
 
 fn json_ok(body: &Json) -> Response {
