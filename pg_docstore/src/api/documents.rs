@@ -58,7 +58,7 @@ fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, Docsto
             // A client: the database's `get` rule decides (read as the owner, so the `list`
             // policy on entities does not hide the document first).
             let _owner = crate::pg::owner::AsOwner::new(client)?;
-            if let Some(ruleset) = crate::rules::ruleset(client, &database)? {
+            if let Some(ruleset) = crate::rules::ruleset(&database)? {
                 let found = entities::read(client, &database, &name)?;
                 let stored = match &found {
                     Some((data, _, _)) => Some(Document {

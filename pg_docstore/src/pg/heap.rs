@@ -33,17 +33,6 @@ pub struct Table {
     indexes: Vec<(pg_sys::Relation, *mut pg_sys::IndexInfo)>,
 }
 
-/// Whether `schema.name` is a relation (no lock taken). For tables added by a later version of
-/// the extension's SQL than a database was created with.
-pub fn relation_exists(schema: &core::ffi::CStr, name: &core::ffi::CStr) -> bool {
-    // SAFETY: catalog lookups by name; a missing schema or relation is InvalidOid (missing_ok).
-    unsafe {
-        let namespace = pg_sys::get_namespace_oid(schema.as_ptr(), true);
-        namespace != pg_sys::InvalidOid
-            && pg_sys::get_relname_relid(name.as_ptr(), namespace) != pg_sys::InvalidOid
-    }
-}
-
 impl Table {
     /// Open `schema.name`.
     ///

@@ -68,19 +68,15 @@ pub struct Rules {
 
 impl Rules {
     /// The rules of `database` for a batch with `authority`: `None` for administrators and
-    /// for a database without rules. Call while running as the owner (it reads docstore.rules).
+    /// for a database without rules.
     ///
     /// # Errors
-    /// SPI errors; a stored ruleset that no longer compiles.
-    pub fn of(
-        client: &SpiClient<'_>,
-        database: &str,
-        authority: Authority,
-    ) -> Result<Option<Rules>, DocstoreError> {
+    /// A stored ruleset that no longer compiles.
+    pub fn of(database: &str, authority: Authority) -> Result<Option<Rules>, DocstoreError> {
         if authority == Authority::Caller {
             return Ok(None);
         }
-        Ok(rules::ruleset(client, database)?.map(|ruleset| Rules {
+        Ok(rules::ruleset(database)?.map(|ruleset| Rules {
             ruleset,
             writes: Vec::new(),
         }))
