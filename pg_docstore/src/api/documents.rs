@@ -75,7 +75,6 @@ fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, Docsto
                     crate::pg::time::transaction_start(),
                 )?;
                 let lookups = crate::rules::Lookups {
-                    client,
                     database: &database,
                     batch: std::collections::HashMap::new(),
                 };

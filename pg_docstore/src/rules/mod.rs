@@ -21,8 +21,6 @@ pub mod query;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use pgrx::spi::SpiClient;
-
 use docstore_core::encoding::encode_name;
 use docstore_core::value::Map;
 use docstore_core::ResourcePath;
@@ -90,26 +88,25 @@ pub fn request(
 }
 
 /// The documents rules may look up: those of the current batch (before and after its writes)
-/// and any other of the database as stored. Reads run with the rights the caller holds when
-/// the rules are evaluated (the owner's, so `entities`' row-level security does not hide
-/// documents from the rules).
-pub struct Lookups<'a, 'c> {
-    pub client: &'a SpiClient<'c>,
+/// and any other of the database as stored, read below the executor
+/// ([`entities::read_data`]), so `entities`' row-level security does not hide documents from
+/// the rules.
+pub struct Lookups<'a> {
     pub database: &'a str,
     /// Encoded name -> (before the batch, after the batch).
     pub batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
 }
 
-impl Lookups<'_, '_> {
+impl Lookups<'_> {
     fn stored(&self, name: &[u8]) -> Option<Map> {
-        // An SPI failure raises a Postgres error (it never returns here); a conversion failure
-        // of what we stored ourselves is reported as a missing document.
-        let (data, _, _) = entities::read(self.client, self.database, name).ok()??;
+        // A Postgres error raises (it never returns here); a conversion failure of what we
+        // stored ourselves is reported as a missing document.
+        let data = entities::read_data(self.database, name).ok()??;
         entities::stored_fields(&data.text()).ok()
     }
 }
 
-impl Documents for Lookups<'_, '_> {
+impl Documents for Lookups<'_> {
     fn get(&self, path: &ResourcePath) -> Option<Map> {
         let name = encode_name(path);
         match self.batch.get(&name) {

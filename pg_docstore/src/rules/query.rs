@@ -49,7 +49,6 @@ pub fn authorize(
     let path = ResourcePath::from_segments(segments)?;
     let request = request(Method::List, database, &path, None, transaction_start())?;
     let lookups = Lookups {
-        client,
         database,
         batch: HashMap::new(),
     };

@@ -18,8 +18,6 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use pgrx::spi::SpiClient;
-
 use docstore_core::value::Map;
 use docstore_core::ResourcePath;
 use docstore_rules::eval::{Budget, Document};
@@ -112,16 +110,11 @@ impl Rules {
     /// write; a malformed `docstore.auth`.
     pub fn check(
         &self,
-        client: &SpiClient<'_>,
         database: &str,
         batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
         pg_time: i64,
     ) -> Result<(), DocstoreError> {
-        let lookups = Lookups {
-            client,
-            database,
-            batch,
-        };
+        let lookups = Lookups { database, batch };
         let mut budget = if self.writes.len() > 1 {
             Budget::batch()
         } else {

@@ -218,7 +218,7 @@ pub fn commit(
                 )
             })
             .collect();
-        rules.check(client, database, batch, commit_time)?;
+        rules.check(database, batch, commit_time)?;
     }
 
     // A single write whose document is exactly the jsonb it was given stores that jsonb.
