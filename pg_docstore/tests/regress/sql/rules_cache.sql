@@ -92,6 +92,26 @@ select docstore.create('notes/n1', '{}');
 rollback;
 select pg_temp.client_write(10) as open_after_failed_transaction;
 
+-- get() reads below the executor (entities::read_data): it sees the transaction's own earlier
+-- writes, also those of the same statement, and nothing rolled back.
+select docstore.set_rules($$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /rooms/{r} { allow write: if true; }
+  match /rooms/{r}/messages/{m} {
+    allow create: if request.auth.uid in get(/databases/$(database)/documents/rooms/$(r)).data.members;
+  } } }$$, 'rules-cache');
+begin;
+select docstore.set('rooms/r1', '{"members": ["alice"]}') is not null as admin_wrote_room;
+select pg_temp.as_client($$select docstore.create('rooms/r1/messages/m1', '{}')$$) as sees_uncommitted_room;
+select pg_temp.as_client($$select docstore.create('rooms/r2/messages/m1', '{}')$$) as no_room;
+rollback;
+select pg_temp.as_client($$select docstore.create('rooms/r1/messages/m2', '{}')$$) as room_rolled_back;
+select pg_temp.as_client($$select docstore.set('rooms/r3', '{"members": ["alice"]}') is not null,
+  docstore.create('rooms/r3/messages/m1', '{}') is not null$$) as room_then_message_in_one_statement;
+select pg_temp.as_client($$select docstore.set('rooms/r4', '{"members": ["bob"]}') is not null,
+  docstore.create('rooms/r4/messages/m1', '{}') is not null$$) as not_a_member;
+select docstore.drop_rules('rules-cache');
+
 -- Clients cannot reach the rules table behind the cache.
 select pg_temp.as_client('select source from docstore.rules') as client_reads_rules;
 reset docstore.database;
