@@ -169,7 +169,7 @@ unsafe fn read_source(
         .into_datum()
         .ok_or_else(|| DocstoreError::Internal("database id is NULL".into()))?;
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-    // SAFETY (whole block): the relation is opened and locked for the scan and closed after
+    // SAFETY: the relation is opened and locked for the scan and closed after
     // it; the snapshot is registered for the scan's duration; the tuple is read before the
     // next fetch. Postgres errors unwind through here as Rust panics that pgrx turns back into
     // errors, and the transaction's abort releases the relation, scan and snapshot.
