@@ -4,21 +4,28 @@
 #      (docstore.rules_prim2('add', ..)) over 100,000 values: the wrappers are inlined;
 #   2. plain SQL over N documents (default 20,000) as the admin vs as docstore_client under the
 #      row-level-security `list` policy (compiled SQL, per row);
-#   3. N single-document creates as the admin vs as docstore_client under a ruleset with one
-#      get() lookup (the evaluator in the write path);
+#   3. issue 13's write figure: single-document creates as docstore_client under the 33-line
+#      chat ruleset of rules-compiler/benches/rules.rs (a message create: one get() of its room,
+#      then checks of the sender, the text and the keys), against the same unruled create (the
+#      admin, whom no rule applies to) and a client's create in a database without rules. Ten
+#      alternating rounds of N/10 creates each; per-round ratios, their median, and the totals;
 #   4. docstore.query over M documents (default 100,000) as the admin vs as docstore_client
 #      under a `list` rule: the client's query is decided once against its constraints, then
 #      read like the admin's (issue 13's goal: at most 1.2x). Twenty-one alternating runs of each;
 #      medians, minimums and their ratios are printed (the machine's noise is large).
-# Usage: scripts/bench_rules.sh [documents] [list documents]
+# Usage: scripts/bench_rules.sh [documents] [list documents] [sections, default "1 2 3 4"]
 #   (against DOCSTORE_PG_PORT, default the dev cluster)
 source "$(dirname "$0")/lib.sh"
 N="${1:-20000}"
 M="${2:-100000}"
+SECTIONS="${3:-1 2 3 4}"
+section() { case " ${SECTIONS} " in *" $1 "*) echo true ;; *) echo false ;; esac; }
 DB=docstore_rbench
 fresh_database "${DB}"
-"${PSQL[@]}" -d "${DB}" -q -v n="${N}" -v m="${M}" <<'SQL'
+"${PSQL[@]}" -d "${DB}" -q -v n="${N}" -v m="${M}" \
+  -v s1="$(section 1)" -v s2="$(section 2)" -v s3="$(section 3)" -v s4="$(section 4)" <<'SQL'
 create extension pg_docstore;
+\if :s1
 \timing on
 create table nums as select to_jsonb(i) as v from generate_series(1, 100000) i;
 \echo '1. wrapper, then Rust entry point (100,000 calls each, twice)'
@@ -27,8 +34,11 @@ select count(*) from nums where docstore.rules_prim2('add', '1', v) is not null;
 select count(*) from nums where docstore.rules_add('1', v) is not null;
 select count(*) from nums where docstore.rules_prim2('add', '1', v) is not null;
 \timing off
+\endif
+\if :s2
 select count(*) from (select docstore.set('posts/p' || i, jsonb_build_object('owner', 'u' || (i % 10),
   'public', i % 2 = 0, 'n', i)) from generate_series(1, :n) i) s;
+\endif
 select docstore.set('admins/u1', '{}');
 select docstore.set_rules($r$rules_version = '2';
 service cloud.firestore { match /databases/{database}/documents {
@@ -41,6 +51,7 @@ service cloud.firestore { match /databases/{database}/documents {
   match /feed/{f} { allow list: if resource.data.owner == request.auth.uid; }
 } }$r$);
 select set_config('docstore.auth', '{"sub": "u1"}', false);
+\if :s2
 \timing on
 \echo '2. plain SQL over the documents: admin twice, then docstore_client twice'
 select count(*) from docstore.documents where path like 'posts/%';
@@ -49,12 +60,104 @@ set role docstore_client;
 select count(*) from docstore.documents where path like 'posts/%';
 select count(*) from docstore.documents where path like 'posts/%';
 reset role;
-\echo '3. creates: admin (no rules apply), then docstore_client (create rule with exists())'
-select count(*) from (select docstore.create('free/f' || i, jsonb_build_object('owner', 'u2', 'n', i)) from generate_series(1, :n) i) s;
-set role docstore_client;
-select count(*) from (select docstore.create('items/i' || i, jsonb_build_object('owner', 'u2', 'n', i)) from generate_series(1, :n) i) s;
-reset role;
 \timing off
+\endif
+\if :s3
+\echo '3. creates under the chat ruleset (database chat): admin (unruled) vs docstore_client, and a client without rules (chat-open)'
+select docstore.create_database('chat');
+select docstore.create_database('chat-open');
+set docstore.database = 'chat';
+select docstore.set('rooms/r1', '{"owner": "u1", "members": ["u1", "u2"], "name": "general"}');
+select docstore.set_rules($chat$rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    function signedIn() { return request.auth != null; }
+    function room(id) { return get(/databases/$(database)/documents/rooms/$(id)).data; }
+    function isMember(id) { return signedIn() && request.auth.uid in room(id).members; }
+    function isOwner() { return signedIn() && resource.data.owner == request.auth.uid; }
+
+    match /rooms/{roomId} {
+      allow get: if signedIn() && request.auth.uid in resource.data.members;
+      allow create: if signedIn()
+                    && request.resource.data.owner == request.auth.uid
+                    && request.auth.uid in request.resource.data.members
+                    && request.resource.data.name is string;
+      allow update: if isOwner()
+                    && request.resource.data.diff(resource.data).affectedKeys()
+                         .hasOnly(['members', 'name', 'updated'])
+                    && request.resource.data.name.size() <= 100
+                    && request.resource.data.members.size() <= 50;
+      allow delete: if isOwner();
+
+      match /messages/{messageId} {
+        allow get: if isMember(roomId);
+        allow create: if isMember(roomId)
+                      && request.resource.data.sender == request.auth.uid
+                      && request.resource.data.text is string
+                      && request.resource.data.text.size() > 0
+                      && request.resource.data.text.size() <= 2000
+                      && request.resource.data.keys().hasOnly(['sender', 'text', 'sent']);
+        allow update, delete: if signedIn() && resource.data.sender == request.auth.uid;
+      }
+    }
+  }
+}
+$chat$, 'chat');
+reset docstore.database;
+select set_config('bench.n', :'n', false);
+do $$
+declare
+  per int := greatest(current_setting('bench.n')::int / 10, 1);
+  t0 timestamptz;
+  n bigint;
+  admin float8[] := '{}';
+  client float8[] := '{}';
+  open float8[] := '{}';
+  ratios float8[] := '{}';
+  ratios_open float8[] := '{}';
+  a float8;
+  c float8;
+  o float8;
+begin
+  for r in 0..9 loop
+    perform set_config('docstore.database', 'chat', false);
+    t0 := clock_timestamp();
+    select count(*) into n from (select docstore.create('rooms/r1/messages/a' || (r * per + i),
+      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
+    a := extract(epoch from clock_timestamp() - t0) * 1000;
+    set role docstore_client;
+    t0 := clock_timestamp();
+    select count(*) into n from (select docstore.create('rooms/r1/messages/c' || (r * per + i),
+      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
+    c := extract(epoch from clock_timestamp() - t0) * 1000;
+    perform set_config('docstore.database', 'chat-open', false);
+    t0 := clock_timestamp();
+    select count(*) into n from (select docstore.create('rooms/r1/messages/o' || (r * per + i),
+      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
+    o := extract(epoch from clock_timestamp() - t0) * 1000;
+    reset role;
+    admin := admin || a;
+    client := client || c;
+    open := open || o;
+    ratios := ratios || c / a;
+    ratios_open := ratios_open || o / a;
+  end loop;
+  perform set_config('docstore.database', '', false);
+  select sum(x) into a from unnest(admin) x;
+  select sum(x) into c from unnest(client) x;
+  select sum(x) into o from unnest(open) x;
+  raise notice '% creates each in 10 rounds: admin (unruled) % ms, client under the chat ruleset % ms, client without rules % ms',
+    per * 10, round(a::numeric), round(c::numeric), round(o::numeric);
+  raise notice 'chat ruleset / unruled: total %, median of rounds %, min %, max %',
+    round((c / a)::numeric, 3),
+    (select round(percentile_cont(0.5) within group (order by x)::numeric, 3) from unnest(ratios) x),
+    (select round(min(x)::numeric, 3) from unnest(ratios) x), (select round(max(x)::numeric, 3) from unnest(ratios) x);
+  raise notice 'client without rules / unruled: total %, median of rounds %',
+    round((o / a)::numeric, 3),
+    (select round(percentile_cont(0.5) within group (order by x)::numeric, 3) from unnest(ratios_open) x);
+end $$;
+\endif
+\if :s4
 \echo '4. docstore.query over the feed: admin vs docstore_client (list check once), medians and minimums of 21'
 select count(*) from (select docstore.set('feed/f' || i, jsonb_build_object('owner', 'u' || (i % 10),
   'public', i % 2 = 0, 'n', i)) from generate_series(1, :m) i) s;
@@ -92,5 +195,6 @@ begin
       round(amin::numeric, 2), round(cmin::numeric, 2), round((cmin / amin)::numeric, 3);
   end loop;
 end $$;
+\endif
 SQL
 "${PSQL[@]}" -d postgres -qc "drop database ${DB}"

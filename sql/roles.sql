@@ -48,6 +48,10 @@ revoke execute on function docstore.set_rules(text, text), docstore.drop_rules(t
 -- get()/exists() of the compiled rules read any document as the owner: only the policy
 -- function (SECURITY DEFINER) calls them, never a client directly.
 revoke execute on function docstore.rules_lookup(text, jsonb) from public, docstore_client;
+-- The sidecar's one-statement client read sets docstore.auth itself (with its caller's rights
+-- to set it): only superusers and roles granted EXECUTE (the sidecar's) call it.
+revoke execute on function docstore.get_document_as_client(text, text, text, text)
+    from public, docstore_client;
 -- Row-level security on documents: clients (roles with docstore_client's privileges and no
 -- DML on entities, as writes::authorize decides) see the rows the per-document `list` rule of
 -- their database allows (docstore.rules_policy); every other role reads and writes entities

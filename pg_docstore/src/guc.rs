@@ -147,3 +147,38 @@ pub fn database_id() -> Result<String, DocstoreError> {
         )))
     }
 }
+
+/// Set `name` to `value` until the end of the transaction (`set_config(name, value, true)`),
+/// with the current role's own rights: a superuser, or a role granted `SET` on a `SUSET`
+/// setting such as `docstore.auth`.
+///
+/// # Errors
+/// [`DocstoreError::InvalidArgument`] for a value holding U+0000; a role without the right
+/// raises 42501 (a Postgres ERROR).
+pub fn set_local(name: &core::ffi::CStr, value: &str) -> Result<(), DocstoreError> {
+    let value = CString::new(value).map_err(|_| {
+        DocstoreError::InvalidArgument(format!("{} holds U+0000", name.to_string_lossy()))
+    })?;
+    #[allow(clippy::cast_possible_wrap)]
+    let elevel = pgrx::pg_sys::PGERROR as core::ffi::c_int;
+    // SAFETY: both strings are NUL-terminated and live across the call; a refusal raises a
+    // Postgres ERROR (elevel), which pgrx turns into a Rust unwind through this frame.
+    unsafe {
+        let context = if pgrx::pg_sys::superuser() {
+            pgrx::pg_sys::GucContext::PGC_SUSET
+        } else {
+            pgrx::pg_sys::GucContext::PGC_USERSET
+        };
+        pgrx::pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            context,
+            pgrx::pg_sys::GucSource::PGC_S_SESSION,
+            pgrx::pg_sys::GucAction::GUC_ACTION_LOCAL,
+            true,
+            elevel,
+            false,
+        );
+    }
+    Ok(())
+}

@@ -86,10 +86,48 @@ fn document_of(path: &ResourcePath, row: Option<Row>) -> Result<Option<Document>
     }))
 }
 
+/// The client read in one statement: the extension sets the request's settings for the
+/// transaction and reads as `docstore_client`, as `get_document` after `set local role` does.
+const CLIENT_READ_ONE_SQL: &str = "select data, create_time, update_time \
+                                   from docstore.get_document_as_client($1, $2, $3, $4)";
+
+/// Whether this role may call `docstore.get_document_as_client` (false when the extension
+/// predates it or the role was not granted EXECUTE on it).
+const CAN_READ_IN_ONE_SQL: &str = "select coalesce(has_function_privilege(\
+    to_regprocedure('docstore.get_document_as_client(text, text, text, text)'), 'execute'), false)";
+
+/// [`Db`]'s `one_statement_reads`: not asked yet.
+pub const ONE_STATEMENT_UNKNOWN: u8 = 0;
+const ONE_STATEMENT_YES: u8 = 1;
+const ONE_STATEMENT_NO: u8 = 2;
+
+/// Whether client reads go through `docstore.get_document_as_client`: asked once per
+/// sidecar (a grant or an extension upgrade later needs a restart to be used).
+async fn one_statement_reads(db: &Db, client: &deadpool_postgres::Object) -> Result<bool, PgError> {
+    use std::sync::atomic::Ordering;
+    match db.one_statement_reads.load(Ordering::Relaxed) {
+        ONE_STATEMENT_YES => return Ok(true),
+        ONE_STATEMENT_NO => return Ok(false),
+        _ => {}
+    }
+    let stmt = client.prepare_cached(CAN_READ_IN_ONE_SQL).await?;
+    let can: bool = client.query_one(&stmt, &[]).await?.try_get(0)?;
+    let state = if can {
+        ONE_STATEMENT_YES
+    } else {
+        ONE_STATEMENT_NO
+    };
+    db.one_statement_reads.store(state, Ordering::Relaxed);
+    Ok(can)
+}
+
 /// Read one document in a request of its own, in one round trip: an admin read is a single
-/// statement; a client's `begin`, settings, read and `commit` go out together (pipelined,
-/// executed in order, so the read runs as `docstore_client` with the request's settings; its
-/// result is used only when all four succeeded).
+/// statement; so is a client's, through `docstore.get_document_as_client` (one autocommit
+/// statement that sets the request's settings and reads as `docstore_client`, the `get` rule
+/// deciding) when this role may call it. Otherwise a client's `begin`, settings, read and
+/// `commit` go out together (pipelined, executed in order, so the read runs as
+/// `docstore_client` with the request's settings; its result is used only when all four
+/// succeeded).
 ///
 /// # Errors
 /// [`PgError::NoSuchDatabase`]; Postgres errors.
@@ -118,6 +156,13 @@ pub async fn get(
         }
         RunAs::Client { auth, request } => (auth, request),
     };
+    if one_statement_reads(db, client).await? {
+        let read = client.prepare_cached(CLIENT_READ_ONE_SQL).await?;
+        let text_path = path.to_string();
+        let params: [&(dyn ToSql + Sync); 4] = [&text_path, auth, request, &database];
+        let row = client.query_opt(&read, &params).await?;
+        return document_of(path, row);
+    }
     let read = client.prepare_cached(CLIENT_READ_SQL).await?;
     let settings = client.prepare_cached(SETTINGS_SQL).await?;
     tx.open = true;

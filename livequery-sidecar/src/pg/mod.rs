@@ -61,6 +61,9 @@ pub enum RunAs {
 pub struct Db {
     pool: Pool,
     databases: DatabaseCache,
+    /// Whether this role may read as a client in one statement
+    /// (`docstore.get_document_as_client`): [`documents::ONE_STATEMENT_UNKNOWN`], `_YES`, `_NO`.
+    one_statement_reads: std::sync::Arc<std::sync::atomic::AtomicU8>,
 }
 
 /// Pool sizes for `/metrics`.
@@ -139,6 +142,9 @@ impl Db {
         Ok(Db {
             pool,
             databases: DatabaseCache::new(),
+            one_statement_reads: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
+                documents::ONE_STATEMENT_UNKNOWN,
+            )),
         })
     }
 

@@ -58,7 +58,7 @@ fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, Docsto
             // A client: the database's `get` rule decides (read as the owner, so the `list`
             // policy on entities does not hide the document first).
             let _owner = crate::pg::owner::AsOwner::new(client)?;
-            if let Some(ruleset) = crate::rules::ruleset(client, &database)? {
+            if let Some(ruleset) = crate::rules::ruleset(&database)? {
                 let found = entities::read(client, &database, &name)?;
                 let stored = match &found {
                     Some((data, _, _)) => Some(Document {
@@ -75,7 +75,6 @@ fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, Docsto
                     crate::pg::time::transaction_start(),
                 )?;
                 let lookups = crate::rules::Lookups {
-                    client,
                     database: &database,
                     batch: std::collections::HashMap::new(),
                 };
@@ -125,6 +124,21 @@ fn get_document(
     >,
     ErrorReport,
 > {
+    Ok(document_row(path)?)
+}
+
+/// The rows of `get_document` (the `#[pg_extern]` functions spell the type out: their SQL
+/// signature is generated from it).
+type DocumentRow = TableIterator<
+    'static,
+    (
+        name!(data, JsonbOut),
+        name!(create_time, TimestampWithTimeZone),
+        name!(update_time, TimestampWithTimeZone),
+    ),
+>;
+
+fn document_row(path: &str) -> Result<DocumentRow, DocstoreError> {
     let row = match read_authorized(path)? {
         Some((data, create, update)) => Some((
             JsonbOut::Stored(data),
@@ -134,6 +148,43 @@ fn get_document(
         None => None,
     };
     Ok(TableIterator::new(row))
+}
+
+/// A client's read of one document in one statement, for the sidecar: sets `docstore.auth`
+/// (verified JWT claims as JSON text, `null` when unauthenticated), `docstore.request` and
+/// `docstore.database` until the end of the transaction with the caller's own rights (as
+/// `set_config(.., true)` would), then reads as `docstore_client` exactly as
+/// [`get_document`] does (the `get` rule decides; 42501 when it denies). The same as
+/// `begin; select set_config(..); set local role docstore_client; select * from
+/// docstore.get_document(path); commit` in one statement. Not executable by PUBLIC or
+/// docstore_client (`roles.sql`): a superuser or a role granted EXECUTE calls it, and it must
+/// be a member of docstore_client.
+///
+/// ```sql
+/// select * from docstore.get_document_as_client('rooms/r1', '{"sub": "alice"}', '{}', '(default)');
+/// ```
+#[pg_extern(volatile)]
+fn get_document_as_client(
+    path: &str,
+    auth: &str,
+    request: &str,
+    database: &str,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(data, JsonbOut),
+            name!(create_time, TimestampWithTimeZone),
+            name!(update_time, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    crate::guc::set_local(c"docstore.auth", auth)?;
+    crate::guc::set_local(c"docstore.request", request)?;
+    crate::guc::set_local(c"docstore.database", database)?;
+    let _client = crate::pg::owner::AsClient::new()?;
+    Ok(document_row(path)?)
 }
 
 /// Write a whole document (or, with `merge`, only the given fields). Returns the update time.

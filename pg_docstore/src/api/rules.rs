@@ -206,9 +206,11 @@ fn drop_rules(database: default!(&str, "'(default)'")) -> Result<bool, ErrorRepo
     Ok(removed > 0)
 }
 
-/// Regenerate `docstore.rules_policy` from `docstore.rules` (called by the table's trigger).
+/// Regenerate `docstore.rules_policy` from `docstore.rules` and tell every backend's ruleset
+/// cache (`rules::cache`) that the rules changed (called by the table's trigger).
 #[pg_extern(volatile)]
 fn rules_install() -> Result<(), ErrorReport> {
+    crate::rules::cache::changed();
     Spi::connect_mut(crate::rules::policy::install)?;
     Ok(())
 }

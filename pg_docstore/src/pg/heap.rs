@@ -33,17 +33,6 @@ pub struct Table {
     indexes: Vec<(pg_sys::Relation, *mut pg_sys::IndexInfo)>,
 }
 
-/// Whether `schema.name` is a relation (no lock taken). For tables added by a later version of
-/// the extension's SQL than a database was created with.
-pub fn relation_exists(schema: &core::ffi::CStr, name: &core::ffi::CStr) -> bool {
-    // SAFETY: catalog lookups by name; a missing schema or relation is InvalidOid (missing_ok).
-    unsafe {
-        let namespace = pg_sys::get_namespace_oid(schema.as_ptr(), true);
-        namespace != pg_sys::InvalidOid
-            && pg_sys::get_relname_relid(name.as_ptr(), namespace) != pg_sys::InvalidOid
-    }
-}
-
 impl Table {
     /// Open `schema.name`.
     ///
@@ -303,5 +292,92 @@ impl Drop for Table {
             }
             pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
+    }
+}
+
+/// Column `column` of the row of `schema.name` whose primary key equals `keys` (each key
+/// column's number, equality function and value, in the key's order), read below the
+/// executor: `None` when no such row is visible. Visible means to the calling statement's
+/// snapshot (the transaction's under REPEATABLE READ) with the transaction's own changes up
+/// to now, what a read-only SPI query with the current command id would see. No rights are
+/// checked and no row-level security applies: for the extension's own reads.
+///
+/// # Errors
+/// [`DocstoreError::Internal`] when the table is missing or there is no active snapshot
+/// (called outside a statement).
+pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
+    schema: &core::ffi::CStr,
+    name: &core::ffi::CStr,
+    keys: &[(pg_sys::AttrNumber, pg_sys::RegProcedure, pg_sys::Datum)],
+    column: pg_sys::AttrNumber,
+) -> Result<Option<T>, DocstoreError> {
+    let missing = || {
+        DocstoreError::Internal(format!(
+            "table {}.{} is missing",
+            schema.to_string_lossy(),
+            name.to_string_lossy()
+        ))
+    };
+    // SAFETY: catalog lookups by name; a missing schema or table is InvalidOid (missing_ok).
+    let relid = unsafe {
+        let namespace = pg_sys::get_namespace_oid(schema.as_ptr(), true);
+        if namespace == pg_sys::InvalidOid {
+            return Err(missing());
+        }
+        pg_sys::get_relname_relid(name.as_ptr(), namespace)
+    };
+    if relid == pg_sys::InvalidOid {
+        return Err(missing());
+    }
+    // SAFETY: checks the snapshot stack of this backend.
+    if !unsafe { pg_sys::ActiveSnapshotSet() } {
+        return Err(DocstoreError::Internal(
+            "no active snapshot to read with".into(),
+        ));
+    }
+    let nkeys = core::ffi::c_int::try_from(keys.len()).unwrap_or(0);
+    let mut scankeys: Vec<pg_sys::ScanKeyData> = vec![pg_sys::ScanKeyData::default(); keys.len()];
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    // SAFETY: the relation is opened and locked for the scan and closed after it (its lock is
+    // kept to the end of the transaction, as a query's); the copied snapshot is pushed for the
+    // scan and popped after it; the tuple is read before the scan ends, and the value is
+    // copied out of it by `T::from_datum` (detoasted varlenas included) before `endscan`.
+    // A Postgres error unwinds through here; the transaction's abort then releases the scan,
+    // the relation and the snapshot.
+    unsafe {
+        let rel = pg_sys::table_open(relid, lock);
+        for (scankey, (attno, procedure, datum)) in scankeys.iter_mut().zip(keys) {
+            // ScanKeyInit gives text keys the "C" collation, which is our columns'.
+            pg_sys::ScanKeyInit(
+                scankey,
+                *attno,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                *procedure,
+                *datum,
+            );
+        }
+        pg_sys::PushCopiedSnapshot(pg_sys::GetActiveSnapshot());
+        pg_sys::UpdateActiveSnapshotCommandId();
+        let index = pg_sys::RelationGetPrimaryKeyIndex(rel);
+        let scan = pg_sys::systable_beginscan(
+            rel,
+            index,
+            index != pg_sys::InvalidOid,
+            pg_sys::GetActiveSnapshot(),
+            nkeys,
+            scankeys.as_mut_ptr(),
+        );
+        let tuple = pg_sys::systable_getnext(scan);
+        let value = if tuple.is_null() {
+            None
+        } else {
+            let mut is_null = false;
+            let datum = pg_sys::heap_getattr(tuple, i32::from(column), (*rel).rd_att, &mut is_null);
+            T::from_datum(datum, is_null)
+        };
+        pg_sys::systable_endscan(scan);
+        pg_sys::PopActiveSnapshot();
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        Ok(value)
     }
 }

@@ -108,3 +108,54 @@ pub fn caller_writes_as_client() -> bool {
         pg_sys::pg_class_aclmask(entities, user, dml, pg_sys::AclMaskHow::ACLMASK_ANY) == 0
     }
 }
+
+/// While alive, statements run as `docstore_client` (as after `set local role
+/// docstore_client`, for one call): the sidecar's one-statement client requests.
+pub struct AsClient {
+    user: pg_sys::Oid,
+    context: core::ffi::c_int,
+}
+
+impl AsClient {
+    /// # Errors
+    /// [`DocstoreError::PermissionDenied`] when the current role may not act as
+    /// `docstore_client` (it is neither a superuser nor a member of it, so `set role` would
+    /// refuse it too); [`DocstoreError::Internal`] when the role does not exist.
+    pub fn new() -> Result<Self, DocstoreError> {
+        // SAFETY: a catalog lookup by name (missing: InvalidOid, checked) and a membership
+        // check of the current user.
+        let (client, member) = unsafe {
+            let client = pg_sys::get_role_oid(CLIENT_ROLE.as_ptr(), true);
+            let member = client != pg_sys::InvalidOid
+                && pg_sys::is_member_of_role(pg_sys::GetUserId(), client);
+            (client, member)
+        };
+        if client == pg_sys::InvalidOid {
+            return Err(DocstoreError::Internal(
+                "role docstore_client is missing".into(),
+            ));
+        }
+        if !member {
+            return Err(DocstoreError::PermissionDenied(
+                "only members of docstore_client may read as it".into(),
+            ));
+        }
+        let mut user = pg_sys::InvalidOid;
+        let mut context: core::ffi::c_int = 0;
+        // SAFETY: out-pointers to locals; the call only reads backend state.
+        unsafe { pg_sys::GetUserIdAndSecContext(&mut user, &mut context) };
+        #[allow(clippy::cast_possible_wrap)]
+        let local = pg_sys::SECURITY_LOCAL_USERID_CHANGE as core::ffi::c_int;
+        // SAFETY: switches to an existing role the caller belongs to, for the statements run
+        // while the guard lives; restored in Drop (also on error unwinding).
+        unsafe { pg_sys::SetUserIdAndSecContext(client, context | local) };
+        Ok(AsClient { user, context })
+    }
+}
+
+impl Drop for AsClient {
+    fn drop(&mut self) {
+        // SAFETY: restores exactly the user and context read in `new`.
+        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
+    }
+}

@@ -1,6 +1,7 @@
 //! Security rules in the extension (DESIGN.md section 6), on top of the pure crate
 //! `docstore-rules`:
-//! - the stored rulesets (`docstore.rules`, one per database id), compiled once per backend;
+//! - the stored rulesets (`docstore.rules`, one per database id), compiled once per backend
+//!   and change of the table ([`cache`]);
 //! - the `request` of a call (`docstore.auth` claims, method, path, time);
 //! - the documents `get()`/`exists()`/`getAfter()`/`existsAfter()` read ([`Lookups`]);
 //! - [`policy`]: the row-level-security function generated from every stored ruleset;
@@ -11,17 +12,14 @@
 //! DML on entities: see `pg::owner::caller_writes_as_client`) are administrators: no rule
 //! applies to them, as Firestore's admin SDK bypasses rules.
 
+pub mod cache;
 #[cfg(any(test, feature = "pg_test"))]
 mod differential;
 pub mod policy;
 pub mod query;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-
-use pgrx::spi::SpiClient;
-use pgrx::{PgBuiltInOids, PgOid};
 
 use docstore_core::encoding::encode_name;
 use docstore_core::value::Map;
@@ -34,53 +32,14 @@ use crate::guc;
 use crate::pg::time::to_timestamp;
 use crate::storage::entities;
 
-thread_local! {
-    /// Per database id: the source last compiled and its ruleset.
-    static COMPILED: RefCell<HashMap<String, (String, Rc<Ruleset>)>> = RefCell::new(HashMap::new());
-}
-
 /// The ruleset of `database`, or `None` when none is set (or the extension's SQL has no
-/// `docstore.rules` yet). Reads `docstore.rules`, so the
-/// caller must hold rights on it (run as the owner: `pg::owner::AsOwner`).
+/// `docstore.rules` yet): compiled once per backend and change of `docstore.rules`
+/// ([`cache`]). Reads the table below the executor, so no rights on it are needed.
 ///
 /// # Errors
-/// SPI errors; a stored source that no longer compiles (42601 / 0A000).
-pub fn ruleset(
-    client: &SpiClient<'_>,
-    database: &str,
-) -> Result<Option<Rc<Ruleset>>, DocstoreError> {
-    // A database whose extension SQL predates the rules (a development cluster not yet
-    // re-created) has no rules.
-    if !crate::pg::heap::relation_exists(c"docstore", c"rules") {
-        return Ok(None);
-    }
-    let text = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
-    let stmt = crate::pg::spi::plan(
-        client,
-        "select source from docstore.rules where database_id = $1",
-        &[text],
-    )?;
-    let rows = client.select(&*stmt, Some(1), &[database.into()])?;
-    let Some(row) = rows.into_iter().next() else {
-        return Ok(None);
-    };
-    let Some(source) = row.get::<String>(1)? else {
-        return Ok(None);
-    };
-    if let Some(found) = COMPILED.with(|c| {
-        c.borrow()
-            .get(database)
-            .filter(|(s, _)| *s == source)
-            .map(|(_, r)| r.clone())
-    }) {
-        return Ok(Some(found));
-    }
-    let compiled = Rc::new(compile(&source)?);
-    COMPILED.with(|c| {
-        c.borrow_mut()
-            .insert(database.to_owned(), (source, compiled.clone()))
-    });
-    Ok(Some(compiled))
+/// A stored source that no longer compiles (42601 / 0A000).
+pub fn ruleset(database: &str) -> Result<Option<Rc<Ruleset>>, DocstoreError> {
+    cache::ruleset(database, compile)
 }
 
 /// Compile `source`, refusing a ruleset whose methods need more distinct document lookups
@@ -129,26 +88,25 @@ pub fn request(
 }
 
 /// The documents rules may look up: those of the current batch (before and after its writes)
-/// and any other of the database as stored. Reads run with the rights the caller holds when
-/// the rules are evaluated (the owner's, so `entities`' row-level security does not hide
-/// documents from the rules).
-pub struct Lookups<'a, 'c> {
-    pub client: &'a SpiClient<'c>,
+/// and any other of the database as stored, read below the executor
+/// ([`entities::read_data`]), so `entities`' row-level security does not hide documents from
+/// the rules.
+pub struct Lookups<'a> {
     pub database: &'a str,
     /// Encoded name -> (before the batch, after the batch).
     pub batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
 }
 
-impl Lookups<'_, '_> {
+impl Lookups<'_> {
     fn stored(&self, name: &[u8]) -> Option<Map> {
-        // An SPI failure raises a Postgres error (it never returns here); a conversion failure
-        // of what we stored ourselves is reported as a missing document.
-        let (data, _, _) = entities::read(self.client, self.database, name).ok()??;
+        // A Postgres error raises (it never returns here); a conversion failure of what we
+        // stored ourselves is reported as a missing document.
+        let data = entities::read_data(self.database, name).ok()??;
         entities::stored_fields(&data.text()).ok()
     }
 }
 
-impl Documents for Lookups<'_, '_> {
+impl Documents for Lookups<'_> {
     fn get(&self, path: &ResourcePath) -> Option<Map> {
         let name = encode_name(path);
         match self.batch.get(&name) {

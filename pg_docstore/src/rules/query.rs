@@ -37,7 +37,7 @@ pub fn authorize(
     }
     // The ruleset and the get()/exists() lookups are read as the owner.
     let owner = AsOwner::new(client)?;
-    let Some(ruleset) = ruleset(client, database)? else {
+    let Some(ruleset) = ruleset(database)? else {
         return Ok(None);
     };
     let source = &query.source;
@@ -49,7 +49,6 @@ pub fn authorize(
     let path = ResourcePath::from_segments(segments)?;
     let request = request(Method::List, database, &path, None, transaction_start())?;
     let lookups = Lookups {
-        client,
         database,
         batch: HashMap::new(),
     };

@@ -133,6 +133,29 @@ pub fn lock_missing(
     Ok(())
 }
 
+/// The stored data of a document, read without locking below the executor (no rights checked,
+/// no row-level security: the extension's own reads, such as the security rules' `get()`),
+/// as the calling statement sees it with the transaction's changes up to now
+/// ([`crate::pg::heap::fetch_by_primary_key`]). About a fifth of the time of [`read`]'s SPI
+/// query (BENCHMARKS.md, "Security rules in the extension").
+///
+/// # Errors
+/// [`DocstoreError::Internal`] without `docstore.entities` or outside a statement.
+pub fn read_data(database: &str, name: &[u8]) -> Result<Option<StoredJsonb>, DocstoreError> {
+    // Columns of docstore.entities (sql/schema.sql): 1 database_id, 2 name, 6 data.
+    let database = column(database)?;
+    let name = column(name.to_vec())?;
+    crate::pg::heap::fetch_by_primary_key(
+        c"docstore",
+        c"entities",
+        &[
+            (1, pg_sys::Oid::from(pg_sys::F_TEXTEQ), database),
+            (2, pg_sys::Oid::from(pg_sys::F_BYTEAEQ), name),
+        ],
+        6,
+    )
+}
+
 /// Read a document without locking: (data as stored, create and update time).
 pub fn read(
     client: &SpiClient<'_>,

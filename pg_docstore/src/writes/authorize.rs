@@ -18,8 +18,6 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use pgrx::spi::SpiClient;
-
 use docstore_core::value::Map;
 use docstore_core::ResourcePath;
 use docstore_rules::eval::{Budget, Document};
@@ -68,19 +66,15 @@ pub struct Rules {
 
 impl Rules {
     /// The rules of `database` for a batch with `authority`: `None` for administrators and
-    /// for a database without rules. Call while running as the owner (it reads docstore.rules).
+    /// for a database without rules.
     ///
     /// # Errors
-    /// SPI errors; a stored ruleset that no longer compiles.
-    pub fn of(
-        client: &SpiClient<'_>,
-        database: &str,
-        authority: Authority,
-    ) -> Result<Option<Rules>, DocstoreError> {
+    /// A stored ruleset that no longer compiles.
+    pub fn of(database: &str, authority: Authority) -> Result<Option<Rules>, DocstoreError> {
         if authority == Authority::Caller {
             return Ok(None);
         }
-        Ok(rules::ruleset(client, database)?.map(|ruleset| Rules {
+        Ok(rules::ruleset(database)?.map(|ruleset| Rules {
             ruleset,
             writes: Vec::new(),
         }))
@@ -116,16 +110,11 @@ impl Rules {
     /// write; a malformed `docstore.auth`.
     pub fn check(
         &self,
-        client: &SpiClient<'_>,
         database: &str,
         batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
         pg_time: i64,
     ) -> Result<(), DocstoreError> {
-        let lookups = Lookups {
-            client,
-            database,
-            batch,
-        };
+        let lookups = Lookups { database, batch };
         let mut budget = if self.writes.len() > 1 {
             Budget::batch()
         } else {

@@ -107,7 +107,7 @@ pub fn commit(
         authorize::Authority::Extension => Some(crate::pg::owner::AsOwner::new(client)?),
         authorize::Authority::Caller => None,
     };
-    let mut rules = authorize::Rules::of(client, database, authority)?;
+    let mut rules = authorize::Rules::of(database, authority)?;
     // Lock and read every document once, in name order.
     let names: Vec<Vec<u8>> = writes.iter().map(|w| encode_name(&w.path)).collect();
     let mut first_writes: BTreeMap<&[u8], &Write> = BTreeMap::new();
@@ -218,7 +218,7 @@ pub fn commit(
                 )
             })
             .collect();
-        rules.check(client, database, batch, commit_time)?;
+        rules.check(database, batch, commit_time)?;
     }
 
     // A single write whose document is exactly the jsonb it was given stores that jsonb.
