@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use docstore_core::value::{Map, Value};
 use docstore_core::ResourcePath;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::{Loaded, Rules};
 use crate::pg::databases::DEFAULT_DATABASE;
@@ -63,17 +63,25 @@ pub async fn read_rules(
     Ok(out)
 }
 
-/// Poll `docstore.rules` every [`POLL`] and hand the hub the rulesets whenever one changed
-/// (and once at start). Runs until the hub is gone.
+/// Poll `docstore.rules` every [`POLL`], and at once when the hub asks (`wanted`, bumped for
+/// each new stream), and hand the hub the rulesets with the number of the last request the
+/// read answers, whenever one changed or a request was answered. Runs until the hub is gone.
 ///
 /// # Cancel safety
 /// Runs for the life of the process.
-pub async fn poll(db: Db, hub: mpsc::Sender<Internal>) {
+pub async fn poll(db: Db, hub: mpsc::Sender<Internal>, mut wanted: watch::Receiver<u64>) {
     let mut known: Option<HashMap<String, Loaded>> = None;
+    let mut answered = 0;
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = wanted.changed() => if changed.is_err() {
+                return;
+            },
+        }
+        let request = *wanted.borrow_and_update();
         let previous = known.clone().unwrap_or_default();
         match read_rules(&db, &previous).await {
             Ok(now) => {
@@ -83,11 +91,12 @@ pub async fn poll(db: Db, hub: mpsc::Sender<Internal>) {
                             .iter()
                             .all(|(db, l)| k.get(db).is_some_and(|o| o.stamp == l.stamp))
                 });
-                if same {
+                if same && request == answered {
                     continue;
                 }
                 known = Some(now.clone());
-                if hub.send(Internal::Rules(now)).await.is_err() {
+                answered = request;
+                if hub.send(Internal::Rules(now, request)).await.is_err() {
                     return;
                 }
             }

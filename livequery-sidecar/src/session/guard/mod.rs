@@ -219,6 +219,9 @@ pub struct Watch {
     /// those paths meanwhile (newer than or as new as what the read returns).
     fetching: Option<(u64, HashSet<ResourcePath>)>,
     written: Deps,
+    /// Its events wait for a read of `docstore.rules` numbered at least this (one that
+    /// started after the stream was registered, so after its subscribe-time read).
+    since: u64,
 }
 
 /// Rulesets by database and the state of every non-admin stream.
@@ -229,6 +232,12 @@ pub struct Guard {
     loaded: bool,
     streams: HashMap<String, Watch>,
     next_fetch: u64,
+    /// Reads of `docstore.rules` asked for (one per new stream) and the last one done: a
+    /// ruleset set before a stream's subscribe is in force for its first event.
+    wanted: u64,
+    read: u64,
+    /// Asks the poller for a read now (`None` in tests).
+    reload: Option<tokio::sync::watch::Sender<u64>>,
 }
 
 /// `request.time` of a read decided now.
@@ -248,6 +257,14 @@ pub fn claims(auth: &str) -> Option<Json> {
 }
 
 impl Guard {
+    /// A guard whose new streams ask `reload` for a read of the rules.
+    pub fn new(reload: tokio::sync::watch::Sender<u64>) -> Guard {
+        Guard {
+            reload: Some(reload),
+            ..Guard::default()
+        }
+    }
+
     /// Whether `database` has rules (or they are not read yet): its non-admin events are
     /// decided.
     pub fn applies(&self, database: &str) -> bool {
@@ -257,6 +274,13 @@ impl Guard {
     /// Queue `item` for a non-admin stream (created on first use with its claims) and decide
     /// what can be decided now.
     pub fn submit(&mut self, stream: &str, database: &str, auth: &str, item: Item) -> Vec<Action> {
+        if !self.streams.contains_key(stream) {
+            self.wanted += 1;
+            if let Some(reload) = &self.reload {
+                reload.send_replace(self.wanted);
+            }
+        }
+        let since = self.wanted;
         let watch = self
             .streams
             .entry(stream.to_owned())
@@ -267,6 +291,7 @@ impl Guard {
                 queue: VecDeque::new(),
                 fetching: None,
                 written: Deps::new(),
+                since,
             });
         watch.queue.push_back(item);
         self.drain(stream)
@@ -281,6 +306,9 @@ impl Guard {
         let Some(watch) = self.streams.get_mut(stream) else {
             return actions;
         };
+        if self.read < watch.since {
+            return actions;
+        }
         let rules = self.rules.get(&watch.database).map(|l| &l.rules);
         let Some(time) = now() else {
             watch.queue.clear();
@@ -407,9 +435,11 @@ impl Guard {
         changed
     }
 
-    /// Replace the rulesets with what `docstore.rules` holds now; returns the databases whose
-    /// rules changed (their non-admin streams are to be re-checked).
-    pub fn set_rules(&mut self, now: HashMap<String, Loaded>) -> Vec<String> {
+    /// Replace the rulesets with what `docstore.rules` holds now (read `read`, the number
+    /// of the request it answers); returns the databases whose rules changed (their
+    /// non-admin streams are to be re-checked).
+    pub fn set_rules(&mut self, now: HashMap<String, Loaded>, read: u64) -> Vec<String> {
+        self.read = self.read.max(read);
         let mut changed: Vec<String> = now
             .iter()
             .filter(|(db, l)| self.rules.get(*db).is_none_or(|old| old.stamp != l.stamp))

@@ -213,16 +213,26 @@ fn broken_rules_deny() {
 fn events_wait_for_the_first_read_of_the_rules() {
     let mut guard = Guard::default();
     assert!(guard.submit("s", DB, &alice(), frame(1)).is_empty());
-    // Loaded without rules for the database: open, in order.
-    guard.set_rules(HashMap::new());
+    // A read that was asked for before the stream was registered is not enough: the ruleset
+    // in force at its subscribe may be newer.
+    guard.set_rules(HashMap::new(), 0);
+    assert!(delivered(&guard.drain("s")).is_empty());
+    // Read since, without rules for the database: open, in order.
+    guard.set_rules(HashMap::new(), 1);
     assert_eq!(delivered(&guard.drain("s")), vec![1]);
-    assert_eq!(delivered(&guard.submit("s", DB, &alice(), frame(2))), vec![2]);
+    assert_eq!(
+        delivered(&guard.submit("s", DB, &alice(), frame(2))),
+        vec![2]
+    );
 }
 
 #[test]
 fn lookups_are_read_then_events_go_in_order() {
     let mut guard = Guard::default();
-    assert_eq!(guard.set_rules(loaded("t1", chat())), vec![DB.to_owned()]);
+    assert_eq!(
+        guard.set_rules(loaded("t1", chat()), u64::MAX),
+        vec![DB.to_owned()]
+    );
     let item = Item {
         frame: Some((events::heartbeat("s", Lsn(1), None), true)),
         checks: vec![listed("rooms/r1/messages/m1", message("hi", false))],
@@ -237,7 +247,11 @@ fn lookups_are_read_then_events_go_in_order() {
     assert!(guard.is_waiting("s"));
     // A stale read is ignored.
     assert!(guard.looked_up("s", serial + 7, Vec::new()).is_empty());
-    let actions = guard.looked_up("s", serial, vec![(path("rooms/r1"), Some(room(&["alice"])))]);
+    let actions = guard.looked_up(
+        "s",
+        serial,
+        vec![(path("rooms/r1"), Some(room(&["alice"])))],
+    );
     assert_eq!(delivered(&actions), vec![1, 2]);
     assert!(!guard.is_waiting("s"));
     // Held now: the next message is decided at once.
@@ -251,7 +265,7 @@ fn lookups_are_read_then_events_go_in_order() {
 #[test]
 fn a_denied_event_is_never_sent_nor_anything_after_it() {
     let mut guard = Guard::default();
-    guard.set_rules(loaded("t1", chat()));
+    guard.set_rules(loaded("t1", chat()), u64::MAX);
     let member = vec![(path("rooms/r1"), Some(room(&["alice"])))];
     let item = Item {
         frame: Some((events::heartbeat("s", Lsn(1), None), true)),
@@ -274,19 +288,25 @@ fn a_denied_event_is_never_sent_nor_anything_after_it() {
 #[test]
 fn a_write_to_a_looked_up_document_is_seen_and_rechecks() {
     let mut guard = Guard::default();
-    guard.set_rules(loaded("t1", chat()));
+    guard.set_rules(loaded("t1", chat()), u64::MAX);
     let item = Item {
         frame: Some((events::heartbeat("s", Lsn(1), None), true)),
         checks: vec![messages_query_fixed()],
     };
     let (serial, _) = fetch(&guard.submit("s", DB, &alice(), item)).unwrap();
-    let actions = guard.looked_up("s", serial, vec![(path("rooms/r1"), Some(room(&["alice"])))]);
+    let actions = guard.looked_up(
+        "s",
+        serial,
+        vec![(path("rooms/r1"), Some(room(&["alice"])))],
+    );
     assert_eq!(delivered(&actions), vec![1]);
     // Another database's write, or a document no decision read: nothing to re-check.
     let other = Write::Set(Document::new(path("rooms/r2"), room(&[]), time()));
     assert!(guard.observe(DB, std::slice::from_ref(&other)).is_empty());
     let removed = Write::Set(Document::new(path("rooms/r1"), room(&["bob"]), time()));
-    assert!(guard.observe("other", std::slice::from_ref(&removed)).is_empty());
+    assert!(guard
+        .observe("other", std::slice::from_ref(&removed))
+        .is_empty());
     assert_eq!(guard.observe(DB, &[removed]), vec!["s".to_owned()]);
     let recheck = Item {
         frame: None,
@@ -300,7 +320,7 @@ fn a_write_to_a_looked_up_document_is_seen_and_rechecks() {
 #[test]
 fn a_write_during_the_read_wins_over_the_read() {
     let mut guard = Guard::default();
-    guard.set_rules(loaded("t1", chat()));
+    guard.set_rules(loaded("t1", chat()), u64::MAX);
     let item = Item {
         frame: Some((events::heartbeat("s", Lsn(1), None), true)),
         checks: vec![messages_query_fixed()],
@@ -310,7 +330,11 @@ fn a_write_during_the_read_wins_over_the_read() {
     // the older version (the read's snapshot was taken before that commit was visible).
     let removed = Write::Set(Document::new(path("rooms/r1"), room(&["bob"]), time()));
     guard.observe(DB, &[removed]);
-    let actions = guard.looked_up("s", serial, vec![(path("rooms/r1"), Some(room(&["alice"])))]);
+    let actions = guard.looked_up(
+        "s",
+        serial,
+        vec![(path("rooms/r1"), Some(room(&["alice"])))],
+    );
     assert!(denied(&actions));
     assert!(delivered(&actions).is_empty());
 }
@@ -318,21 +342,27 @@ fn a_write_during_the_read_wins_over_the_read() {
 #[test]
 fn a_changed_ruleset_is_reported_and_decides_later_events() {
     let mut guard = Guard::default();
-    guard.set_rules(loaded("t1", chat()));
-    assert!(guard.set_rules(loaded("t1", chat())).is_empty());
+    guard.set_rules(loaded("t1", chat()), u64::MAX);
+    assert!(guard.set_rules(loaded("t1", chat()), u64::MAX).is_empty());
     guard.submit("s", DB, &alice(), frame(1));
     assert_eq!(guard.streams_of(DB), vec!["s".to_owned()]);
     let deny_all = r"rules_version = '2';
 service cloud.firestore { match /databases/{database}/documents { match /{d=**} { allow read: if false; } } }";
     let deny = Rules::Compiled(Arc::new(docstore_rules::compile(deny_all).unwrap()));
-    assert_eq!(guard.set_rules(loaded("t2", deny)), vec![DB.to_owned()]);
+    assert_eq!(
+        guard.set_rules(loaded("t2", deny), u64::MAX),
+        vec![DB.to_owned()]
+    );
     let recheck = Item {
         frame: None,
         checks: vec![messages_query_fixed()],
     };
     assert!(denied(&guard.submit("s", DB, &alice(), recheck)));
     // Rules dropped: reported too.
-    assert_eq!(guard.set_rules(HashMap::new()), vec![DB.to_owned()]);
+    assert_eq!(
+        guard.set_rules(HashMap::new(), u64::MAX),
+        vec![DB.to_owned()]
+    );
 }
 
 #[test]
@@ -341,7 +371,7 @@ fn a_reset_discards_waiting_events() {
     guard.submit("s", DB, &alice(), frame(1));
     assert!(guard.is_waiting("s"));
     guard.discard("s");
-    guard.set_rules(HashMap::new());
+    guard.set_rules(HashMap::new(), u64::MAX);
     assert!(delivered(&guard.drain("s")).is_empty());
     guard.forget("s");
     assert!(guard.streams_of(DB).is_empty());

@@ -185,8 +185,8 @@ impl Hub {
 
     /// The rulesets `docstore.rules` holds now: streams of the databases whose rules changed
     /// are re-checked; events that waited for the first read go on.
-    pub(super) fn on_rules(&mut self, rules: HashMap<String, Loaded>) {
-        for database in self.guard.set_rules(rules) {
+    pub(super) fn on_rules(&mut self, rules: HashMap<String, Loaded>, read: u64) {
+        for database in self.guard.set_rules(rules, read) {
             tracing::info!(%database, "security rules changed: re-checking its live queries");
             for id in self.guard.streams_of(&database) {
                 self.recheck(&id);

@@ -102,8 +102,9 @@ pub enum Internal {
     Fetched(Fetched),
     /// A snapshot for unpinning (`None`: it could not be taken).
     Observed(Grant, Option<Snapshot>),
-    /// The rulesets of `docstore.rules` (sent when one changed).
-    Rules(HashMap<String, guard::Loaded>),
+    /// The rulesets of `docstore.rules` (sent when one changed, or asked for) and the number
+    /// of the last request the read answers.
+    Rules(HashMap<String, guard::Loaded>, u64),
     /// Documents the rules of a stream look up.
     LookedUp(guarded::LookedUp),
 }
@@ -158,7 +159,8 @@ pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
         observe_rx,
         internal.clone(),
     ));
-    tokio::spawn(guard::load::poll(db.clone(), internal.clone()));
+    let (reload, wanted) = watch::channel(0);
+    tokio::spawn(guard::load::poll(db.clone(), internal.clone(), wanted));
     let hub = Hub {
         db,
         changelog: Changelog::new(settings.limits),
@@ -181,7 +183,7 @@ pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
         observe,
         observing: false,
         internal,
-        guard: Guard::default(),
+        guard: Guard::new(reload),
     };
     tokio::spawn(hub.run(rx, internal_rx));
     commands
@@ -654,7 +656,7 @@ impl Hub {
                 }
             }
             Internal::Fetched(fetched) => self.on_fetched(fetched),
-            Internal::Rules(rules) => self.on_rules(rules),
+            Internal::Rules(rules, read) => self.on_rules(rules, read),
             Internal::LookedUp(looked) => self.on_looked_up(looked),
         }
     }
