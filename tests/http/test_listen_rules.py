@@ -31,6 +31,9 @@ service cloud.firestore {
           && request.auth.uid in get(/databases/$(database)/documents/rooms/$(room)).data.members;
       }
     }
+    match /notices/{notice} {
+      allow get: if resource.data.visible == true;
+    }
   }
 }"""
 
@@ -52,10 +55,14 @@ def chat(stack):
 def room(stack, client, chat) -> str:
     """A room whose members are alice and bob, with one message."""
     rid = "r" + uuid.uuid4().hex[:10]
-    commit(stack, client, [
-        {"set": f"rooms/{rid}", "data": {"members": ["alice", "bob"]}},
-        {"set": f"rooms/{rid}/messages/m1", "data": {"text": "hello"}},
-    ])
+    commit(
+        stack,
+        client,
+        [
+            {"set": f"rooms/{rid}", "data": {"members": ["alice", "bob"]}},
+            {"set": f"rooms/{rid}/messages/m1", "data": {"text": "hello"}},
+        ],
+    )
     return rid
 
 
@@ -112,7 +119,7 @@ def rest(listener: Listener) -> list[dict]:
         if ev is None:
             return out
         out.append(ev)
-    raise AssertionError(f"the stream did not end; received {out}")
+    raise AssertionError(f"the stream did not end; received {[e['event'] for e in out]}: {out[:3]}")
 
 
 def ended_by_permission(listener: Listener) -> list[dict]:
@@ -159,10 +166,14 @@ def test_a_transaction_that_removes_the_member_is_not_sent_to_them(stack, client
             assert listener.next()["event"] == "snapshot"
         # One transaction: alice removed and a message posted. The message is committed
         # with her removal: it is never sent to her, and the transaction is not split.
-        commit(stack, client, [
-            {"set": f"rooms/{room}", "data": {"members": ["bob"]}},
-            {"set": f"rooms/{room}/messages/m9", "data": {"text": "without alice"}},
-        ])
+        commit(
+            stack,
+            client,
+            [
+                {"set": f"rooms/{room}", "data": {"members": ["bob"]}},
+                {"set": f"rooms/{room}/messages/m9", "data": {"text": "without alice"}},
+            ],
+        )
         events = ended_by_permission(alice)
         assert not any("without alice" in texts(ev) for ev in events), events
         assert until_text(bob, "without alice")["event"] == "change"
@@ -202,9 +213,11 @@ def test_a_document_in_flight_the_rule_denies_is_never_sent(stack, client, room)
             assert ev["event"] == "snapshot", ev
         # The room's new version no longer names alice: the get rule denies it to her, so
         # its topic must never reach her; bob still reads it.
-        commit(stack, client, [
-            {"set": f"rooms/{room}", "data": {"members": ["bob"], "topic": "classified"}}
-        ])
+        commit(
+            stack,
+            client,
+            [{"set": f"rooms/{room}", "data": {"members": ["bob"], "topic": "classified"}}],
+        )
         events = ended_by_permission(alice)
         assert "classified" not in json.dumps(events), events
         ev = bob.until(lambda ev: "classified" in json.dumps(ev))
@@ -218,15 +231,27 @@ def test_anonymous_streams_are_decided_too(stack, client, room):
     # The list rule needs a signed-in member: refused at subscribe without a token.
     refused = Listener(stack, params=messages(room), headers={}, path=LISTEN)
     assert refused.status == 403, refused.error_body
-    # A database without rules is open to anonymous streams (as for every other request).
-    coll = "c" + uuid.uuid4().hex[:10]
-    stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
-    anonymous = Listener(stack, params=[("document", f"{coll}/a")], headers={})
+    # A visible notice may be read by anyone; its hidden version never reaches them.
+    notice = "notices/n" + uuid.uuid4().hex[:10]
+    commit(stack, client, [{"set": notice, "data": {"visible": True, "body": "open"}}])
+    anonymous = listen(stack, [("document", notice)], {})
     try:
-        assert anonymous.status == 200, anonymous.error_body
-        assert anonymous.next()["event"] == "snapshot"
-        stack.sql("select docstore.set(%s, '{\"n\": 2}')", f"{coll}/a")
-        ev = anonymous.until(lambda ev: ev["event"] == "change")
-        assert '"n":2' in json.dumps(ev["data"], separators=(",", ":"))
+        ev = anonymous.next()
+        assert ev["event"] == "snapshot" and "open" in json.dumps(ev), ev
+        commit(stack, client, [{"set": notice, "data": {"visible": False, "body": "hidden"}}])
+        events = ended_by_permission(anonymous)
+        assert "hidden" not in json.dumps(events), events
     finally:
         anonymous.close()
+    # A database without rules stays open to anonymous streams.
+    coll = "c" + uuid.uuid4().hex[:10]
+    stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
+    open_stream = Listener(stack, params=[("document", f"{coll}/a")], headers={})
+    try:
+        assert open_stream.status == 200, open_stream.error_body
+        assert open_stream.next()["event"] == "snapshot"
+        stack.sql("select docstore.set(%s, '{\"n\": 2}')", f"{coll}/a")
+        ev = open_stream.until(lambda ev: ev["event"] == "change")
+        assert '"n":2' in json.dumps(ev["data"], separators=(",", ":"))
+    finally:
+        open_stream.close()
