@@ -238,6 +238,32 @@ pub struct Guard {
     read: u64,
     /// Asks the poller for a read now (`None` in tests).
     reload: Option<tokio::sync::watch::Sender<u64>>,
+    /// Database -> document -> the streams that hold it or are reading it: the streams a
+    /// write concerns, so that a write costs no visit of every stream.
+    watchers: HashMap<String, HashMap<ResourcePath, HashSet<String>>>,
+}
+
+/// Drop `id`'s entries from `watchers` (its stream ends).
+fn unwatch(
+    watchers: &mut HashMap<String, HashMap<ResourcePath, HashSet<String>>>,
+    id: &str,
+    watch: &Watch,
+) {
+    let Some(by_path) = watchers.get_mut(&watch.database) else {
+        return;
+    };
+    let fetching = watch.fetching.iter().flat_map(|(_, paths)| paths.iter());
+    for path in watch.deps.keys().chain(fetching) {
+        if let Some(ids) = by_path.get_mut(path) {
+            ids.remove(id);
+            if ids.is_empty() {
+                by_path.remove(path);
+            }
+        }
+    }
+    if by_path.is_empty() {
+        watchers.remove(&watch.database);
+    }
 }
 
 /// `request.time` of a read decided now.
@@ -337,6 +363,13 @@ impl Guard {
                     missing.dedup();
                     self.next_fetch += 1;
                     watch.fetching = Some((self.next_fetch, missing.iter().cloned().collect()));
+                    let by_path = self.watchers.entry(watch.database.clone()).or_default();
+                    for path in &missing {
+                        by_path
+                            .entry(path.clone())
+                            .or_default()
+                            .insert(stream.to_owned());
+                    }
                     actions.push(Action::Fetch {
                         serial: self.next_fetch,
                         database: watch.database.clone(),
@@ -383,7 +416,7 @@ impl Guard {
     pub fn lookup_failed(&mut self, stream: &str, serial: u64) -> bool {
         match self.streams.get_mut(stream) {
             Some(watch) if watch.fetching.as_ref().is_some_and(|(s, _)| *s == serial) => {
-                self.streams.remove(stream);
+                self.forget(stream);
                 true
             }
             _ => false,
@@ -391,34 +424,30 @@ impl Guard {
     }
 
     /// Bring the held documents up to a committed transaction's `writes` in `database`;
-    /// returns the streams one of whose looked-up documents changed (to be re-checked).
+    /// returns the streams one of whose looked-up documents changed (to be re-checked). Only
+    /// the streams that hold or read a written document are visited ([`Guard::watchers`]).
     pub fn observe(&mut self, database: &str, writes: &[Write]) -> Vec<String> {
-        let mut changed = Vec::new();
-        for (id, watch) in &mut self.streams {
-            if watch.database != database {
+        let mut changed = HashSet::new();
+        for write in writes {
+            let (path, doc) = match write {
+                Write::Set(d) => (&d.path, Some(&d.fields)),
+                Write::Delete(path) => (path, None),
+                Write::Truncate => {
+                    self.truncated(database, &mut changed);
+                    continue;
+                }
+            };
+            let Some(ids) = self.watchers.get(database).and_then(|m| m.get(path)) else {
                 continue;
-            }
-            let mut hit = false;
-            for write in writes {
-                let (path, doc) = match write {
-                    Write::Set(d) => (&d.path, Some(Map::clone(&d.fields))),
-                    Write::Delete(path) => (path, None),
-                    Write::Truncate => {
-                        hit |= !watch.deps.is_empty();
-                        for v in watch.deps.values_mut() {
-                            *v = None;
-                        }
-                        if let Some((_, paths)) = &watch.fetching {
-                            for p in paths {
-                                watch.written.insert(p.clone(), None);
-                            }
-                        }
-                        continue;
-                    }
+            };
+            for id in ids {
+                let Some(watch) = self.streams.get_mut(id) else {
+                    continue;
                 };
+                let doc = doc.map(|f| Map::clone(f));
                 if let Some(held) = watch.deps.get_mut(path) {
-                    *held = doc.clone();
-                    hit = true;
+                    held.clone_from(&doc);
+                    changed.insert(id.clone());
                 }
                 if watch
                     .fetching
@@ -428,11 +457,30 @@ impl Guard {
                     watch.written.insert(path.clone(), doc);
                 }
             }
-            if hit {
-                changed.push(id.clone());
+        }
+        let mut changed: Vec<String> = changed.into_iter().collect();
+        changed.sort();
+        changed
+    }
+
+    /// `TRUNCATE docstore.entities`: every held document of `database` is gone.
+    fn truncated(&mut self, database: &str, changed: &mut HashSet<String>) {
+        for (id, watch) in &mut self.streams {
+            if watch.database != database {
+                continue;
+            }
+            if !watch.deps.is_empty() {
+                changed.insert(id.clone());
+            }
+            for v in watch.deps.values_mut() {
+                *v = None;
+            }
+            if let Some((_, paths)) = &watch.fetching {
+                for p in paths {
+                    watch.written.insert(p.clone(), None);
+                }
             }
         }
-        changed
     }
 
     /// Replace the rulesets with what `docstore.rules` holds now (read `read`, the number
@@ -490,12 +538,21 @@ impl Guard {
 
     /// Forget a stream (it ended).
     pub fn forget(&mut self, stream: &str) {
-        self.streams.remove(stream);
+        if let Some(watch) = self.streams.remove(stream) {
+            unwatch(&mut self.watchers, stream, &watch);
+        }
     }
 
     /// Forget the streams `keep` rejects (closed or expired).
     pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        self.streams.retain(|id, _| keep(id));
+        let watchers = &mut self.watchers;
+        self.streams.retain(|id, watch| {
+            let kept = keep(id);
+            if !kept {
+                unwatch(watchers, id, watch);
+            }
+            kept
+        });
     }
 }
 

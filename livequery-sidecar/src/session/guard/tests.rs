@@ -377,6 +377,46 @@ fn a_reset_discards_waiting_events() {
     assert!(guard.streams_of(DB).is_empty());
 }
 
+#[test]
+fn an_ended_stream_is_no_longer_watched() {
+    let mut guard = Guard::default();
+    guard.set_rules(loaded("t1", chat()), u64::MAX);
+    for s in ["s1", "s2"] {
+        let item = Item {
+            frame: Some((events::heartbeat(s, Lsn(1), None), true)),
+            checks: vec![messages_query_fixed()],
+        };
+        let (serial, _) = fetch(&guard.submit(s, DB, &alice(), item)).unwrap();
+        let room = vec![(path("rooms/r1"), Some(room(&["alice"])))];
+        assert_eq!(delivered(&guard.looked_up(s, serial, room)), vec![1]);
+    }
+    let write = Write::Delete(path("rooms/r1"));
+    assert_eq!(
+        guard.observe(DB, std::slice::from_ref(&write)),
+        vec!["s1".to_owned(), "s2".to_owned()]
+    );
+    guard.forget("s1");
+    assert_eq!(
+        guard.observe(DB, std::slice::from_ref(&write)),
+        vec!["s2".to_owned()]
+    );
+    guard.retain(|id| id != "s2");
+    assert!(guard.observe(DB, &[write]).is_empty());
+    assert!(guard.watchers.is_empty());
+    // A truncate reaches every stream holding documents of the database.
+    let item = Item {
+        frame: Some((events::heartbeat("s3", Lsn(2), None), true)),
+        checks: vec![messages_query_fixed()],
+    };
+    let (serial, _) = fetch(&guard.submit("s3", DB, &alice(), item)).unwrap();
+    guard.looked_up(
+        "s3",
+        serial,
+        vec![(path("rooms/r1"), Some(room(&["alice"])))],
+    );
+    assert_eq!(guard.observe(DB, &[Write::Truncate]), vec!["s3".to_owned()]);
+}
+
 fn messages_query_fixed() -> Check {
     Check::Query(Arc::new(
         parse_query("select * from /rooms/r1/messages where secret = false").unwrap(),
