@@ -8,6 +8,9 @@
 #               1,000 (10 x 100) then 10,000 (100 x 100) subscriptions, same rate
 #   ladder      1,000 and 10,000 subscriptions at each of BENCH_LADDER's rates (writes/s):
 #               where it stops keeping up, and 1k against 10k at rates it keeps up with
+#   rules       the latency run under a ruleset (list rule with one get() of the city's document):
+#               as the admin key (rules bypassed) then as a JWT stream, whose every event is
+#               decided by the sidecar's rules evaluator (session/guard) before it is sent
 #   throughput  1,000 subscriptions, pgbench `select docstore.add(...)` with BENCH_CLIENTS
 #               clients for BENCH_SECONDS: the same pgbench alone first (the baseline: what
 #               Postgres sustains), then with the sidecar decoding and the streams reading
@@ -16,7 +19,7 @@
 # every earlier one: 10^13 + the clock in microseconds, for the loadgen's writes and pgbench's alike), so
 # each write is one `added` change on exactly one subscription.
 #
-# Command:   bash scripts/bench_live.sh [scenario...]     (default: all four)
+# Command:   bash scripts/bench_live.sh [scenario...]     (default: all but rules)
 # Needs: the installed extension (`make up` on the rulesext branch installs it); runs as root or
 # with sudo (Postgres runs as user postgres). Environment: BENCH_REPEAT (2), BENCH_SECONDS (20),
 # BENCH_SCALE_RATE (1000), BENCH_LADDER ("250 500"), BENCH_CLIENTS (8),
@@ -39,6 +42,16 @@ TARGET="${CARGO_TARGET_DIR:-${ROOT}/target}/release"
 OUT="${ROOT}/target/bench-live"
 SCENARIOS=("$@")
 [ "${#SCENARIOS[@]}" -gt 0 ] || SCENARIOS=(latency scale ladder throughput)
+# The rules scenario's ruleset: a stream may list a city's documents when the city is open.
+RULES="rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /loadgen/{doc} {
+      allow list: if request.auth != null
+        && get(/databases/\$(database)/documents/cities/\$(resource.data.city)).data.open == true;
+    }
+  }
+}"
 
 [ -f "$(installed_library)" ] || die "the extension is not installed: run 'make up' first"
 if [ "${BENCH_BUILD:-1}" = 1 ]; then
@@ -88,12 +101,24 @@ done
 
 port="$(free_port 18900)"
 admin_key="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+jwt_secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+# An HS256 JWT of the sidecar's secret for `sub` $1, valid for an hour.
+jwt() {
+  python3 - "${jwt_secret}" "$1" <<'PY'
+import base64, hashlib, hmac, json, sys, time
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+body = b64(json.dumps({"sub": sys.argv[2], "exp": int(time.time()) + 3600}).encode())
+sig = hmac.new(sys.argv[1].encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+print(f"{head}.{body}.{b64(sig)}")
+PY
+}
 # Each run gets a fresh sidecar and a fresh slot: no backlog of the previous run to decode, no
 # streams of the previous run in their resume grace, a clean RSS baseline.
 start_sidecar() {
   "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
   DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
-    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_SLOT=bench_live \
+    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
     DOCSTORE_LISTEN_GRACE_SECONDS=2 RUST_LOG=warn "${TARGET}/docstore-sidecar" >> "${OUT}/sidecar.log" 2>&1 &
   sidecar_pid=$!
   for i in $(seq 1 300); do
@@ -118,7 +143,7 @@ loadgen() {
   shift
   cut -d' ' -f1-3 /proc/loadavg > "${OUT}/${name}.load"
   [ -n "${sidecar_pid}" ] || start_sidecar
-  DOCSTORE_LOADGEN_TOKEN="${admin_key}" "${TARGET}/docstore-loadgen" --sidecar "127.0.0.1:${port}" \
+  DOCSTORE_LOADGEN_TOKEN="${LOADGEN_TOKEN:-${admin_key}}" "${TARGET}/docstore-loadgen" --sidecar "127.0.0.1:${port}" \
     --pg "postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" --sidecar-pid "${sidecar_pid}" \
     --postmaster-pid "${postmaster_pid}" --label "${name}" "$@" | tee "${OUT}/${name}.txt"
 }
@@ -158,6 +183,16 @@ for scenario in "${SCENARIOS[@]}"; do
             row "${name}"
           done
         done ;;
+      rules)
+        "${PSQL[@]}" -d "${DB}" -qAt -v cities="${CITIES}" -v rules="${RULES}" <<'SQL' >/dev/null
+select count(docstore.set('cities/c' || c, '{"open": true}')) from generate_series(0, :cities - 1) c;
+select docstore.set_rules(:'rules');
+SQL
+        loadgen "rules-admin-1k-100ws-r${r}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2
+        row "rules-admin-1k-100ws-r${r}" "admin key: rules bypassed"
+        LOADGEN_TOKEN="$(jwt "bench-user")" loadgen "rules-jwt-1k-100ws-r${r}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2
+        row "rules-jwt-1k-100ws-r${r}" "JWT: every event's document decided by the list rule with one get() (held after the first read)"
+        "${PSQL[@]}" -d "${DB}" -qAtc "select docstore.drop_rules('(default)')" >/dev/null ;;
       throughput)
         say "pgbench docstore.add alone (${CLIENTS} clients, ${SECONDS_PER_RUN} s; no sidecar, no slot)"
         stop_sidecar
@@ -179,7 +214,7 @@ for scenario in "${SCENARIOS[@]}"; do
         wait "${lg}"
         row "${name}" "pgbench ${CLIENTS} clients: alone ${base} tps, with the sidecar and streams ${with} tps"
         echo "pgbench docstore.add, ${CLIENTS} clients: alone ${base} tps, while decoded and streamed ${with} tps" ;;
-      *) die "unknown scenario ${scenario} (latency, scale, ladder, throughput)" ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, rules, throughput)" ;;
     esac
   done
 done

@@ -16,6 +16,7 @@
 //! closes the stream with `reset {reason: lagged}`.
 
 pub mod events;
+pub mod guard;
 pub mod hub;
 pub mod upkeep;
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::events::{self, Frame, ResetReason};
+use super::guard::{self, Guard};
 use super::upkeep;
 use super::{fetch_of, Caller, Command, Grant, Settings};
 use crate::changelog::{Changelog, Snapshot};
@@ -21,6 +22,7 @@ use crate::source::{
 };
 
 mod commands;
+mod guarded;
 
 /// Streams whose end is remembered (for the reason of a later resume's reset).
 const ENDED_KEPT: usize = 4096;
@@ -100,6 +102,11 @@ pub enum Internal {
     Fetched(Fetched),
     /// A snapshot for unpinning (`None`: it could not be taken).
     Observed(Grant, Option<Snapshot>),
+    /// The rulesets of `docstore.rules` (sent when one changed, or asked for) and the number
+    /// of the last request the read answers.
+    Rules(HashMap<String, guard::Loaded>, u64),
+    /// Documents the rules of a stream look up.
+    LookedUp(guarded::LookedUp),
 }
 
 struct Hub {
@@ -128,6 +135,8 @@ struct Hub {
     observe: mpsc::Sender<Grant>,
     observing: bool,
     internal: mpsc::Sender<Internal>,
+    /// Security rules on the events of non-admin streams.
+    guard: Guard,
 }
 
 /// Start the hub and the upkeep task; returns the command channel.
@@ -150,6 +159,8 @@ pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
         observe_rx,
         internal.clone(),
     ));
+    let (reload, wanted) = watch::channel(0);
+    tokio::spawn(guard::load::poll(db.clone(), internal.clone(), wanted));
     let hub = Hub {
         db,
         changelog: Changelog::new(settings.limits),
@@ -172,6 +183,7 @@ pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
         observe,
         observing: false,
         internal,
+        guard: Guard::new(reload),
     };
     tokio::spawn(hub.run(rx, internal_rx));
     commands
@@ -356,6 +368,9 @@ impl Hub {
             .filter(|(_, s)| unresolved.contains(&s.database))
             .map(|(id, _)| id.clone())
             .collect();
+        // Before anything is sent: streams whose rules looked up a document this transaction
+        // wrote are decided again.
+        self.observe_lookups(&by_db, truncated);
         // Before anything is sent: a stream whose window target must be read again is held
         // from this transaction on (its other targets' changes wait for the re-read).
         for (stream, target) in requery {
@@ -420,7 +435,9 @@ impl Hub {
                     .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
                     .collect();
                 let frame = events::snapshot(&id, position, commit_time, &results, &[]);
-                self.deliver(&id, frame, true);
+                let all: Vec<String> = stream.targets.keys().cloned().collect();
+                let writes = by_db.get(&stream.database);
+                self.send_checked(&id, frame, true, &[], &all, writes);
                 continue;
             }
             let mut changes: Vec<(String, TargetDelta)> = deltas
@@ -457,7 +474,8 @@ impl Hub {
                 None
             };
             if let Some((frame, logged)) = frame {
-                self.deliver(&id, frame, logged);
+                let writes = by_db.get(&stream.database);
+                self.send_checked(&id, frame, logged, &changes, &newly, writes);
             }
         }
         for id in reset {
@@ -563,6 +581,7 @@ impl Hub {
             self.owners.remove(tid);
         }
         let message = "the stream's state was discarded; a snapshot follows";
+        self.guard.discard(id);
         self.deliver(id, events::reset(id, position, reason, message), false);
         self.start_read(id, None);
     }
@@ -650,6 +669,8 @@ impl Hub {
                 }
             }
             Internal::Fetched(fetched) => self.on_fetched(fetched),
+            Internal::Rules(rules, read) => self.on_rules(rules, read),
+            Internal::LookedUp(looked) => self.on_looked_up(looked),
         }
     }
 
@@ -754,6 +775,8 @@ impl Hub {
                 expired.push(id.clone());
             }
         }
+        let streams = &self.streams;
+        self.guard.retain(|id| streams.contains_key(id));
         for id in expired {
             if let Some(stream) = self.streams.remove(&id) {
                 self.drop_targets(&stream);
