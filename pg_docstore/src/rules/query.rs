@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use pgrx::spi::SpiClient;
 
 use docstore_core::query::Query;
-use docstore_core::ResourcePath;
 use docstore_rules::eval::{Budget, Decision};
 use docstore_rules::Method;
 
@@ -40,13 +39,7 @@ pub fn authorize(
     let Some(ruleset) = ruleset(database)? else {
         return Ok(None);
     };
-    let source = &query.source;
-    let mut segments = source
-        .parent
-        .as_ref()
-        .map_or_else(Vec::new, |p| p.segments().to_vec());
-    segments.push(source.collection_id.clone());
-    let path = ResourcePath::from_segments(segments)?;
+    let path = query.source.path_under_parent()?;
     let request = request(Method::List, database, &path, None, transaction_start())?;
     let lookups = Lookups {
         database,

@@ -110,13 +110,7 @@ impl Documents for Held<'_> {
 
 /// The collection a query reads (what the extension's list check names as `request.path`).
 fn query_path(query: &Query) -> Option<ResourcePath> {
-    let source = &query.source;
-    let mut segments = source
-        .parent
-        .as_ref()
-        .map_or_else(Vec::new, |p| p.segments().to_vec());
-    segments.push(source.collection_id.clone());
-    ResourcePath::from_segments(segments).ok()
+    query.source.path_under_parent().ok()
 }
 
 /// Decide one check against `rules` for `auth` (JWT claims; `None`: unauthenticated), with

@@ -6,7 +6,7 @@
 //! [`Query::validate`], which canonicalises it and checks Firestore's rules. The full order a
 //! query runs in (implicit inequality orders and `__name__`) is [`Query::normalized_order`].
 
-use crate::path::{FieldPath, ResourcePath};
+use crate::path::{FieldPath, PathError, ResourcePath};
 use crate::value::Value;
 
 pub use crate::limits::{MAX_AGGREGATIONS, MAX_DISJUNCTIONS, MAX_LIMIT, MAX_NOT_IN_VALUES};
@@ -24,6 +24,22 @@ pub struct Source {
 }
 
 impl Source {
+    /// The path `parent/collection_id`, group query or not: what the rules' `list` check
+    /// names as `request.path` (for a group query, a collection of that name directly under
+    /// `parent`). [`Source::collection_path`] is the collection a plain query reads.
+    ///
+    /// # Errors
+    /// [`PathError`] when the segments do not make a collection path (a parent that is a
+    /// collection, an invalid collection ID).
+    pub fn path_under_parent(&self) -> Result<ResourcePath, PathError> {
+        let mut segments = self
+            .parent
+            .as_ref()
+            .map_or_else(Vec::new, |p| p.segments().to_vec());
+        segments.push(self.collection_id.clone());
+        ResourcePath::from_segments(segments)
+    }
+
     /// The source of a plain collection query.
     pub fn collection(path: &ResourcePath) -> Option<Source> {
         if path.is_document() {

@@ -113,12 +113,9 @@ fn check_source(source: &Source) -> Result<(), QueryError> {
             )));
         }
     }
-    let mut segments = source
-        .parent
-        .as_ref()
-        .map_or_else(Vec::new, |p| p.segments().to_vec());
-    segments.push(source.collection_id.clone());
-    ResourcePath::from_segments(segments).map_err(|e| invalid(e.to_string()))?;
+    source
+        .path_under_parent()
+        .map_err(|e| invalid(e.to_string()))?;
     Ok(())
 }
 
