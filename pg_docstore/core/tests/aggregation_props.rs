@@ -171,13 +171,19 @@ fn special_values_follow_firestore() {
     // the result stays exact: the integers are summed in i128).
     assert_eq!(
         row(&[int(i64::MAX), int(1)]),
-        (dbl(9_223_372_036_854_775_808.0), dbl(4_611_686_018_427_387_904.0))
+        (
+            dbl(9_223_372_036_854_775_808.0),
+            dbl(4_611_686_018_427_387_904.0)
+        )
     );
-    assert_eq!(row(&[int(i64::MAX), int(1), int(-2)]), (int(i64::MAX - 1), {
-        #[allow(clippy::cast_precision_loss)]
-        let a = (i64::MAX - 1) as f64 / 3.0;
-        dbl(a)
-    }));
+    assert_eq!(
+        row(&[int(i64::MAX), int(1), int(-2)]),
+        (int(i64::MAX - 1), {
+            #[allow(clippy::cast_precision_loss)]
+            let a = (i64::MAX - 1) as f64 / 3.0;
+            dbl(a)
+        })
+    );
     // NaN wins; opposite infinities make NaN; one infinity wins over finite values.
     let (s, _) = row(&[int(1), dbl(f64::NAN), dbl(f64::INFINITY)]);
     assert!(matches!(s, Value::Double(d) if d.is_nan()));
@@ -193,8 +199,14 @@ fn special_values_follow_firestore() {
         (dbl(f64::INFINITY), dbl(f64::INFINITY))
     );
     // No order-dependent last bit: 0.1 + 0.2 + 0.3 is 0.6 in every order.
-    assert_eq!(row(&[dbl(0.1), dbl(0.2), dbl(0.3)]), (dbl(0.6), dbl(0.6 / 3.0)));
-    assert_eq!(row(&[dbl(0.3), dbl(0.2), dbl(0.1)]), (dbl(0.6), dbl(0.6 / 3.0)));
+    assert_eq!(
+        row(&[dbl(0.1), dbl(0.2), dbl(0.3)]),
+        (dbl(0.6), dbl(0.6 / 3.0))
+    );
+    assert_eq!(
+        row(&[dbl(0.3), dbl(0.2), dbl(0.1)]),
+        (dbl(0.6), dbl(0.6 / 3.0))
+    );
     // Non-numbers are skipped.
     assert_eq!(
         row(&[Value::Null, Value::String("1".into()), Value::Boolean(true)]),

@@ -164,7 +164,10 @@ fn bits_at(limbs: &[u64; LIMBS], start: usize, len: u32) -> u64 {
 fn any_below(limbs: &[u64; LIMBS], end: usize) -> bool {
     let (index, offset) = (end / 64, end % 64);
     limbs[..index.min(LIMBS)].iter().any(|&l| l != 0)
-        || (offset > 0 && limbs.get(index).is_some_and(|&l| l & ((1 << offset) - 1) != 0))
+        || (offset > 0
+            && limbs
+                .get(index)
+                .is_some_and(|&l| l & ((1 << offset) - 1) != 0))
 }
 
 #[cfg(test)]
@@ -213,8 +216,14 @@ mod tests {
         assert_eq!(sum(&[f64::MAX, f64::MAX]), f64::INFINITY);
         assert_eq!(sum(&[f64::MIN, f64::MIN]), f64::NEG_INFINITY);
         // Ties go to even: 2^53 + 1 is halfway between 2^53 and 2^53 + 2.
-        assert_eq!(sum(&[9_007_199_254_740_992.0, 1.0]), 9_007_199_254_740_992.0);
-        assert_eq!(sum(&[9_007_199_254_740_994.0, 1.0]), 9_007_199_254_740_996.0);
+        assert_eq!(
+            sum(&[9_007_199_254_740_992.0, 1.0]),
+            9_007_199_254_740_992.0
+        );
+        assert_eq!(
+            sum(&[9_007_199_254_740_994.0, 1.0]),
+            9_007_199_254_740_996.0
+        );
         // Subnormals add exactly.
         assert_eq!(sum(&[5e-324, 5e-324]), 1e-323);
         assert_eq!(sum(&[1.0, -1.0]).to_bits(), 0.0f64.to_bits());
