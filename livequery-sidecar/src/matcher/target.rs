@@ -170,7 +170,7 @@ pub(crate) struct QueryTarget {
     aggregate: Option<Map>,
     /// An aggregation query without offset and limit: its running aggregates (`kept` and
     /// `held` stay empty).
-    running: Option<RunningAggregates>,
+    running: Option<Box<RunningAggregates>>,
 }
 
 /// Core's result order, reversed for `limit last` (the order results are kept in).
@@ -203,7 +203,7 @@ impl QueryTarget {
         let incremental =
             query.aggregations().is_some() && query.limit.is_none() && query.offset == 0;
         let mut target = QueryTarget {
-            running: incremental.then(|| RunningAggregates::new(&query)),
+            running: incremental.then(|| Box::new(RunningAggregates::new(&query))),
             reversed: matches!(query.limit, Some(Limit::Last(_))),
             offset: to_usize(query.offset),
             limit: query.limit.map(|l| to_usize(l.count())),
