@@ -26,7 +26,8 @@
 //! equals `aggregate` over the same documents bit for bit (the accumulator *is* what
 //! `aggregate` runs). With an offset or a limit the aggregated window depends on the
 //! order, so those targets keep their documents like a sorted query (offset + limit +
-//! slack of them) and recompute the row with core's `aggregate` over them on each change.
+//! slack of them with a limit, every result with only an offset) and recompute the row
+//! with core's `aggregate` over them on each change.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
