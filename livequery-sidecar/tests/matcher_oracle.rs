@@ -56,6 +56,11 @@ fn scalar() -> impl Strategy<Value = Value> {
         Just(Value::Double(0.1)),
         Just(Value::Double(-0.0)),
         Just(Value::Double(f64::NAN)),
+        // Sums that overflow int64, cancel exactly or meet an infinity.
+        Just(Value::Integer(i64::MAX)),
+        Just(Value::Double(1e308)),
+        Just(Value::Double(-1e308)),
+        Just(Value::Double(f64::INFINITY)),
         Just(Value::String("SF".into())),
         Just(Value::String("LA".into())),
         Just(Value::String(String::new())),
@@ -608,14 +613,19 @@ fn matcher_oracle_generates_every_shape() {
     let strategy = query();
     let (mut last, mut group, mut cursors, mut aggs, mut fields, mut or) =
         (false, false, false, false, false, false);
+    // Aggregations kept incrementally (no offset, no limit) and over a window.
+    let (mut running, mut windowed) = (false, false);
     for _ in 0..3000 {
         let q = strategy.new_tree(&mut runner).unwrap().current();
         last |= matches!(q.limit, Some(Limit::Last(_)));
         group |= q.source.all_descendants;
         cursors |= q.start.is_some() || q.end.is_some();
         aggs |= matches!(q.selection, Selection::Aggregations(_));
+        let whole = q.limit.is_none() && q.offset == 0;
+        running |= matches!(q.selection, Selection::Aggregations(_)) && whole;
+        windowed |= matches!(q.selection, Selection::Aggregations(_)) && !whole;
         fields |= matches!(q.selection, Selection::Fields(_));
         or |= matches!(q.filter, Some(Filter::Or(_)));
     }
-    assert!(last && group && cursors && aggs && fields && or);
+    assert!(last && group && cursors && aggs && fields && or && running && windowed);
 }

@@ -397,6 +397,117 @@ fn matcher_aggregations_are_live_and_exact() {
 }
 
 #[test]
+fn matcher_running_aggregations_follow_every_kind_of_write() {
+    let text = "select count(*) as n, sum(v) as s, avg(v) as a from c where k = 1";
+    let query = docstore_core::query::parse_query(text).unwrap();
+    let mut m = Matcher::new(MatcherConfig::default());
+    let rows = vec![
+        doc("c/a", json!({"k": 1, "v": 0.1}), 1),
+        doc("c/b", json!({"k": 1, "v": "not a number"}), 1),
+    ];
+    m.add_target(TargetId(1), spec(text), rows, None).unwrap();
+    // Every document version the test writes; the row must equal core's `aggregate` over
+    // the matching ones after every transaction, bit for bit.
+    let mut data: std::collections::BTreeMap<String, serde_json::Value> = [
+        ("c/a".to_owned(), json!({"k": 1, "v": 0.1})),
+        ("c/b".to_owned(), json!({"k": 1, "v": "not a number"})),
+    ]
+    .into();
+    let transactions: Vec<Vec<(&str, Option<serde_json::Value>)>> = vec![
+        // Enter with doubles whose sequential sum depends on the order.
+        vec![("c/c", Some(json!({"k": 1, "v": 0.2})))],
+        vec![("c/d", Some(json!({"k": 1, "v": 0.3})))],
+        // Outside the filter: no delta.
+        vec![("c/z", Some(json!({"k": 2, "v": 100})))],
+        // Modified in place, then a document leaves by its new value, one is deleted (found
+        // by name only), one enters from outside the filter.
+        vec![("c/a", Some(json!({"k": 1, "v": 9223372036854775807_i64})))],
+        vec![("c/c", Some(json!({"k": 2, "v": 0.2})))],
+        vec![("c/d", None), ("c/z", Some(json!({"k": 1, "v": 1e308})))],
+        vec![("c/e", Some(json!({"k": 1, "v": 1e308})))],
+        vec![("c/e", Some(json!({"k": 1, "v": -1e308})))],
+        // NaN and an infinity come and go.
+        vec![("c/f", Some(json!({"k": 1, "v": {"$double": "NaN"}})))],
+        vec![("c/f", Some(json!({"k": 1, "v": {"$double": "-Infinity"}})))],
+        vec![("c/f", None)],
+        // The same values again: the row does not change.
+        vec![("c/b", Some(json!({"k": 1, "v": "still not"})))],
+    ];
+    for (i, writes) in transactions.iter().enumerate() {
+        let xid = u32::try_from(i).unwrap() + 1;
+        let micros = i64::from(xid) + 1;
+        let before = m.result(TargetId(1)).unwrap();
+        let writes: Vec<Write> = writes
+            .iter()
+            .map(|(path, fields)| match fields {
+                Some(f) => {
+                    data.insert((*path).to_owned(), f.clone());
+                    set(path, f.clone(), micros)
+                }
+                None => {
+                    data.remove(*path);
+                    delete(path)
+                }
+            })
+            .collect();
+        let deltas = m.apply(xid, &writes);
+        let all: Vec<(ResourcePath, Map)> = data
+            .iter()
+            .map(|(p, f)| {
+                (
+                    ResourcePath::parse_document(p).unwrap(),
+                    map_from_json(f).unwrap(),
+                )
+            })
+            .collect();
+        let expected = docstore_core::query::aggregate(&query, &all);
+        let now = m.result(TargetId(1)).unwrap();
+        assert_eq!(now, TargetResult::Aggregate(expected.clone()), "after {i}");
+        match i {
+            8 => assert!(matches!(expected["s"], Value::Double(d) if d.is_nan())),
+            9 => assert_eq!(expected["s"], Value::Double(f64::NEG_INFINITY)),
+            _ => {}
+        }
+        match deltas.as_slice() {
+            [] => assert_eq!(before, now, "no delta yet a change after {i}"),
+            [(TargetId(1), TargetDelta::Aggregate(row))] => {
+                assert_eq!(row, &expected, "after {i}");
+                assert_ne!(before, now, "a delta without a change after {i}");
+            }
+            other => panic!("after {i}: {other:?}"),
+        }
+    }
+    // Exact sums: 1e308 and -1e308 cancel exactly, so the sum is the int64 max rounded once
+    // to a double (doubles were summed); a sequential sum would give 0 in the order
+    // int64 max, 1e308, -1e308.
+    let TargetResult::Aggregate(row) = m.result(TargetId(1)).unwrap() else {
+        panic!()
+    };
+    assert_eq!(row["n"], Value::Integer(4));
+    assert_eq!(row["s"], Value::Double(9_223_372_036_854_775_808.0));
+    assert_eq!(9_223_372_036_854_775_808.0 + 1e308 - 1e308, 0.0);
+    // A truncate empties it; a forced refresh with the same rows changes nothing.
+    let cleared = only(m.apply(100, &[Write::Truncate]), 1);
+    assert_eq!(
+        cleared,
+        TargetDelta::Aggregate(Map::from([
+            ("n".to_owned(), Value::Integer(0)),
+            ("s".to_owned(), Value::Integer(0)),
+            ("a".to_owned(), Value::Null),
+        ]))
+    );
+    let rows = vec![doc("c/q", json!({"k": 1, "v": 2}), 101)];
+    let refreshed = m.requeried(TargetId(1), rows.clone(), None).unwrap();
+    assert!(
+        matches!(refreshed, Some(TargetDelta::Aggregate(ref r)) if r["s"] == Value::Integer(2))
+    );
+    assert_eq!(m.requeried(TargetId(1), rows, None).unwrap(), None);
+    // The refreshed document is held: its delete is found by name.
+    let gone = only(m.apply(102, &[delete("c/q")]), 1);
+    assert!(matches!(gone, TargetDelta::Aggregate(ref r) if r["n"] == Value::Integer(0)));
+}
+
+#[test]
 fn matcher_windows_ask_for_a_requery_when_the_slack_runs_out() {
     let config = MatcherConfig {
         initial_slack: 1,

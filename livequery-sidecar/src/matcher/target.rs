@@ -17,11 +17,17 @@
 //! window is no longer known: the target reports [`TargetDelta::NeedsRequery`], doubles its
 //! slack (up to the configured maximum) and waits for fresh rows.
 //!
-//! Aggregation targets keep the matching documents the same way and recompute the row with
-//! core's `aggregate` over them whenever a transaction changes them. Counts could be kept as
-//! a number, but `sum`/`avg` over doubles depend on the order the doubles are added in
-//! (core adds them in result order), so an incremental sum would not be bit-exact:
-//! exactness over speed, one code path, and no second copy of the aggregation rules.
+//! Aggregation targets without offset and limit (`select count(*), sum(f), avg(f) from ...
+//! where ...`, cursors and `count_up_to` included) are maintained incrementally: the target
+//! keeps core's `query::RunningAggregates`, the contribution of each matching document by
+//! name (its numbers at the summed fields, nothing for counts) and an accumulator; a write
+//! removes the document's previous contribution and adds its new one, O(1) per write and
+//! no documents kept. Core's sums are exact and order-independent, so the running row
+//! equals `aggregate` over the same documents bit for bit (the accumulator *is* what
+//! `aggregate` runs). With an offset or a limit the aggregated window depends on the
+//! order, so those targets keep their documents like a sorted query (offset + limit +
+//! slack of them with a limit, every result with only an offset) and recompute the row
+//! with core's `aggregate` over them on each change.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -29,7 +35,8 @@ use std::sync::Arc;
 
 use docstore_core::path::ResourcePath;
 use docstore_core::query::{
-    aggregate, project, Limit, Matcher as CoreMatcher, Query, Selection, MAX_LIMIT,
+    aggregate, project, Limit, Matcher as CoreMatcher, Query, RunningAggregates, Selection,
+    MAX_LIMIT,
 };
 use docstore_core::value::Map;
 
@@ -162,6 +169,9 @@ pub(crate) struct QueryTarget {
     state: State,
     /// The aggregation row last reported (aggregation queries only).
     aggregate: Option<Map>,
+    /// An aggregation query without offset and limit: its running aggregates (`kept` and
+    /// `held` stay empty).
+    running: Option<Box<RunningAggregates>>,
 }
 
 /// Core's result order, reversed for `limit last` (the order results are kept in).
@@ -191,7 +201,10 @@ impl QueryTarget {
         config: &MatcherConfig,
         events: &mut Vec<Membership>,
     ) -> Result<Self, MatcherError> {
+        let incremental =
+            query.aggregations().is_some() && query.limit.is_none() && query.offset == 0;
         let mut target = QueryTarget {
+            running: incremental.then(|| Box::new(RunningAggregates::new(&query))),
             reversed: matches!(query.limit, Some(Limit::Last(_))),
             offset: to_usize(query.offset),
             limit: query.limit.map(|l| to_usize(l.count())),
@@ -273,6 +286,13 @@ impl QueryTarget {
             }
         }
         self.release_all(events);
+        if let Some(running) = &mut self.running {
+            for row in &rows {
+                running.insert(&row.path, &row.fields);
+            }
+            events.extend(rows.into_iter().map(|r| Membership::Hold(r.path)));
+            return Ok(());
+        }
         let fetched = rows.len();
         let mut rows = rows;
         let reversed = self.reversed;
@@ -296,6 +316,9 @@ impl QueryTarget {
     pub fn release_all(&mut self, events: &mut Vec<Membership>) {
         events.extend(self.held.drain().map(|(path, _)| Membership::Release(path)));
         self.kept.clear();
+        if let Some(running) = &mut self.running {
+            events.extend(running.drain().map(Membership::Release));
+        }
     }
 
     /// The visible window in query order (unprojected).
@@ -337,8 +360,12 @@ impl QueryTarget {
         }
     }
 
-    /// The aggregation row over the kept rows (core's `aggregate` applies offset and limit).
+    /// The aggregation row: the running aggregates', or core's `aggregate` over the kept
+    /// rows (which applies offset and limit).
     fn aggregate_row(&self) -> Map {
+        if let Some(running) = &self.running {
+            return running.row();
+        }
         let docs: Vec<(ResourcePath, Map)> = self
             .kept
             .iter()
@@ -355,6 +382,9 @@ impl QueryTarget {
     ) -> Option<TargetDelta> {
         if self.awaiting_requery() {
             return None;
+        }
+        if self.running.is_some() {
+            return self.apply_running(truncated, writes, events);
         }
         let whole = self.aggregate.is_none() && self.limit.is_none() && self.offset == 0;
         if whole && !truncated {
@@ -446,6 +476,48 @@ impl QueryTarget {
         let present = |d: &Document| self.present(d);
         let changes = diff(&order, old_visible, &self.visible(), &present);
         (!changes.is_empty()).then_some(TargetDelta::Changes(changes))
+    }
+
+    /// An incrementally maintained aggregation target: each write takes out the document's
+    /// previous contribution and puts in its new one.
+    fn apply_running(
+        &mut self,
+        truncated: bool,
+        writes: &[&Pending],
+        events: &mut Vec<Membership>,
+    ) -> Option<TargetDelta> {
+        let query = Arc::clone(&self.query);
+        let matcher = CoreMatcher::new(&query);
+        let running = self.running.as_mut()?;
+        let mut changed = false;
+        if truncated && !running.is_empty() {
+            events.extend(running.drain().map(Membership::Release));
+            changed = true;
+        }
+        for w in writes {
+            let new = w
+                .new
+                .as_ref()
+                .filter(|d| matcher.matches(&d.path, &d.fields));
+            match new {
+                Some(doc) => {
+                    if running.insert(&w.path, &doc.fields) {
+                        events.push(Membership::Hold(w.path.clone()));
+                    }
+                    changed = true;
+                }
+                None => {
+                    if running.remove(&w.path) {
+                        events.push(Membership::Release(w.path.clone()));
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            return None;
+        }
+        self.report(&[])
     }
 
     /// A target whose visible result is every result (no offset, no limit, documents): the

@@ -5,9 +5,10 @@
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::{Map, Value};
 
-use super::ast::{AggregateFunction, Limit, Query, Selection};
+use super::aggregation::Accumulator;
+use super::ast::{Limit, Query};
 use super::matcher::{field_value, Matcher};
-use super::result::{count_value, row_data};
+use super::result::row_data;
 
 /// The results of `query` over `docs`, in the query's order: matching documents (see
 /// [`super::matches`]) sorted by [`super::compare_results`], then offset and limit applied
@@ -89,85 +90,22 @@ fn insert_at(map: &mut Map, segments: &[String], value: Value) {
 
 /// The aggregates of an aggregation query over `docs` (empty for other queries), by alias.
 ///
-/// Computed over the documents [`evaluate`] returns (so offset and limit apply first):
+/// Computed over the documents [`evaluate`] returns (so offset and limit apply first) by an
+/// [`Accumulator`], whose semantics (exact, order-independent sums) are documented in
+/// [`super::aggregation`]:
 /// - `count(*)`: their number, at most `up_to`;
 /// - `sum(f)`: the sum of the numeric values of `f` (others and missing ones ignored): an
 ///   integer while every value is an integer and the sum fits int64, else a double (the
-///   exact integer sum rounded once plus the doubles summed in result order); 0 when there
-///   are none;
-/// - `avg(f)`: the mean of the numeric values as a double, `null` when there are none.
+///   exact sum of every value rounded once, NaN and infinities as IEEE-754 adds them); 0
+///   when there are none;
+/// - `avg(f)`: that sum as a double over the number of values, `null` when there are none.
 pub fn aggregate(query: &Query, docs: &[(ResourcePath, Map)]) -> Map {
-    let Selection::Aggregations(aggregations) = &query.selection else {
+    if query.aggregations().is_none() {
         return Map::new();
-    };
-    let window = result_window(query, docs);
-    let mut out = Map::new();
-    for aggregation in aggregations {
-        let value = match &aggregation.function {
-            AggregateFunction::Count { up_to } => {
-                count_value(*up_to, u64::try_from(window.len()).unwrap_or(u64::MAX))
-            }
-            AggregateFunction::Sum(field) => {
-                let sum = numeric_sum(&window, field);
-                match i64::try_from(sum.integers) {
-                    Ok(i) if !sum.saw_double => Value::Integer(i),
-                    _ => Value::Double(sum.total()),
-                }
-            }
-            AggregateFunction::Avg(field) => {
-                let sum = numeric_sum(&window, field);
-                if sum.count == 0 {
-                    Value::Null
-                } else {
-                    #[allow(clippy::cast_precision_loss)]
-                    let n = sum.count as f64;
-                    Value::Double(sum.total() / n)
-                }
-            }
-        };
-        out.insert(aggregation.alias.clone(), value);
     }
-    out
-}
-
-struct NumericSum {
-    /// Exact sum of the integers (an i128 cannot overflow: that needs 2^64 values).
-    integers: i128,
-    /// Sum of the doubles, accumulated in result order.
-    doubles: f64,
-    saw_double: bool,
-    count: usize,
-}
-
-impl NumericSum {
-    /// The sum as a double: the exact integer sum rounded once, plus the doubles.
-    fn total(&self) -> f64 {
-        #[allow(clippy::cast_precision_loss)]
-        let integers = self.integers as f64;
-        integers + self.doubles
+    let mut accumulator = Accumulator::new(query);
+    for (path, doc) in result_window(query, docs) {
+        accumulator.add_document(path, doc);
     }
-}
-
-fn numeric_sum(window: &[(&ResourcePath, &Map)], field: &FieldPath) -> NumericSum {
-    let mut sum = NumericSum {
-        integers: 0,
-        doubles: 0.0,
-        saw_double: false,
-        count: 0,
-    };
-    for (path, doc) in window {
-        match field_value(path, doc, field).as_deref() {
-            Some(Value::Integer(i)) => {
-                sum.integers += i128::from(*i);
-                sum.count += 1;
-            }
-            Some(Value::Double(d)) => {
-                sum.saw_double = true;
-                sum.doubles += d;
-                sum.count += 1;
-            }
-            _ => {}
-        }
-    }
-    sum
+    accumulator.row()
 }

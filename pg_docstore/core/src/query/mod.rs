@@ -13,9 +13,12 @@
 //! - [`result`]: the shape of result rows (projection, the aggregation row), shared by the
 //!   extension's executor, [`evaluate()`] and the live-query sidecar.
 //! - [`evaluate`]: [`evaluate()`] and [`aggregate`], the oracle of the planner's tests.
+//! - [`aggregation`]: the [`Accumulator`] of `count`/`sum`/`avg` that [`aggregate`] and the
+//!   sidecar's live aggregation targets share (exact, order-independent sums).
 //!
 //! The dialect, the JSON form and the semantics are specified in `docs/query.md`.
 
+pub mod aggregation;
 pub mod ast;
 pub mod error;
 pub mod evaluate;
@@ -28,6 +31,7 @@ pub mod result;
 pub mod structured;
 mod text;
 
+pub use aggregation::{Accumulator, Contribution, Number, NumericSum, RunningAggregates};
 pub use ast::{
     AggregateFunction, Aggregation, Cursor, Direction, FieldOp, Filter, Limit, Order, Query,
     Selection, Source, UnaryOp, MAX_AGGREGATIONS, MAX_DISJUNCTIONS, MAX_LIMIT, MAX_NOT_IN_VALUES,
