@@ -5,7 +5,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PG_MAJOR=15
-PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
+# DOCSTORE_PG_BIN: another copy of the Postgres binaries (e.g. a relocated one, so a build under
+# test does not replace the extension installed for the machine); tests/conftest.py reads it too.
+PG_BIN="${DOCSTORE_PG_BIN:-/usr/lib/postgresql/${PG_MAJOR}/bin}"
 PG_CONFIG="${PG_BIN}/pg_config"
 PGRX_VERSION="0.18.1"
 DOCSTORE_PG_PORT="${DOCSTORE_PG_PORT:-5433}"
