@@ -52,6 +52,9 @@ revoke execute on function docstore.rules_lookup(text, jsonb) from public, docst
 -- to set it): only superusers and roles granted EXECUTE (the sidecar's) call it.
 revoke execute on function docstore.get_document_as_client(text, text, text, text)
     from public, docstore_client;
+-- Its create counterpart likewise (a client's POST to a collection in one statement).
+revoke execute on function docstore.add_document_as_client(text, jsonb, text, text, text)
+    from public, docstore_client;
 -- Row-level security on documents: clients (roles with docstore_client's privileges and no
 -- DML on entities, as writes::authorize decides) see the rows the per-document `list` rule of
 -- their database allows (docstore.rules_policy); every other role reads and writes entities

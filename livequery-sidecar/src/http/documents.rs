@@ -305,7 +305,9 @@ pub async fn delete(
 }
 
 /// `POST` to a collection: a new document with a random id (`docstore.add`); 201 with the
-/// document.
+/// document. One autocommit statement (`docstore.add_document`, or `add_document_as_client`
+/// for a client) when this role may call it; otherwise `docstore.add` and the read-back in
+/// the request's transaction.
 ///
 /// # Cancel safety
 /// As [`get`].
@@ -324,15 +326,26 @@ pub async fn add(
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let data = body::json_object_text(&bytes, "the document data")?;
-    let (tx, path) = begin_with(
-        &state,
-        &call,
-        &parts.headers,
-        &parts.method,
+    let principal = state.verifier.authenticate(&parts.headers)?;
+    let run_as = run_as(
+        &principal,
         RulesMethod::Create,
-        async |tx: &RequestTx| Ok(pg_documents::add(tx, &call.path, &data).await?),
-    )
-    .await?;
+        parts.method.as_str(),
+        &call.database,
+        &call.path,
+        None,
+    );
+    if pg_documents::adds_in_one_statement(&state.db, &run_as).await? {
+        let doc =
+            pg_documents::add_one(&state.db, &call.database, &run_as, &call.path, &data).await?;
+        return Ok(json_response(StatusCode::CREATED, document_json(&doc)?));
+    }
+    let (tx, path) = state
+        .db
+        .begin_with(&call.database, &run_as, async |tx: &RequestTx| {
+            Ok::<_, ApiError>(pg_documents::add(tx, &call.path, &data).await?)
+        })
+        .await?;
     let result = async {
         call.resource = docstore_core::ResourcePath::parse_document(&path).map_err(|e| {
             ApiError::from(PgError::Decode(format!(

@@ -254,6 +254,103 @@ pub async fn add(tx: &RequestTx, collection: &str, data: &str) -> Result<String,
     Ok(row.try_get(0)?)
 }
 
+/// A create in one autocommit statement: the extension sets `docstore.database` for it, adds
+/// the document as `docstore.add` does and returns it as stored (what reading it back returns).
+const ADD_ONE_SQL: &str = "select path, data, create_time, update_time \
+                           from docstore.add_document($1, $2::jsonb, $3)";
+
+/// A client's create in one autocommit statement: the request's settings, then the add as
+/// `docstore_client` (the `create` rule decides), as [`ADD_ONE_SQL`] otherwise.
+const CLIENT_ADD_ONE_SQL: &str = "select path, data, create_time, update_time \
+    from docstore.add_document_as_client($1, $2::jsonb, $3, $4, $5)";
+
+/// Whether this role may call `docstore.add_document` and `docstore.add_document_as_client`
+/// (false when the extension predates them or the role was not granted EXECUTE).
+const CAN_ADD_IN_ONE_SQL: &str = "select \
+    coalesce(has_function_privilege(\
+        to_regprocedure('docstore.add_document(text, jsonb, text)'), 'execute'), false), \
+    coalesce(has_function_privilege(\
+        to_regprocedure('docstore.add_document_as_client(text, jsonb, text, text, text)'), \
+        'execute'), false)";
+
+/// [`Db`]'s `one_statement_adds` once asked: this bit, plus one bit per function allowed.
+const ADDS_KNOWN: u8 = 0x80;
+const ADDS_ADMIN: u8 = 1;
+const ADDS_CLIENT: u8 = 2;
+
+/// Whether a create as `run_as` goes through `docstore.add_document` (admin) or
+/// `docstore.add_document_as_client` (client): asked once per sidecar, like client reads.
+///
+/// # Errors
+/// No connection; Postgres errors.
+///
+/// # Cancel safety
+/// Dropped before the answer, nothing is remembered; the next call asks again.
+pub async fn adds_in_one_statement(db: &Db, run_as: &RunAs) -> Result<bool, PgError> {
+    use std::sync::atomic::Ordering;
+    let mut state = db.one_statement_adds.load(Ordering::Relaxed);
+    if state & ADDS_KNOWN == 0 {
+        let client = db.pool.get().await?;
+        let stmt = client.prepare_cached(CAN_ADD_IN_ONE_SQL).await?;
+        let row = client.query_one(&stmt, &[]).await?;
+        let (admin, as_client): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
+        state = ADDS_KNOWN
+            | if admin { ADDS_ADMIN } else { 0 }
+            | if as_client { ADDS_CLIENT } else { 0 };
+        db.one_statement_adds.store(state, Ordering::Relaxed);
+    }
+    let bit = match run_as {
+        RunAs::Admin => ADDS_ADMIN,
+        RunAs::Client { .. } => ADDS_CLIENT,
+    };
+    Ok(state & bit != 0)
+}
+
+/// Create a document with a random id in `collection` in one autocommit statement
+/// (`docstore.add_document`, or `docstore.add_document_as_client` for a client, whose
+/// `create` rule decides), returning it as stored. Only when [`adds_in_one_statement`] says
+/// this role may.
+///
+/// # Errors
+/// [`PgError::NoSuchDatabase`]; the extension's errors (42501 when the rule denies);
+/// [`PgError::Decode`] for a returned path that is not a document's.
+///
+/// # Cancel safety
+/// Dropped before the answer, the statement may or may not have committed, as with any lost
+/// connection; nothing is left open (autocommit).
+pub async fn add_one(
+    db: &Db,
+    database: &str,
+    run_as: &RunAs,
+    collection: &str,
+    data: &str,
+) -> Result<Document, PgError> {
+    let client = db.pool.get().await?;
+    db.databases.check(&client, database).await?;
+    let row = match run_as {
+        RunAs::Admin => {
+            let stmt = client.prepare_cached(ADD_ONE_SQL).await?;
+            let params: [&(dyn ToSql + Sync); 3] = [&collection, &JsonText(data), &database];
+            client.query_one(&stmt, &params).await?
+        }
+        RunAs::Client { auth, request } => {
+            let stmt = client.prepare_cached(CLIENT_ADD_ONE_SQL).await?;
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&collection, &JsonText(data), auth, request, &database];
+            client.query_one(&stmt, &params).await?
+        }
+    };
+    let path: String = row.try_get(0)?;
+    let resource = ResourcePath::parse_document(&path)
+        .map_err(|e| PgError::Decode(format!("docstore.add_document returned {path:?}: {e}")))?;
+    Ok(Document {
+        path: resource.to_string(),
+        data: row.try_get(1)?,
+        create_time: row.try_get(2)?,
+        update_time: row.try_get(3)?,
+    })
+}
+
 /// `docstore.delete(path)`: whether the document existed.
 ///
 /// # Errors

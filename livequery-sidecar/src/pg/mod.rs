@@ -64,6 +64,9 @@ pub struct Db {
     /// Whether this role may read as a client in one statement
     /// (`docstore.get_document_as_client`): [`documents::ONE_STATEMENT_UNKNOWN`], `_YES`, `_NO`.
     one_statement_reads: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    /// Which creates go in one statement (`docstore.add_document`, `_as_client`): asked once,
+    /// see [`documents::adds_in_one_statement`].
+    one_statement_adds: std::sync::Arc<std::sync::atomic::AtomicU8>,
 }
 
 /// Pool sizes for `/metrics`.
@@ -143,6 +146,9 @@ impl Db {
             pool,
             databases: DatabaseCache::new(),
             one_statement_reads: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
+                documents::ONE_STATEMENT_UNKNOWN,
+            )),
+            one_statement_adds: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
                 documents::ONE_STATEMENT_UNKNOWN,
             )),
         })

@@ -233,11 +233,124 @@ fn create(path: &str, data: DocumentJsonb) -> Result<TimestampWithTimeZone, Erro
 /// ```
 #[pg_extern(volatile)]
 fn add(collection: &str, data: DocumentJsonb) -> Result<String, ErrorReport> {
+    Ok(add_one(collection, data)?.0.to_string())
+}
+
+/// [`add`]'s write, shared by `add_document`: the new document's path and its commit time.
+fn add_one(
+    collection: &str,
+    data: DocumentJsonb,
+) -> Result<(ResourcePath, TimestampWithTimeZone), DocstoreError> {
     let collection = ResourcePath::parse_collection(collection).map_err(DocstoreError::from)?;
     let path = collection.child(&auto_id()?).map_err(DocstoreError::from)?;
+    let time = write_one(
+        path.clone(),
+        WriteKind::Create,
+        &data.text,
+        Some(data.datum),
+        true,
+    )?;
+    Ok((path, time))
+}
+
+/// The rows of `add_document` and `add_document_as_client`: the new document's path, its data
+/// as stored, its create and update time (the same).
+type AddedRow = TableIterator<
+    'static,
+    (
+        name!(path, String),
+        name!(data, JsonbOut),
+        name!(create_time, TimestampWithTimeZone),
+        name!(update_time, TimestampWithTimeZone),
+    ),
+>;
+
+/// [`add`] in the database `database`, then the document as stored: the write's own commit
+/// time and the data read below the executor (no SQL query; no rights or row-level security:
+/// the caller has just been allowed to write exactly this document).
+fn added_row(
+    collection: &str,
+    data: DocumentJsonb,
+    database: &str,
+) -> Result<AddedRow, DocstoreError> {
+    crate::guc::set_local(c"docstore.database", database)?;
+    let database = database_id()?;
+    let (path, time) = add_one(collection, data)?;
     let shown = path.to_string();
-    write_one(path, WriteKind::Create, &data.text, Some(data.datum), true)?;
-    Ok(shown)
+    let name = docstore_core::encoding::encode_name(&path);
+    let stored = entities::read_data(&database, &name)?.ok_or_else(|| {
+        DocstoreError::Internal(format!("document {shown} was not found after its write"))
+    })?;
+    Ok(TableIterator::once((
+        shown,
+        JsonbOut::Stored(stored),
+        time,
+        time,
+    )))
+}
+
+/// The sidecar's `POST` to a collection in one statement: [`add`] in the database `database`
+/// (set until the end of the transaction, as `set_config('docstore.database', .., true)`),
+/// returning the new document as stored (path, data, create and update time), what reading it
+/// back would return.
+///
+/// ```sql
+/// select * from docstore.add_document('restaurants/one/ratings', '{"rating": 5}', '(default)');
+/// ```
+#[pg_extern(volatile)]
+fn add_document(
+    collection: &str,
+    data: DocumentJsonb,
+    database: &str,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(path, String),
+            name!(data, JsonbOut),
+            name!(create_time, TimestampWithTimeZone),
+            name!(update_time, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    Ok(added_row(collection, data, database)?)
+}
+
+/// A client's `POST` to a collection in one statement, for the sidecar: sets `docstore.auth`,
+/// `docstore.request` and `docstore.database` until the end of the transaction with the
+/// caller's own rights, then adds as `docstore_client` exactly as [`add`] does (the `create`
+/// rule decides; 42501 when it denies) and returns the document as [`add_document`] does. The
+/// same as `begin; select set_config(..); set local role docstore_client; select
+/// docstore.add(collection, data); <read back>; commit` in one statement. Not executable by
+/// PUBLIC or docstore_client (`roles.sql`), like [`get_document_as_client`].
+///
+/// ```sql
+/// select * from docstore.add_document_as_client('rooms', '{"owner": "alice"}', '{"sub": "alice"}', '{}', '(default)');
+/// ```
+#[pg_extern(volatile)]
+fn add_document_as_client(
+    collection: &str,
+    data: DocumentJsonb,
+    auth: &str,
+    request: &str,
+    database: &str,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(path, String),
+            name!(data, JsonbOut),
+            name!(create_time, TimestampWithTimeZone),
+            name!(update_time, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    crate::guc::set_local(c"docstore.auth", auth)?;
+    crate::guc::set_local(c"docstore.request", request)?;
+    let _client = crate::pg::owner::AsClient::new()?;
+    Ok(added_row(collection, data, database)?)
 }
 
 /// Change fields of an existing document (keys are field paths; values may be transforms).

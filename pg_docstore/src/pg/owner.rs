@@ -137,7 +137,7 @@ impl AsClient {
         }
         if !member {
             return Err(DocstoreError::PermissionDenied(
-                "only members of docstore_client may read as it".into(),
+                "only members of docstore_client may act as it".into(),
             ));
         }
         let mut user = pg_sys::InvalidOid;
