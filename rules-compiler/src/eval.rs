@@ -422,14 +422,32 @@ impl<'r> Context<'r, '_, '_> {
                 }
                 _ => None,
             },
-            Ir::Prim(name, args) => {
-                let mut vals = Vec::with_capacity(args.len());
-                for a in args {
-                    vals.push(self.eval(a)?);
+            // Up to three arguments on the stack (every fixed-arity primitive but one).
+            Ir::Prim(name, args) => match args.as_slice() {
+                [a] => {
+                    let a = self.eval(a)?;
+                    prim::apply_refs(name, &[&a]).map(Cow::Owned)
                 }
-                let refs: Vec<&Val> = vals.iter().map(|v| &**v).collect();
-                prim::apply_refs(name, &refs).map(Cow::Owned)
-            }
+                [a, b] => {
+                    let a = self.eval(a)?;
+                    let b = self.eval(b)?;
+                    prim::apply_refs(name, &[&a, &b]).map(Cow::Owned)
+                }
+                [a, b, c] => {
+                    let a = self.eval(a)?;
+                    let b = self.eval(b)?;
+                    let c = self.eval(c)?;
+                    prim::apply_refs(name, &[&a, &b, &c]).map(Cow::Owned)
+                }
+                _ => {
+                    let mut vals = Vec::with_capacity(args.len());
+                    for a in args {
+                        vals.push(self.eval(a)?);
+                    }
+                    let refs: Vec<&Val> = vals.iter().map(|v| &**v).collect();
+                    prim::apply_refs(name, &refs).map(Cow::Owned)
+                }
+            },
             Ir::And(a, b) => {
                 let l = self.eval(a).as_deref().and_then(prim::truth);
                 if l == Some(false) {
