@@ -2,6 +2,7 @@
 //! `docstore.auth` and `docstore.request` carry the caller's identity and request for the
 //! rules (DESIGN.md section 6).
 
+use std::cell::RefCell;
 use std::ffi::CString;
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -87,13 +88,32 @@ pub fn auth() -> Result<Option<serde_json::Value>, DocstoreError> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(serde_json::Value::Null) => Ok(None),
-        Ok(claims @ serde_json::Value::Object(_)) => Ok(Some(claims)),
-        _ => Err(DocstoreError::InvalidArgument(
-            "docstore.auth must hold a JSON object of claims or null".into(),
-        )),
+    // A session sets the claims once and then writes many times: parse each value once.
+    let cached = AUTH_PARSED.with_borrow(|c| match c {
+        Some((key, claims)) if *key == *text => Some(claims.clone()),
+        _ => None,
+    });
+    if let Some(claims) = cached {
+        return Ok(claims);
     }
+    let claims = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Null) => None,
+        Ok(claims @ serde_json::Value::Object(_)) => Some(claims),
+        _ => {
+            return Err(DocstoreError::InvalidArgument(
+                "docstore.auth must hold a JSON object of claims or null".into(),
+            ))
+        }
+    };
+    AUTH_PARSED.set(Some((text.into_owned(), claims.clone())));
+    Ok(claims)
+}
+
+thread_local! {
+    /// The last value of `docstore.auth` [`auth`] parsed, and its claims (a backend is one
+    /// thread).
+    static AUTH_PARSED: RefCell<Option<(String, Option<serde_json::Value>)>> =
+        const { RefCell::new(None) };
 }
 
 /// The secret of `docstore.authenticate` (`docstore.jwt_secret`), if set.

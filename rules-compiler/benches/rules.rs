@@ -1,7 +1,7 @@
 //! Evaluator throughput per document in flight: a ~30-line chat ruleset (rooms with an owner
 //! and members, messages in them; one `get()` of the room per message read) deciding a `get`
-//! of a message and an `update` of a room, against a trivial `allow read: if true` baseline in
-//! the same run. Run: `cargo bench -p docstore-rules --bench rules`.
+//! of a message, an `update` of a room and a `create` of a message (the extension's write
+//! figure), against a trivial `allow read: if true` baseline in the same run. Run: `cargo bench -p docstore-rules --bench rules`.
 #![allow(clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -122,6 +122,11 @@ fn benches(c: &mut Criterion) {
     let mut renamed = room.clone();
     renamed["name"] = json!("general chat");
     let update_room = request(Method::Update, "rooms/r1", Some(&renamed));
+    // The extension's write figure (scripts/bench_rules.sh section 3): a message create, one
+    // get() of its room, checks of the sender, the text and the keys.
+    let mut sent = message.clone();
+    sent["sender"] = json!("alice");
+    let create_message = request(Method::Create, "rooms/r1/messages/m2", Some(&sent));
 
     // Each case must decide as intended, or the numbers measure a denial path.
     for (rs, req, stored) in [
@@ -132,6 +137,8 @@ fn benches(c: &mut Criterion) {
         let d = evaluate(rs, req, Some(stored), &store, &mut Budget::single());
         assert_eq!(d, Decision::Allow, "{:?} {}", req.method, req.path);
     }
+    let d = evaluate(&chat, &create_message, None, &store, &mut Budget::single());
+    assert_eq!(d, Decision::Allow, "create of a message");
 
     let mut group = c.benchmark_group("evaluate_one_document");
     group.throughput(Throughput::Elements(1));
@@ -163,6 +170,17 @@ fn benches(c: &mut Criterion) {
                 black_box(&chat),
                 black_box(&update_room),
                 Some(black_box(&room_doc)),
+                &store,
+                &mut Budget::single(),
+            )
+        })
+    });
+    group.bench_function("chat_create_message_with_room_lookup", |b| {
+        b.iter(|| {
+            evaluate(
+                black_box(&chat),
+                black_box(&create_message),
+                None,
                 &store,
                 &mut Budget::single(),
             )

@@ -6,6 +6,7 @@
 //! other decides, like SQL's three-valued logic), an error anywhere else propagates, and an
 //! error at the top of a condition is a denial.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use docstore_core::value::Map as CoreMap;
@@ -244,15 +245,10 @@ pub(crate) fn decide(
         Version::V1 => 1,
         Version::V2 => 2,
     };
-    let mut ctx = Context {
-        request: request_value(request),
-        resource: resource.value,
-        known: resource.known,
-        contains: resource.contains,
+    let request_val = request_value(request);
+    let known = resource.known;
+    let mut state = State {
         refused: None,
-        bindings: Map::new(),
-        database: &request.database,
-        documents,
         budget,
     };
     let mut outcomes = Vec::new();
@@ -260,7 +256,7 @@ pub(crate) fn decide(
         let Some(bindings) = prim::ops::match_path(&rule.pattern, version, path) else {
             continue;
         };
-        ctx.bindings = bindings
+        let bindings: Map = bindings
             .into_iter()
             .filter(|(_, v)| match v {
                 Val::Str(s) => s != UNBOUND,
@@ -268,11 +264,21 @@ pub(crate) fn decide(
                 _ => true,
             })
             .collect();
-        ctx.refused = None;
-        match ctx.eval(&rule.condition).as_ref().and_then(prim::truth) {
+        state.refused = None;
+        let mut ctx = Context {
+            request: &request_val,
+            resource: &resource.value,
+            known: known.as_deref(),
+            contains: &resource.contains,
+            bindings: &bindings,
+            database: &request.database,
+            documents,
+            state: &mut state,
+        };
+        match ctx.eval(&rule.condition).as_deref().and_then(prim::truth) {
             Some(true) => return Decision::Allow,
             Some(false) => outcomes.push(format!("false at line {}", rule.line)),
-            None => match ctx.refused.take() {
+            None => match state.refused.take() {
                 Some(read) => outcomes.push(format!(
                     "error at line {} (reads {read}, which the query does not fix)",
                     rule.line
@@ -304,27 +310,35 @@ fn applicable(ruleset: &Ruleset, method: Method) -> impl Iterator<Item = &Rule> 
         .filter(move |r| r.methods.contains(&method))
 }
 
-struct Context<'a> {
-    request: Val,
-    resource: Val,
-    /// See [`Resource::known`].
-    known: Option<Vec<Vec<String>>>,
-    /// See [`Resource::contains`].
-    contains: Vec<(Vec<String>, Val)>,
+/// What a condition's evaluation changes: the lookups' budget and the first refused read.
+struct State<'b> {
     /// The first read of `resource` outside `known` (for the denial's reason).
     refused: Option<String>,
-    bindings: Map,
-    database: &'a str,
-    documents: &'a dyn Documents,
-    budget: &'a mut Budget,
+    budget: &'b mut Budget,
 }
 
-impl Context<'_> {
+/// One condition's evaluation. The roots (`request`, `resource`, the path's bindings) and the
+/// ruleset are borrowed for `'r`, so reading a field of a root or a literal returns a
+/// reference to it ([`Cow::Borrowed`]): only values a primitive makes are owned.
+struct Context<'r, 's, 'b> {
+    request: &'r Val,
+    resource: &'r Val,
+    /// See [`Resource::known`].
+    known: Option<&'r [Vec<String>]>,
+    /// See [`Resource::contains`].
+    contains: &'r [(Vec<String>, Val)],
+    bindings: &'r Map,
+    database: &'r str,
+    documents: &'r dyn Documents,
+    state: &'s mut State<'b>,
+}
+
+impl<'r> Context<'r, '_, '_> {
     /// A chain of `.field` / `[key]` reads from a root, by reference (no copy of the root).
-    fn read<'v>(&'v self, ir: &Ir) -> Option<Option<&'v Val>> {
+    fn read(&self, ir: &Ir) -> Option<Option<&'r Val>> {
         match ir {
-            Ir::Request => Some(Some(&self.request)),
-            Ir::Resource => Some(Some(&self.resource)),
+            Ir::Request => Some(Some(self.request)),
+            Ir::Resource => Some(Some(self.resource)),
             Ir::Wildcard(n) => Some(self.bindings.get(n)),
             Ir::Prim("member", args) => match args.as_slice() {
                 [obj, Ir::Lit(Val::Str(f))] => {
@@ -342,7 +356,7 @@ impl Context<'_> {
 
     /// Whether `ir` is a read of `resource` that `known` does not define (recording it).
     fn refuses(&mut self, ir: &Ir) -> bool {
-        let Some(known) = &self.known else {
+        let Some(known) = self.known else {
             return false;
         };
         let Some(keys) = resource_chain(ir) else {
@@ -351,20 +365,23 @@ impl Context<'_> {
         if known.iter().any(|k| keys.starts_with(k)) {
             return false;
         }
-        if self.refused.is_none() {
+        if self.state.refused.is_none() {
             let mut read = String::from("resource");
             for k in &keys {
                 read.push('.');
                 read.push_str(k);
             }
-            self.refused = Some(read);
+            self.state.refused = Some(read);
         }
         true
     }
 
     /// `x in resource.data.f` where the query fixes that `f` contains a value: true when `x`
     /// is that value, else unknown (an error).
-    fn contained(&mut self, ir: &Ir) -> Option<Option<Val>> {
+    fn contained(&mut self, ir: &'r Ir) -> Option<Option<Val>> {
+        if self.contains.is_empty() {
+            return None;
+        }
         let Ir::Prim("in", args) = ir else {
             return None;
         };
@@ -379,63 +396,92 @@ impl Context<'_> {
             .map(|(_, v)| v.clone())?;
         let x = self.eval(x);
         Some(x.and_then(|x| {
-            prim::apply("in", &[x, Val::List(vec![value])]).filter(|b| matches!(b, Val::Bool(true)))
+            prim::apply_refs("in", &[&x, &Val::List(vec![value])])
+                .filter(|b| matches!(b, Val::Bool(true)))
         }))
     }
 
-    fn eval(&mut self, ir: &Ir) -> Option<Val> {
+    fn eval(&mut self, ir: &'r Ir) -> Option<Cow<'r, Val>> {
         if let Some(decided) = self.contained(ir) {
-            return decided;
+            return decided.map(Cow::Owned);
         }
         if self.refuses(ir) {
             return None;
         }
         if let Some(v) = self.read(ir) {
-            return v.cloned();
+            return v.map(Cow::Borrowed);
         }
         match ir {
-            Ir::Lit(v) => Some(v.clone()),
+            Ir::Lit(v) => Some(Cow::Borrowed(v)),
             Ir::Request | Ir::Resource | Ir::Wildcard(_) => None,
-            Ir::Prim(name, args) => {
-                let mut vals = Vec::with_capacity(args.len());
-                for a in args {
-                    vals.push(self.eval(a)?);
+            Ir::Prim(name @ ("member" | "index"), args) => match args.as_slice() {
+                [obj, key] => {
+                    let obj = self.eval(obj)?;
+                    let key = self.eval(key)?;
+                    select(name, obj, &key)
                 }
-                prim::apply(name, &vals)
-            }
+                _ => None,
+            },
+            // Up to three arguments on the stack (every fixed-arity primitive but one).
+            Ir::Prim(name, args) => match args.as_slice() {
+                [a] => {
+                    let a = self.eval(a)?;
+                    prim::apply_refs(name, &[&a]).map(Cow::Owned)
+                }
+                [a, b] => {
+                    let a = self.eval(a)?;
+                    let b = self.eval(b)?;
+                    prim::apply_refs(name, &[&a, &b]).map(Cow::Owned)
+                }
+                [a, b, c] => {
+                    let a = self.eval(a)?;
+                    let b = self.eval(b)?;
+                    let c = self.eval(c)?;
+                    prim::apply_refs(name, &[&a, &b, &c]).map(Cow::Owned)
+                }
+                _ => {
+                    let mut vals = Vec::with_capacity(args.len());
+                    for a in args {
+                        vals.push(self.eval(a)?);
+                    }
+                    let refs: Vec<&Val> = vals.iter().map(|v| &**v).collect();
+                    prim::apply_refs(name, &refs).map(Cow::Owned)
+                }
+            },
             Ir::And(a, b) => {
-                let l = self.eval(a).as_ref().and_then(prim::truth);
+                let l = self.eval(a).as_deref().and_then(prim::truth);
                 if l == Some(false) {
-                    return Some(Val::Bool(false));
+                    return Some(Cow::Owned(Val::Bool(false)));
                 }
-                let r = self.eval(b).as_ref().and_then(prim::truth);
+                let r = self.eval(b).as_deref().and_then(prim::truth);
                 match (l, r) {
-                    (_, Some(false)) => Some(Val::Bool(false)),
-                    (Some(true), Some(true)) => Some(Val::Bool(true)),
+                    (_, Some(false)) => Some(Cow::Owned(Val::Bool(false))),
+                    (Some(true), Some(true)) => Some(Cow::Owned(Val::Bool(true))),
                     _ => None,
                 }
             }
             Ir::Or(a, b) => {
-                let l = self.eval(a).as_ref().and_then(prim::truth);
+                let l = self.eval(a).as_deref().and_then(prim::truth);
                 if l == Some(true) {
-                    return Some(Val::Bool(true));
+                    return Some(Cow::Owned(Val::Bool(true)));
                 }
-                let r = self.eval(b).as_ref().and_then(prim::truth);
+                let r = self.eval(b).as_deref().and_then(prim::truth);
                 match (l, r) {
-                    (_, Some(true)) => Some(Val::Bool(true)),
-                    (Some(false), Some(false)) => Some(Val::Bool(false)),
+                    (_, Some(true)) => Some(Cow::Owned(Val::Bool(true))),
+                    (Some(false), Some(false)) => Some(Cow::Owned(Val::Bool(false))),
                     _ => None,
                 }
             }
-            Ir::Cond(c, a, b) => match self.eval(c).as_ref().and_then(prim::truth)? {
+            Ir::Cond(c, a, b) => match self.eval(c).as_deref().and_then(prim::truth)? {
                 true => self.eval(a),
                 false => self.eval(b),
             },
             Ir::Lookup(kind, p) => {
-                let Val::Path(segments) = self.eval(p)? else {
+                let p = self.eval(p)?;
+                let Val::Path(segments) = &*p else {
                     return None;
                 };
-                self.lookup(*kind, &segments)
+                self.lookup(*kind, segments).map(Cow::Owned)
             }
         }
     }
@@ -455,11 +501,12 @@ impl Context<'_> {
             return None;
         }
         let after = matches!(kind, LookupKind::GetAfter | LookupKind::ExistsAfter);
-        if !self.budget.looked_up.contains(&path) {
-            if self.budget.looked_up.len() >= self.budget.limit {
+        let budget = &mut *self.state.budget;
+        if !budget.looked_up.contains(&path) {
+            if budget.looked_up.len() >= budget.limit {
                 return None;
             }
-            self.budget.looked_up.push(path.clone());
+            budget.looked_up.push(path.clone());
         }
         let found = if after {
             self.documents.get_after(&path)
@@ -472,6 +519,25 @@ impl Context<'_> {
                 document_value(self.database, &Document { path, data })
             }),
         })
+    }
+}
+
+/// `obj.f` / `obj[i]` ([`prim::ops::select`]) without copying `obj`: a borrowed `obj` gives a
+/// borrowed value, an owned map gives up the field.
+fn select<'r>(name: &str, obj: Cow<'r, Val>, key: &Val) -> Option<Cow<'r, Val>> {
+    match obj {
+        Cow::Borrowed(o) => match prim::ops::select(name, o, key) {
+            Some(found) => found.map(Cow::Borrowed),
+            None => prim::apply_refs(name, &[o, key]).map(Cow::Owned),
+        },
+        Cow::Owned(Val::Map(mut m)) => match key {
+            Val::Str(k) => m.remove(k).map(Cow::Owned),
+            _ => prim::apply_refs(name, &[&Val::Map(m), key]).map(Cow::Owned),
+        },
+        Cow::Owned(o) => match prim::ops::select(name, &o, key) {
+            Some(found) => found.cloned().map(Cow::Owned),
+            None => prim::apply_refs(name, &[&o, key]).map(Cow::Owned),
+        },
     }
 }
 

@@ -14,11 +14,11 @@ use super::{Map, MapDiff, Val};
 const MAX_REGEX_LEN: usize = 4_096;
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
-pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
+pub(super) fn apply(name: &str, args: &[&Val]) -> Option<Val> {
     typed(name, args).or_else(|| namespaced(name, args))
 }
 
-fn typed(name: &str, args: &[Val]) -> Option<Val> {
+fn typed(name: &str, args: &[&Val]) -> Option<Val> {
     match args {
         [Val::Str(s), rest @ ..] => string_method(name, s, rest),
         [Val::Bytes(b)] => bytes_method(name, b),
@@ -126,7 +126,7 @@ fn ascii_classes(pattern: &str) -> String {
     out
 }
 
-fn string_method(name: &str, s: &str, rest: &[Val]) -> Option<Val> {
+fn string_method(name: &str, s: &str, rest: &[&Val]) -> Option<Val> {
     Some(match (name, rest) {
         ("size", []) => int_of(s.encode_utf16().count())?,
         // Only ASCII letters change case (as Firebase's emulator does).
@@ -211,7 +211,7 @@ fn items(v: &Val) -> Option<&[Val]> {
     }
 }
 
-fn list_method(name: &str, list: &[Val], rest: &[Val]) -> Option<Val> {
+fn list_method(name: &str, list: &[Val], rest: &[&Val]) -> Option<Val> {
     let contains = |xs: &[Val], x: &Val| xs.iter().any(|y| strict_eq(y, x));
     Some(match (name, rest) {
         ("size", []) => int_of(list.len())?,
@@ -233,7 +233,7 @@ fn list_method(name: &str, list: &[Val], rest: &[Val]) -> Option<Val> {
     })
 }
 
-fn set_method(name: &str, set: &[Val], rest: &[Val]) -> Option<Val> {
+fn set_method(name: &str, set: &[Val], rest: &[&Val]) -> Option<Val> {
     let contains = |xs: &[Val], x: &Val| xs.iter().any(|y| loose_eq(y, x));
     Some(match (name, rest) {
         ("size", []) => int_of(set.len())?,
@@ -250,7 +250,7 @@ fn set_method(name: &str, set: &[Val], rest: &[Val]) -> Option<Val> {
     })
 }
 
-fn map_method(name: &str, m: &Map, rest: &[Val]) -> Option<Val> {
+fn map_method(name: &str, m: &Map, rest: &[&Val]) -> Option<Val> {
     Some(match (name, rest) {
         ("size", []) => int_of(m.len())?,
         // Keys sorted (UTF-16 order, as Firebase lists them).
@@ -260,21 +260,25 @@ fn map_method(name: &str, m: &Map, rest: &[Val]) -> Option<Val> {
             Val::List(keys.into_iter().map(|k| Val::str(k)).collect())
         }
         ("values", []) => Val::List(m.values().cloned().collect()),
-        ("map_get", [Val::Str(k), default]) => m.get(k).cloned().unwrap_or_else(|| default.clone()),
+        ("map_get", [Val::Str(k), default]) => {
+            m.get(k).cloned().unwrap_or_else(|| (*default).clone())
+        }
         ("map_get", [Val::List(path), default]) => {
-            let mut current = Val::Map(m.clone());
+            // `None`: still at `m` itself (walked by reference; only the result is copied).
+            let mut current: Option<&Val> = None;
             for key in path {
                 let Val::Str(key) = key else { return None };
-                let next = match &current {
-                    Val::Map(inner) => inner.get(key).cloned(),
-                    _ => None,
+                let inner = match current {
+                    None => Some(m),
+                    Some(Val::Map(inner)) => Some(inner),
+                    Some(_) => None,
                 };
-                match next {
-                    Some(v) => current = v,
-                    None => return Some(default.clone()),
+                match inner.and_then(|inner| inner.get(key)) {
+                    Some(v) => current = Some(v),
+                    None => return Some((*default).clone()),
                 }
             }
-            current
+            current.map_or_else(|| Val::Map(m.clone()), Val::clone)
         }
         ("diff", [Val::Map(other)]) => {
             let mut d = MapDiff::default();
@@ -348,7 +352,7 @@ fn crc32(polynomial: u32, data: &[u8]) -> u32 {
     !crc
 }
 
-fn namespaced(name: &str, args: &[Val]) -> Option<Val> {
+fn namespaced(name: &str, args: &[&Val]) -> Option<Val> {
     match (name, args) {
         ("math_abs", [Val::Int(i)]) => i.checked_abs().map(Val::Int),
         ("math_abs", [Val::Float(f)]) => Some(Val::Float(f.abs())),

@@ -297,6 +297,13 @@ fn method_prim_name(name: &str) -> String {
 /// Apply primitive `name` to evaluated arguments. `None`: Firestore's error (also for an
 /// unknown name or a wrong number of arguments, which the compiler never emits).
 pub fn apply(name: &str, args: &[Val]) -> Option<Val> {
+    let args: Vec<&Val> = args.iter().collect();
+    apply_refs(name, &args)
+}
+
+/// [`apply`] over borrowed arguments: what the evaluator calls, so that reading a field or
+/// calling a method of a map (`request.resource.data.keys()`) does not copy the map.
+pub fn apply_refs(name: &str, args: &[&Val]) -> Option<Val> {
     if !arity(name)?.accepts(args.len()) {
         return None;
     }

@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 use super::time::{duration, timestamp};
 use super::{Map, Val};
 
-pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
+pub(super) fn apply(name: &str, args: &[&Val]) -> Option<Val> {
     match (name, args) {
         ("add", [a, b]) => add(a, b),
         ("sub", [a, b]) => sub(a, b),
@@ -38,10 +38,13 @@ pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
         }
         ("in", [v, c]) => member_of(v, c),
         ("is", [v, Val::Str(t)]) => Some(Val::Bool(v.is(t))),
-        ("member", [Val::Map(m), Val::Str(f)]) => m.get(f).cloned(),
-        ("index", [o, i]) => index(o, i),
+        ("member", [o, f]) => select(name, o, f).flatten().cloned(),
+        ("index", [o, i]) => match select(name, o, i) {
+            Some(found) => found.cloned(),
+            None => index(o, i),
+        },
         ("range", [o, Val::Int(a), Val::Int(b)]) => range(o, *a, *b),
-        ("list", items) => Some(Val::List(items.to_vec())),
+        ("list", items) => Some(Val::List(items.iter().map(|v| (*v).clone()).collect())),
         ("map", kvs) => {
             if kvs.len() % 2 != 0 {
                 return None;
@@ -50,7 +53,7 @@ pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
             for pair in kvs.chunks(2) {
                 match pair {
                     [Val::Str(k), v] => {
-                        m.insert(k.clone(), v.clone());
+                        m.insert(k.clone(), (*v).clone());
                     }
                     _ => return None,
                 }
@@ -98,7 +101,7 @@ pub(super) fn apply(name: &str, args: &[Val]) -> Option<Val> {
             }
             Some(Val::Path(segs))
         }
-        ("debug", [v]) => Some(v.clone()),
+        ("debug", [v]) => Some((*v).clone()),
         _ => None,
     }
 }
@@ -334,14 +337,27 @@ fn range(o: &Val, a: i64, b: i64) -> Option<Val> {
     })
 }
 
+/// The cases of `member` (`o.f`) and `index` (`o[i]`) that select a value `o` holds (a
+/// map's field, a list's item), by reference, so the evaluator need not copy `o` or the value:
+/// `Some(Some(v))` selects `v`, `Some(None)` is an error, `None` is not such a case (`index`
+/// of a string or a path makes a new value).
+pub fn select<'v>(name: &str, o: &'v Val, key: &Val) -> Option<Option<&'v Val>> {
+    match (name, o, key) {
+        ("member" | "index", Val::Map(m), Val::Str(k)) => Some(m.get(k)),
+        ("member", _, _) => Some(None),
+        ("index", Val::List(items), Val::Int(i)) => {
+            Some(usize::try_from(*i).ok().and_then(|i| items.get(i)))
+        }
+        _ => None,
+    }
+}
+
 fn index(o: &Val, i: &Val) -> Option<Val> {
     match (o, i) {
         (Val::Str(s), Val::Int(i)) => {
             let at = usize::try_from(*i).ok()?;
             utf16_slice(s, at, at.checked_add(1)?).map(Val::Str)
         }
-        (Val::List(items), Val::Int(i)) => items.get(usize::try_from(*i).ok()?).cloned(),
-        (Val::Map(m), Val::Str(k)) => m.get(k).cloned(),
         (Val::Path(p), Val::Int(i)) => p.get(usize::try_from(*i).ok()?).cloned().map(Val::Str),
         _ => None,
     }
