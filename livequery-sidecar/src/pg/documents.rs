@@ -91,34 +91,56 @@ fn document_of(path: &ResourcePath, row: Option<Row>) -> Result<Option<Document>
 const CLIENT_READ_ONE_SQL: &str = "select data, create_time, update_time \
                                    from docstore.get_document_as_client($1, $2, $3, $4)";
 
-/// Whether this role may call `docstore.get_document_as_client` (false when the extension
-/// predates it or the role was not granted EXECUTE on it).
-const CAN_READ_IN_ONE_SQL: &str = "select coalesce(has_function_privilege(\
-    to_regprocedure('docstore.get_document_as_client(text, text, text, text)'), 'execute'), false)";
+/// Whether this role may call each one-statement function (false when the extension predates
+/// it or the role was not granted EXECUTE): the client read, the admin create, the client
+/// create, in [`ONE_STATEMENT_BITS`]' order.
+const CAN_ONE_STATEMENT_SQL: &str = "select \
+    coalesce(has_function_privilege(\
+        to_regprocedure('docstore.get_document_as_client(text, text, text, text)'), \
+        'execute'), false), \
+    coalesce(has_function_privilege(\
+        to_regprocedure('docstore.add_document(text, jsonb, text)'), 'execute'), false), \
+    coalesce(has_function_privilege(\
+        to_regprocedure('docstore.add_document_as_client(text, jsonb, text, text, text)'), \
+        'execute'), false)";
 
-/// [`Db`]'s `one_statement_reads`: not asked yet.
+/// [`Db`]'s `one_statement`: not asked yet.
 pub const ONE_STATEMENT_UNKNOWN: u8 = 0;
-const ONE_STATEMENT_YES: u8 = 1;
-const ONE_STATEMENT_NO: u8 = 2;
+/// Set once asked, with one bit per function this role may call.
+const ONE_STATEMENT_KNOWN: u8 = 0x80;
+const CLIENT_READ: u8 = 1;
+const ADMIN_ADD: u8 = 2;
+const CLIENT_ADD: u8 = 4;
+/// The bits of [`CAN_ONE_STATEMENT_SQL`]'s columns.
+const ONE_STATEMENT_BITS: [u8; 3] = [CLIENT_READ, ADMIN_ADD, CLIENT_ADD];
 
-/// Whether client reads go through `docstore.get_document_as_client`: asked once per
-/// sidecar (a grant or an extension upgrade later needs a restart to be used).
-async fn one_statement_reads(db: &Db, client: &deadpool_postgres::Object) -> Result<bool, PgError> {
-    use std::sync::atomic::Ordering;
-    match db.one_statement_reads.load(Ordering::Relaxed) {
-        ONE_STATEMENT_YES => return Ok(true),
-        ONE_STATEMENT_NO => return Ok(false),
-        _ => {}
+/// Which requests go through their one-statement function ([`CLIENT_READ`], [`ADMIN_ADD`],
+/// [`CLIENT_ADD`] bits), asked once per sidecar for all of them with `client` (a grant or an
+/// extension upgrade later needs a restart to be used).
+///
+/// # Cancel safety
+/// Dropped before the answer, nothing is remembered; the next call asks again.
+async fn one_statement(db: &Db, client: &deadpool_postgres::Object) -> Result<u8, PgError> {
+    if let Some(known) = one_statement_known(db) {
+        return Ok(known);
     }
-    let stmt = client.prepare_cached(CAN_READ_IN_ONE_SQL).await?;
-    let can: bool = client.query_one(&stmt, &[]).await?.try_get(0)?;
-    let state = if can {
-        ONE_STATEMENT_YES
-    } else {
-        ONE_STATEMENT_NO
-    };
-    db.one_statement_reads.store(state, Ordering::Relaxed);
-    Ok(can)
+    let stmt = client.prepare_cached(CAN_ONE_STATEMENT_SQL).await?;
+    let row = client.query_one(&stmt, &[]).await?;
+    let mut state = ONE_STATEMENT_KNOWN;
+    for (i, bit) in ONE_STATEMENT_BITS.into_iter().enumerate() {
+        if row.try_get::<_, bool>(i)? {
+            state |= bit;
+        }
+    }
+    db.one_statement
+        .store(state, std::sync::atomic::Ordering::Relaxed);
+    Ok(state)
+}
+
+/// [`one_statement`]'s answer if it was asked already.
+fn one_statement_known(db: &Db) -> Option<u8> {
+    let state = db.one_statement.load(std::sync::atomic::Ordering::Relaxed);
+    (state & ONE_STATEMENT_KNOWN != 0).then_some(state)
 }
 
 /// Read one document in a request of its own, in one round trip: an admin read is a single
@@ -156,7 +178,7 @@ pub async fn get(
         }
         RunAs::Client { auth, request } => (auth, request),
     };
-    if one_statement_reads(db, client).await? {
+    if one_statement(db, client).await? & CLIENT_READ != 0 {
         let read = client.prepare_cached(CLIENT_READ_ONE_SQL).await?;
         let text_path = path.to_string();
         let params: [&(dyn ToSql + Sync); 4] = [&text_path, auth, request, &database];
@@ -264,22 +286,8 @@ const ADD_ONE_SQL: &str = "select path, data, create_time, update_time \
 const CLIENT_ADD_ONE_SQL: &str = "select path, data, create_time, update_time \
     from docstore.add_document_as_client($1, $2::jsonb, $3, $4, $5)";
 
-/// Whether this role may call `docstore.add_document` and `docstore.add_document_as_client`
-/// (false when the extension predates them or the role was not granted EXECUTE).
-const CAN_ADD_IN_ONE_SQL: &str = "select \
-    coalesce(has_function_privilege(\
-        to_regprocedure('docstore.add_document(text, jsonb, text)'), 'execute'), false), \
-    coalesce(has_function_privilege(\
-        to_regprocedure('docstore.add_document_as_client(text, jsonb, text, text, text)'), \
-        'execute'), false)";
-
-/// [`Db`]'s `one_statement_adds` once asked: this bit, plus one bit per function allowed.
-const ADDS_KNOWN: u8 = 0x80;
-const ADDS_ADMIN: u8 = 1;
-const ADDS_CLIENT: u8 = 2;
-
 /// Whether a create as `run_as` goes through `docstore.add_document` (admin) or
-/// `docstore.add_document_as_client` (client): asked once per sidecar, like client reads.
+/// `docstore.add_document_as_client` (client): see [`one_statement`].
 ///
 /// # Errors
 /// No connection; Postgres errors.
@@ -287,21 +295,13 @@ const ADDS_CLIENT: u8 = 2;
 /// # Cancel safety
 /// Dropped before the answer, nothing is remembered; the next call asks again.
 pub async fn adds_in_one_statement(db: &Db, run_as: &RunAs) -> Result<bool, PgError> {
-    use std::sync::atomic::Ordering;
-    let mut state = db.one_statement_adds.load(Ordering::Relaxed);
-    if state & ADDS_KNOWN == 0 {
-        let client = db.pool.get().await?;
-        let stmt = client.prepare_cached(CAN_ADD_IN_ONE_SQL).await?;
-        let row = client.query_one(&stmt, &[]).await?;
-        let (admin, as_client): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
-        state = ADDS_KNOWN
-            | if admin { ADDS_ADMIN } else { 0 }
-            | if as_client { ADDS_CLIENT } else { 0 };
-        db.one_statement_adds.store(state, Ordering::Relaxed);
-    }
     let bit = match run_as {
-        RunAs::Admin => ADDS_ADMIN,
-        RunAs::Client { .. } => ADDS_CLIENT,
+        RunAs::Admin => ADMIN_ADD,
+        RunAs::Client { .. } => CLIENT_ADD,
+    };
+    let state = match one_statement_known(db) {
+        Some(known) => known,
+        None => one_statement(db, &db.pool.get().await?).await?,
     };
     Ok(state & bit != 0)
 }

@@ -61,12 +61,9 @@ pub enum RunAs {
 pub struct Db {
     pool: Pool,
     databases: DatabaseCache,
-    /// Whether this role may read as a client in one statement
-    /// (`docstore.get_document_as_client`): [`documents::ONE_STATEMENT_UNKNOWN`], `_YES`, `_NO`.
-    one_statement_reads: std::sync::Arc<std::sync::atomic::AtomicU8>,
-    /// Which creates go in one statement (`docstore.add_document`, `_as_client`): asked once,
-    /// see [`documents::adds_in_one_statement`].
-    one_statement_adds: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    /// Which requests this role may run in one statement (`docstore.get_document_as_client`,
+    /// `add_document`, `add_document_as_client`): asked once, see `documents::one_statement`.
+    one_statement: std::sync::Arc<std::sync::atomic::AtomicU8>,
 }
 
 /// Pool sizes for `/metrics`.
@@ -145,10 +142,7 @@ impl Db {
         Ok(Db {
             pool,
             databases: DatabaseCache::new(),
-            one_statement_reads: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
-                documents::ONE_STATEMENT_UNKNOWN,
-            )),
-            one_statement_adds: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
+            one_statement: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
                 documents::ONE_STATEMENT_UNKNOWN,
             )),
         })
