@@ -180,11 +180,18 @@ fn get_document_as_client(
     >,
     ErrorReport,
 > {
+    crate::guc::set_local(c"docstore.database", database)?;
+    let _client = act_as_client(auth, request)?;
+    Ok(document_row(path)?)
+}
+
+/// The start of the sidecar's one-statement client calls: `docstore.auth` and
+/// `docstore.request` set until the end of the transaction with the caller's own rights, then
+/// `docstore_client` for the rest of the call (while the result lives).
+fn act_as_client(auth: &str, request: &str) -> Result<crate::pg::owner::AsClient, DocstoreError> {
     crate::guc::set_local(c"docstore.auth", auth)?;
     crate::guc::set_local(c"docstore.request", request)?;
-    crate::guc::set_local(c"docstore.database", database)?;
-    let _client = crate::pg::owner::AsClient::new()?;
-    Ok(document_row(path)?)
+    crate::pg::owner::AsClient::new()
 }
 
 /// Write a whole document (or, with `merge`, only the given fields). Returns the update time.
@@ -347,9 +354,7 @@ fn add_document_as_client(
     >,
     ErrorReport,
 > {
-    crate::guc::set_local(c"docstore.auth", auth)?;
-    crate::guc::set_local(c"docstore.request", request)?;
-    let _client = crate::pg::owner::AsClient::new()?;
+    let _client = act_as_client(auth, request)?;
     Ok(added_row(collection, data, database)?)
 }
 
