@@ -5,10 +5,10 @@ decides the same either way (201, 403), the body is the same, and the function's
 (track_functions) shows which path ran."""
 
 import re
-import time
 
 import httpx
 import pytest
+from login_role import assert_calls, calls, login_role
 from test_process import start
 
 DB = "clientcreate"
@@ -26,35 +26,17 @@ FUNCTION = "docstore.add_document_as_client(text, jsonb, text, text, text)"
 
 
 @pytest.fixture
-def login_role(stack):
-    stack.sql(f"create role {ROLE} login")
-    stack.sql(f"grant docstore_client to {ROLE}")
-    stack.sql(f"grant set on parameter docstore.auth, docstore.request to {ROLE}")
-    stack.sql(f"alter role {ROLE} set track_functions = 'all'")
-    stack.sql("insert into docstore.databases (id) values (%s) on conflict do nothing", DB)
-    stack.sql("select docstore.set_rules(%s, %s)", RULES, DB)
-    yield
-    stack.sql("select docstore.drop_rules(%s)", DB)
-    stack.sql("select docstore.drop_database(%s)", DB)
-    stack.sql(f"revoke set on parameter docstore.auth, docstore.request from {ROLE}")
-    stack.sql(f"drop owned by {ROLE}")
-    stack.sql(f"drop role {ROLE}")
+def database_url(stack):
+    with login_role(stack, ROLE, DB, RULES) as url:
+        yield url
 
 
-def calls() -> str:
-    return (
-        "select coalesce(sum(calls), 0)::int from pg_stat_user_functions "
-        "where schemaname = 'docstore' and funcname = 'add_document_as_client'"
-    )
-
-
-def test_client_create_in_one_statement_or_in_a_transaction(stack, client, tmp_path, login_role):
-    database_url = stack.cluster.url().replace("postgres@", f"{ROLE}@", 1)
+def test_client_create_in_one_statement_or_in_a_transaction(stack, client, tmp_path, database_url):
     bodies = {}
     for granted in (False, True):
         if granted:
             stack.sql(f"grant execute on function {FUNCTION} to {ROLE}")
-        before = stack.sql(calls())[0][0]
+        before = calls(stack, "add_document_as_client")
         proc, url = start(
             stack, tmp_path, database_url, "--live", "false", "--jwt-secret", stack.jwt_secret
         )
@@ -84,17 +66,14 @@ def test_client_create_in_one_statement_or_in_a_transaction(stack, client, tmp_p
         # The sidecar's backends report their function calls when they exit; calls that
         # raised (the 403s) are not counted, so one.
         expected = before + (1 if granted else 0)
-        deadline = time.monotonic() + 10
-        while stack.sql(calls())[0][0] != expected and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert stack.sql(calls())[0][0] == expected, granted
+        assert_calls(stack, "add_document_as_client", expected, granted)
     # The denied creates wrote nothing: one document per path.
     rows = stack.sql("select count(*)::int from docstore.entities where database_id = %s", DB)
     assert rows[0][0] == 2
     assert set(bodies[False]) == set(bodies[True]) == {"path", "data", "createTime", "updateTime"}
 
 
-def test_jwt_create_under_rules_through_the_main_sidecar(stack, client, login_role):
+def test_jwt_create_under_rules_through_the_main_sidecar(stack, client, database_url):
     """The project's sidecar connects as a superuser: its creates use the one-statement
     functions (admin and client) and answer as before."""
     u1 = {"Authorization": f"Bearer {stack.token({'sub': 'u1'})}"}
