@@ -11,6 +11,7 @@
 #   DOCSTORE_SIDECAR_BIN (default target/release/docstore-sidecar). Databases bench_add_one and
 #   bench_add_tx are dropped at the end.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/bench_lib.sh"
 ROUNDS="${1:-3}"
 SECONDS_PER_RUN="${2:-10}"
 SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar}"
@@ -25,8 +26,7 @@ cleanup() {
   rm -rf "${tmp}"
 }
 trap cleanup EXIT
-# bench_http.sh's document; :r :c :t :a :p are replaced per request or transaction.
-doc='{"name": "Restaurant :r", "city": "City :c", "type": "Type :t", "avgRating": :a.5, "numRatings": :r, "price": :p, "open": true, "phone": "+1-555-:r", "address": "1234 Market Street, Suite :r, San Francisco, CA 94103, United States of America", "description": "A neighbourhood favourite serving slow-smoked brisket, ribs and seasonal sides, with a long list of Californian wines and local craft beers on tap; reservations recommended on weekends, walk-ins welcome at the bar, private dining for up to forty guests, catering available for events of every size, and a patio that is dog friendly. Kitchen open until late every day except Monday, brunch on Saturdays and Sundays from ten, happy hour from four to six with half-price small plates and oysters, live music on Thursday nights, gift cards available at the host stand and online, parking validated at the garage across the street :r. Ask about the tasting menu, the smoked vegetables for guests who eat no meat, and the seasonal pies, baked every morning by the pastry team next door."}'
+doc="${BENCH_DOC}" # bench_lib.sh
 for db in bench_add_one bench_add_tx; do
   fresh_database "${db}"
   "${PSQL[@]}" -d "${db}" -qc "create extension pg_docstore"
@@ -64,19 +64,7 @@ for db in bench_add_one bench_add_tx; do
     "${PYTHON}" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert sorted(d) == ["createTime", "data", "path", "updateTime"], d' "${tmp}/check"
   done
 done
-cat > "${tmp}/add.lua" <<LUA
-math.randomseed(os.time())
-local template = [[${doc}]]
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  local body = template:gsub(":r", tostring(math.random(1, 1000000))):gsub(":c", tostring(math.random(1, 100)))
-  body = body:gsub(":t", tostring(math.random(1, 20))):gsub(":a", tostring(math.random(1, 4))):gsub(":p", tostring(math.random(1, 4)))
-  return wrk.format("POST", "/v1/databases/(default)/documents/bench_http_add", nil, body)
-end
-LUA
-printf '%s\n%s\n%s\n%s\n%s\nselect docstore.add('"'"'bench_sql_add'"'"', '"'"'%s'"'"');\n' \
-  '\set r random(1, 1000000)' '\set c random(1, 100)' '\set t random(1, 20)' '\set a random(1, 4)' \
-  '\set p random(1, 4)' "${doc}" > "${tmp}/add.sql"
+write_create_workload "${tmp}"
 wrk_rate() { # who, url -> "requests/s p50 p99 errors"
   "${PSQL[@]}" -d postgres -qc checkpoint
   wrk -t 2 -c 32 -d "${SECONDS_PER_RUN}s" --latency -s "${tmp}/add.lua" -H "Authorization: Bearer ${TOKENS[$1]}" "$2" > "${tmp}/wrk.out" 2>&1

@@ -26,6 +26,7 @@
 #   default BENCH_CONNECTIONS: as many Postgres backends as pgbench's clients).
 # Prints a Markdown table for BENCHMARKS.md ("Sidecar HTTP"); raw output in target/bench-http/.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/bench_lib.sh"
 
 SECONDS_PER_RUN="${BENCH_SECONDS:-15}"
 CONNECTIONS="${BENCH_CONNECTIONS:-32}"
@@ -70,9 +71,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# ~1 KB, 10 top-level scalar fields (scripts/bench_writes.sh's document, a longer description):
-# the placeholders :r :c :t :a :p are replaced per document (pgbench variables, Lua, SQL replace()).
-doc='{"name": "Restaurant :r", "city": "City :c", "type": "Type :t", "avgRating": :a.5, "numRatings": :r, "price": :p, "open": true, "phone": "+1-555-:r", "address": "1234 Market Street, Suite :r, San Francisco, CA 94103, United States of America", "description": "A neighbourhood favourite serving slow-smoked brisket, ribs and seasonal sides, with a long list of Californian wines and local craft beers on tap; reservations recommended on weekends, walk-ins welcome at the bar, private dining for up to forty guests, catering available for events of every size, and a patio that is dog friendly. Kitchen open until late every day except Monday, brunch on Saturdays and Sundays from ten, happy hour from four to six with half-price small plates and oysters, live music on Thursday nights, gift cards available at the host stand and online, parking validated at the garage across the street :r. Ask about the tasting menu, the smoked vegetables for guests who eat no meat, and the seasonal pies, baked every morning by the pastry team next door."}'
+doc="${BENCH_DOC}" # bench_lib.sh
 
 say "preparing database ${DB}: ${DOCUMENTS} documents of ~1 KB in collection bench"
 fresh_database "${DB}"
@@ -152,20 +151,8 @@ request = function()
   return wrk.format("GET", "/v1/databases/(default)/documents/bench/d" .. math.random(1, ${DOCUMENTS}))
 end
 LUA
-cat > "${tmp}/add.lua" <<LUA
-math.randomseed(os.time())
-local template = [[${doc}]]
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  local body = template:gsub(":r", tostring(math.random(1, 1000000))):gsub(":c", tostring(math.random(1, 100)))
-  body = body:gsub(":t", tostring(math.random(1, 20))):gsub(":a", tostring(math.random(1, 4))):gsub(":p", tostring(math.random(1, 4)))
-  return wrk.format("POST", "/v1/databases/(default)/documents/bench_http_add", nil, body)
-end
-LUA
 printf '\\set i random(1, %d)\nselect docstore.get('"'"'bench/d'"'"' || :i);\n' "${DOCUMENTS}" > "${tmp}/get.sql"
-printf '%s\n%s\n%s\n%s\n%s\nselect docstore.add('"'"'bench_sql_add'"'"', '"'"'%s'"'"');\n' \
-  '\set r random(1, 1000000)' '\set c random(1, 100)' '\set t random(1, 20)' '\set a random(1, 4)' \
-  '\set p random(1, 4)' "${doc}" > "${tmp}/add.sql"
+write_create_workload "${tmp}"
 echo "select * from docstore.query('select * from /bench');" > "${tmp}/query.sql"
 # The same calls inside the sidecar's first transaction shape (pg/mod.rs, RequestTx, admin):
 # four statements, one round trip each. It is kept as it was for comparison with earlier runs;

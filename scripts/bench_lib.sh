@@ -1,0 +1,26 @@
+# The create workload of the HTTP benchmarks (bench_http.sh, bench_client_create.sh), so both
+# measure the same thing. Sourced, not run.
+# shellcheck shell=bash
+
+# ~1 KB, 10 top-level scalar fields (scripts/bench_writes.sh's document, a longer description):
+# the placeholders :r :c :t :a :p are replaced per document (pgbench variables, Lua, SQL replace()).
+BENCH_DOC='{"name": "Restaurant :r", "city": "City :c", "type": "Type :t", "avgRating": :a.5, "numRatings": :r, "price": :p, "open": true, "phone": "+1-555-:r", "address": "1234 Market Street, Suite :r, San Francisco, CA 94103, United States of America", "description": "A neighbourhood favourite serving slow-smoked brisket, ribs and seasonal sides, with a long list of Californian wines and local craft beers on tap; reservations recommended on weekends, walk-ins welcome at the bar, private dining for up to forty guests, catering available for events of every size, and a patio that is dog friendly. Kitchen open until late every day except Monday, brunch on Saturdays and Sundays from ten, happy hour from four to six with half-price small plates and oysters, live music on Thursday nights, gift cards available at the host stand and online, parking validated at the garage across the street :r. Ask about the tasting menu, the smoked vegetables for guests who eat no meat, and the seasonal pies, baked every morning by the pastry team next door."}'
+
+# write_create_workload DIR: DIR/add.lua (wrk: a POST of BENCH_DOC to bench_http_add with values
+# varied per request) and DIR/add.sql (pgbench: docstore.add of the same to bench_sql_add, varied
+# per transaction).
+write_create_workload() {
+  cat > "$1/add.lua" <<LUA
+math.randomseed(os.time())
+local template = [[${BENCH_DOC}]]
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  local body = template:gsub(":r", tostring(math.random(1, 1000000))):gsub(":c", tostring(math.random(1, 100)))
+  body = body:gsub(":t", tostring(math.random(1, 20))):gsub(":a", tostring(math.random(1, 4))):gsub(":p", tostring(math.random(1, 4)))
+  return wrk.format("POST", "/v1/databases/(default)/documents/bench_http_add", nil, body)
+end
+LUA
+  printf '%s\n%s\n%s\n%s\n%s\nselect docstore.add('"'"'bench_sql_add'"'"', '"'"'%s'"'"');\n' \
+    '\set r random(1, 1000000)' '\set c random(1, 100)' '\set t random(1, 20)' '\set a random(1, 4)' \
+    '\set p random(1, 4)' "${BENCH_DOC}" > "$1/add.sql"
+}
