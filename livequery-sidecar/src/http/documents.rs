@@ -13,6 +13,7 @@ use super::error::ApiError;
 use super::resource::{parse_params, Params, Target};
 use super::SharedState;
 use crate::pg::documents::{self as pg_documents, Document};
+use crate::pg::RunAs;
 use crate::pg::{PgError, RequestTx};
 
 /// A document in the API's JSON form:
@@ -72,16 +73,28 @@ async fn begin_with<T>(
     method: RulesMethod,
     first: impl AsyncFnOnce(&RequestTx) -> Result<T, ApiError>,
 ) -> Result<(RequestTx, T), ApiError> {
+    let run_as = caller(state, call, headers, http_method, method)?;
+    state.db.begin_with(&call.database, &run_as, first).await
+}
+
+/// Who `call` runs as: the caller authenticated from `headers`, with the request the rules
+/// see (`method` on the call's path).
+fn caller(
+    state: &SharedState,
+    call: &Call,
+    headers: &HeaderMap,
+    http_method: &Method,
+    method: RulesMethod,
+) -> Result<RunAs, ApiError> {
     let principal = state.verifier.authenticate(headers)?;
-    let run_as = run_as(
+    Ok(run_as(
         &principal,
         method,
         http_method.as_str(),
         &call.database,
         &call.path,
         None,
-    );
-    state.db.begin_with(&call.database, &run_as, first).await
+    ))
 }
 
 /// Commit on success, roll back on failure (a connection that cannot roll back is discarded
@@ -136,15 +149,13 @@ pub async fn get(
             "GET of a document takes no query parameters",
         ));
     }
-    let principal = state.verifier.authenticate(request.headers())?;
-    let run_as = run_as(
-        &principal,
+    let run_as = caller(
+        &state,
+        &call,
+        request.headers(),
+        request.method(),
         RulesMethod::Get,
-        request.method().as_str(),
-        &call.database,
-        &call.path,
-        None,
-    );
+    )?;
     match pg_documents::get(&state.db, &call.database, &run_as, &call.resource).await? {
         Some(doc) => Ok(json_response(StatusCode::OK, document_json(&doc)?)),
         None => Err(ApiError::not_found(format!(
@@ -326,15 +337,13 @@ pub async fn add(
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let data = body::json_object_text(&bytes, "the document data")?;
-    let principal = state.verifier.authenticate(&parts.headers)?;
-    let run_as = run_as(
-        &principal,
+    let run_as = caller(
+        &state,
+        &call,
+        &parts.headers,
+        &parts.method,
         RulesMethod::Create,
-        parts.method.as_str(),
-        &call.database,
-        &call.path,
-        None,
-    );
+    )?;
     if pg_documents::adds_in_one_statement(&state.db, &run_as).await? {
         let doc =
             pg_documents::add_one(&state.db, &call.database, &run_as, &call.path, &data).await?;
