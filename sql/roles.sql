@@ -61,7 +61,7 @@ revoke execute on function docstore.add_document_as_client(text, jsonb, text, te
 -- with its own grants, as before (superusers and the owner bypass row-level security anyway).
 alter table docstore.entities enable row level security;
 create policy docstore_rules_list on docstore.entities for select to docstore_client
-    using (docstore.rules_policy(database_id, path, data));
+    using (not docstore.rules_set(database_id) or docstore.rules_policy(database_id, path, data));
 create policy docstore_not_clients on docstore.entities for select to public
     using ((select not pg_has_role('docstore_client', 'usage')
                 or has_table_privilege('docstore.entities', 'insert, update, delete')));

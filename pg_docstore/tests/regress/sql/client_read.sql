@@ -27,6 +27,24 @@ set docstore.database = 'as-client-open';
 select docstore.set('notes/a', '{"owner": "alice"}') is not null as seeded_open;
 reset docstore.database;
 select data as open_database from docstore.get_document_as_client('notes/a', 'null', '{}', 'as-client-open');
+-- Plain SQL as a client: a row of a database without rules passes the list policy without
+-- its rule function (docstore.rules_set is false); the ruled database's rows are filtered by
+-- its list rule (it has none: no row passes). An administrator's own policy still applies.
+begin;
+set local role docstore_client;
+select database_id, path from docstore.entities
+  where database_id in ('as-client', 'as-client-open') order by 1, 2;
+rollback;
+select docstore.rules_set('as-client') as ruled, docstore.rules_set('as-client-open') as open;
+create policy test_hide_open on docstore.entities as restrictive for select to docstore_client
+  using (database_id <> 'as-client-open');
+begin;
+set local role docstore_client;
+select count(*) as hidden_by_own_policy from docstore.entities where database_id = 'as-client-open';
+rollback;
+select count(*) as get_hidden_by_own_policy
+  from docstore.get_document_as_client('notes/a', 'null', '{}', 'as-client-open');
+drop policy test_hide_open on docstore.entities;
 
 -- The settings last until the end of the transaction; the role is the caller's again at once.
 begin;
