@@ -87,6 +87,7 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         admin_key: Some("admin".into()),
         max_body_bytes: 100,
         pool_size: 1,
+        shared_connections: 0,
         slot: "s".into(),
         live: false,
         heartbeat_ms: 1000,

@@ -64,6 +64,16 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
 
+    /// Postgres connections shared by the reads that are one statement (GET of a document):
+    /// their statements are pipelined, so a few busy backends serve many requests at once.
+    /// 0: those requests take pooled connections.
+    #[arg(
+        long,
+        env = "DOCSTORE_SHARED_CONNECTIONS",
+        default_value_t = crate::pg::shared::DEFAULT_SHARED_CONNECTIONS
+    )]
+    pub shared_connections: usize,
+
     /// The logical replication slot the sidecar owns for live queries (created when
     /// missing, on the extension's publication `docstore_changes`). Two sidecars on one
     /// database need two slots.
@@ -120,6 +130,7 @@ impl std::fmt::Debug for Config {
             .field("admin_key", &redacted(self.admin_key.is_some()))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("pool_size", &self.pool_size)
+            .field("shared_connections", &self.shared_connections)
             .field("slot", &self.slot)
             .field("live", &self.live)
             .field("heartbeat_ms", &self.heartbeat_ms)

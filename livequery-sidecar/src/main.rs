@@ -45,6 +45,7 @@ async fn run(config: Config) -> Result<(), String> {
     let db = Db::connect_with_timeout(
         &config.database_url,
         config.pool_size,
+        config.shared_connections,
         Duration::from_millis(config.statement_timeout_ms),
     )?;
     let metrics = http::metrics::install().map_err(|e| format!("metrics recorder: {e}"))?;

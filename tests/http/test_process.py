@@ -53,6 +53,7 @@ def test_help_documents_every_flag(stack):
         ("--admin-key", "DOCSTORE_ADMIN_KEY"),
         ("--max-body-bytes", None),
         ("--pool-size", None),
+        ("--shared-connections", "DOCSTORE_SHARED_CONNECTIONS"),
         ("--statement-timeout-ms", "DOCSTORE_STATEMENT_TIMEOUT_MS"),
     ):
         assert flag in out.stdout, flag

@@ -128,6 +128,9 @@ impl From<PgError> for ApiError {
             PgError::Pool(e) => {
                 ApiError::internal(Code::Unavailable, "no database connection is available", &e)
             }
+            PgError::Connect(e) => {
+                ApiError::internal(Code::Unavailable, "no database connection is available", &e)
+            }
             PgError::NoSuchDatabase(id) => ApiError::not_found(format!(
                 "database \"{id}\" does not exist"
             ))

@@ -3,7 +3,9 @@
 //! `docstore_http_request_duration_seconds{route}` (a histogram; until the response head is
 //! ready, so a streamed answer counts up to its first row), and the pool gauges
 //! `docstore_pg_pool_connections{state="idle"|"in_use"}`,
-//! `docstore_pg_pool_max_connections`, `docstore_pg_pool_waiting_requests`.
+//! `docstore_pg_pool_max_connections`, `docstore_pg_pool_waiting_requests`, and for the shared
+//! connections of one-statement requests `docstore_pg_shared_connections` and
+//! `docstore_pg_shared_in_flight_requests`.
 
 use std::time::Instant;
 
@@ -66,6 +68,8 @@ pub async fn render(State(state): State<SharedState>) -> Response {
     metrics::gauge!("docstore_pg_pool_connections", "state" => "in_use").set(in_use as f64);
     metrics::gauge!("docstore_pg_pool_max_connections").set(status.max as f64);
     metrics::gauge!("docstore_pg_pool_waiting_requests").set(status.waiting as f64);
+    metrics::gauge!("docstore_pg_shared_connections").set(status.shared as f64);
+    metrics::gauge!("docstore_pg_shared_in_flight_requests").set(status.shared_in_flight as f64);
     match &state.metrics {
         Some(handle) => (
             StatusCode::OK,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::Object;
+use tokio_postgres::Client;
 
 use super::PgError;
 
@@ -51,14 +51,15 @@ impl DatabaseCache {
     ///
     /// # Cancel safety
     /// A single read outside any transaction: dropping the future leaves nothing behind.
-    pub async fn check(&self, client: &Object, id: &str) -> Result<(), PgError> {
+    pub async fn check(&self, client: &Client, id: &str) -> Result<(), PgError> {
         if id == DEFAULT_DATABASE || self.cached(id) {
             return Ok(());
         }
-        let stmt = client
-            .prepare_cached("select 1 from docstore.databases where id = $1")
+        // Asked at most once per id per POSITIVE_TTL: not worth a statement kept prepared.
+        let found = client
+            .query_opt("select 1 from docstore.databases where id = $1", &[&id])
             .await?;
-        if client.query_opt(&stmt, &[&id]).await?.is_some() {
+        if found.is_some() {
             self.remember(id);
             Ok(())
         } else {

@@ -120,12 +120,11 @@ const ONE_STATEMENT_BITS: [u8; 3] = [CLIENT_READ, ADMIN_ADD, CLIENT_ADD];
 ///
 /// # Cancel safety
 /// Dropped before the answer, nothing is remembered; the next call asks again.
-async fn one_statement(db: &Db, client: &deadpool_postgres::Object) -> Result<u8, PgError> {
+async fn one_statement(db: &Db, client: &tokio_postgres::Client) -> Result<u8, PgError> {
     if let Some(known) = one_statement_known(db) {
         return Ok(known);
     }
-    let stmt = client.prepare_cached(CAN_ONE_STATEMENT_SQL).await?;
-    let row = client.query_one(&stmt, &[]).await?;
+    let row = client.query_one(CAN_ONE_STATEMENT_SQL, &[]).await?;
     let mut state = ONE_STATEMENT_KNOWN;
     for (i, bit) in ONE_STATEMENT_BITS.into_iter().enumerate() {
         if row.try_get::<_, bool>(i)? {
@@ -146,7 +145,8 @@ fn one_statement_known(db: &Db) -> Option<u8> {
 /// Read one document in a request of its own, in one round trip: an admin read is a single
 /// statement; so is a client's, through `docstore.get_document_as_client` (one autocommit
 /// statement that sets the request's settings and reads as `docstore_client`, the `get` rule
-/// deciding) when this role may call it. Otherwise a client's `begin`, settings, read and
+/// deciding) when this role may call it; both on a shared connection ([`Db::single`]).
+/// Otherwise a client's `begin`, settings, read and
 /// `commit` go out together (pipelined, executed in order, so the read runs as
 /// `docstore_client` with the request's settings; its result is used only when all four
 /// succeeded).
@@ -163,28 +163,33 @@ pub async fn get(
     run_as: &RunAs,
     path: &ResourcePath,
 ) -> Result<Option<Document>, PgError> {
+    let single = db.single().await?;
+    db.databases.check(single.client(), database).await?;
+    let (auth, request) = match run_as {
+        RunAs::Admin => {
+            let read = single.prepare(READ_SQL).await?;
+            let name = encode_name(path);
+            let row = single
+                .client()
+                .query_opt(&read, &[&database, &name])
+                .await?;
+            return document_of(path, row);
+        }
+        RunAs::Client { auth, request } => (auth, request),
+    };
+    if one_statement(db, single.client()).await? & CLIENT_READ != 0 {
+        let read = single.prepare(CLIENT_READ_ONE_SQL).await?;
+        let text_path = path.to_string();
+        let params: [&(dyn ToSql + Sync); 4] = [&text_path, auth, request, &database];
+        let row = single.client().query_opt(&read, &params).await?;
+        return document_of(path, row);
+    }
+    drop(single);
     let mut tx = RequestTx {
         client: Some(db.pool.get().await?),
         open: false,
     };
     let client = tx.client()?;
-    db.databases.check(client, database).await?;
-    let (auth, request) = match run_as {
-        RunAs::Admin => {
-            let read = client.prepare_cached(READ_SQL).await?;
-            let name = encode_name(path);
-            let row = client.query_opt(&read, &[&database, &name]).await?;
-            return document_of(path, row);
-        }
-        RunAs::Client { auth, request } => (auth, request),
-    };
-    if one_statement(db, client).await? & CLIENT_READ != 0 {
-        let read = client.prepare_cached(CLIENT_READ_ONE_SQL).await?;
-        let text_path = path.to_string();
-        let params: [&(dyn ToSql + Sync); 4] = [&text_path, auth, request, &database];
-        let row = client.query_opt(&read, &params).await?;
-        return document_of(path, row);
-    }
     let read = client.prepare_cached(CLIENT_READ_SQL).await?;
     let settings = client.prepare_cached(SETTINGS_SQL).await?;
     tx.open = true;
@@ -301,14 +306,18 @@ pub async fn adds_in_one_statement(db: &Db, run_as: &RunAs) -> Result<bool, PgEr
     };
     let state = match one_statement_known(db) {
         Some(known) => known,
-        None => one_statement(db, &db.pool.get().await?).await?,
+        None => one_statement(db, db.single().await?.client()).await?,
     };
     Ok(state & bit != 0)
 }
 
 /// Create a document with a random id in `collection` in one autocommit statement
 /// (`docstore.add_document`, or `docstore.add_document_as_client` for a client, whose
-/// `create` rule decides), returning it as stored. Only when [`adds_in_one_statement`] says
+/// `create` rule decides), returning it as stored. On a pooled connection, not a shared one:
+/// a write waits for its commit's WAL flush, and Postgres flushes the commits of all the
+/// backends waiting at once together, so writes need many backends, not a few pipelined
+/// ones (four shared connections served 0.4x the creates of the pool when a flush took
+/// milliseconds: BENCHMARKS.md, "Sidecar HTTP"). Only when [`adds_in_one_statement`] says
 /// this role may.
 ///
 /// # Errors

@@ -5,17 +5,21 @@
 pub mod databases;
 pub mod documents;
 pub mod query;
+pub mod shared;
 pub mod snapshot;
 pub mod types;
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use thiserror::Error;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::NoTls;
+use tokio_postgres::{Client, NoTls, Statement};
 
 use databases::{DatabaseCache, DEFAULT_DATABASE};
+use shared::Shared;
 
 /// The `application_name` of the sidecar's connections (find them in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "docstore-sidecar";
@@ -40,6 +44,9 @@ pub enum PgError {
     Db(#[from] tokio_postgres::Error),
     #[error("connection pool: {0}")]
     Pool(#[from] deadpool_postgres::PoolError),
+    /// A shared connection could not be opened ([`shared`]).
+    #[error("connecting: {0}")]
+    Connect(tokio_postgres::Error),
     #[error("database {0} does not exist")]
     NoSuchDatabase(String),
     #[error("unexpected answer: {0}")]
@@ -56,10 +63,13 @@ pub enum RunAs {
     Client { auth: String, request: String },
 }
 
-/// The pool and the database-id cache.
+/// The pool, the shared connections and the database-id cache.
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
+    /// Connections for the requests that are one autocommit statement (none: those take a
+    /// pooled connection too).
+    shared: Option<Arc<Shared>>,
     databases: DatabaseCache,
     /// Which requests this role may run in one statement (`docstore.get_document_as_client`,
     /// `add_document`, `add_document_as_client`): asked once, see `documents::one_statement`.
@@ -73,6 +83,9 @@ pub struct PoolStatus {
     pub open: usize,
     pub idle: usize,
     pub waiting: usize,
+    /// Shared connections ([`shared`]) and the requests in flight on them.
+    pub shared: usize,
+    pub shared_in_flight: usize,
 }
 
 impl Db {
@@ -85,12 +98,14 @@ impl Db {
         Db::connect_with_timeout(
             url,
             size,
+            shared::DEFAULT_SHARED_CONNECTIONS,
             Duration::from_millis(crate::config::DEFAULT_STATEMENT_TIMEOUT_MS),
         )
     }
 
-    /// As [`Db::connect`], with Postgres' `statement_timeout` set to `statement_timeout` on
-    /// every connection (zero: no limit). It is a startup option of the connection, so it
+    /// As [`Db::connect`], with `shared` shared connections ([`shared`]; zero: none) and
+    /// Postgres' `statement_timeout` set to `statement_timeout` on every connection (zero: no
+    /// limit). It is a startup option of the connection, so it
     /// bounds every statement of every request (an autocommit read as well as a transaction's
     /// statements) without a statement of its own; a statement that runs longer fails with
     /// SQLSTATE 57014, which the API answers 504 DEADLINE_EXCEEDED. A `statement_timeout` in
@@ -101,6 +116,7 @@ impl Db {
     pub fn connect_with_timeout(
         url: &str,
         size: usize,
+        shared: usize,
         statement_timeout: Duration,
     ) -> Result<Db, String> {
         let mut config: tokio_postgres::Config =
@@ -124,6 +140,7 @@ impl Db {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(5));
         }
+        let shared = Shared::new(config.clone(), shared).map(Arc::new);
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -141,6 +158,7 @@ impl Db {
             .map_err(|e| format!("connection pool: {e}"))?;
         Ok(Db {
             pool,
+            shared,
             databases: DatabaseCache::new(),
             one_statement: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
                 documents::ONE_STATEMENT_UNKNOWN,
@@ -165,12 +183,30 @@ impl Db {
     /// Sizes of the pool.
     pub fn status(&self) -> PoolStatus {
         let s = self.pool.status();
+        let (shared, shared_in_flight) = self.shared.as_ref().map_or((0, 0), |s| s.status());
         PoolStatus {
             max: s.max_size,
             open: s.size,
             idle: s.available,
             waiting: s.waiting,
+            shared,
+            shared_in_flight,
         }
+    }
+
+    /// A connection for a request that is one autocommit statement: a shared one
+    /// ([`shared`]), or a pooled one when there are none.
+    ///
+    /// # Errors
+    /// No connection.
+    ///
+    /// # Cancel safety
+    /// Dropping the future takes no connection.
+    pub async fn single(&self) -> Result<Single<'_>, PgError> {
+        Ok(match &self.shared {
+            Some(shared) => Single::Shared(shared.get().await?),
+            None => Single::Pooled(Box::new(self.pool.get().await?)),
+        })
     }
 
     /// Begin the transaction of one request in database `database` (its id already
@@ -263,6 +299,36 @@ impl Db {
                 Err(error)
             }
         }
+    }
+}
+
+/// The connection of a request that is one autocommit statement ([`Db::single`]).
+pub enum Single<'a> {
+    Shared(shared::Lease<'a>),
+    Pooled(Box<Object>),
+}
+
+impl Single<'_> {
+    /// The connection.
+    pub fn client(&self) -> &Client {
+        match self {
+            Single::Shared(lease) => lease.client(),
+            Single::Pooled(object) => object,
+        }
+    }
+
+    /// `sql` prepared on this connection, once per connection.
+    ///
+    /// # Errors
+    /// Postgres refused to prepare it.
+    ///
+    /// # Cancel safety
+    /// Dropped before the answer, nothing is remembered.
+    pub async fn prepare(&self, sql: &'static str) -> Result<Statement, PgError> {
+        Ok(match self {
+            Single::Shared(lease) => lease.prepare(sql).await?,
+            Single::Pooled(object) => object.prepare_cached(sql).await?,
+        })
     }
 }
 
