@@ -53,6 +53,20 @@ pub struct Request {
 pub trait Documents {
     fn get(&self, path: &ResourcePath) -> Option<CoreMap>;
     fn get_after(&self, path: &ResourcePath) -> Option<CoreMap>;
+
+    /// What `get()` returns for `path` in `database` (the [`document_value`] of
+    /// [`Documents::get`]): an implementation may return a copy of a value it converted
+    /// before, when it knows the document is unchanged.
+    fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
+        self.get(path)
+            .map(|data| document_value(database, path, &data))
+    }
+
+    /// What `getAfter()` returns for `path` in `database` (see [`Documents::get_value`]).
+    fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
+        self.get_after(path)
+            .map(|data| document_value(database, path, &data))
+    }
 }
 
 /// No documents at all (rules without lookups, tests).
@@ -134,13 +148,14 @@ fn plain(json: &Json) -> Val {
     }
 }
 
-fn document_value(database: &str, d: &Document) -> Val {
-    let data = d
-        .data
+/// A document as rules see it (`resource`, what `get()` returns): `id`, `__name__` and
+/// `data`, its values converted with [`prim::value_from_core`].
+pub fn document_value(database: &str, path: &ResourcePath, data: &CoreMap) -> Val {
+    let data = data
         .iter()
         .map(|(k, v)| (k.clone(), prim::value_from_core(v, database)))
         .collect();
-    prim::json::resource(prim::json::document_path(database, &d.path), data)
+    prim::json::resource(prim::json::document_path(database, path), data)
 }
 
 /// The `request` map: auth, method, path, query, resource, time. The SQL back end's
@@ -164,7 +179,7 @@ pub fn request_value(r: &Request) -> Val {
             let resource = r
                 .resource
                 .as_ref()
-                .map_or(Val::Null, |d| document_value(&r.database, d));
+                .map_or(Val::Null, |d| document_value(&r.database, &d.path, &d.data));
             m.insert("resource".into(), resource);
         }
         Method::List => {
@@ -201,7 +216,9 @@ pub fn evaluate(
     if request.method == Method::List && !request.path.is_document() {
         path.push(UNBOUND.to_owned());
     }
-    let resource = stored.map_or(Val::Null, |d| document_value(&request.database, d));
+    let resource = stored.map_or(Val::Null, |d| {
+        document_value(&request.database, &d.path, &d.data)
+    });
     decide(
         ruleset,
         request,
@@ -509,15 +526,13 @@ impl<'r> Context<'r, '_, '_> {
             budget.looked_up.push(path.clone());
         }
         let found = if after {
-            self.documents.get_after(&path)
+            self.documents.get_after_value(&path, self.database)
         } else {
-            self.documents.get(&path)
+            self.documents.get_value(&path, self.database)
         };
         Some(match kind {
             LookupKind::Exists | LookupKind::ExistsAfter => Val::Bool(found.is_some()),
-            _ => found.map_or(Val::Null, |data| {
-                document_value(self.database, &Document { path, data })
-            }),
+            _ => found.unwrap_or(Val::Null),
         })
     }
 }
