@@ -97,7 +97,7 @@ pub fn request(
 pub struct Lookups<'a> {
     pub database: &'a str,
     /// Encoded name -> (before the batch, after the batch).
-    pub batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
+    pub batch: HashMap<&'a [u8], (Option<&'a Map>, Option<&'a Map>)>,
 }
 
 impl Lookups<'_> {
@@ -124,36 +124,32 @@ impl Lookups<'_> {
 impl Documents for Lookups<'_> {
     fn get(&self, path: &ResourcePath) -> Option<Map> {
         let name = encode_name(path);
-        match self.batch.get(&name) {
-            Some((before, _)) => before.clone(),
+        match self.batch.get(name.as_slice()) {
+            Some((before, _)) => before.cloned(),
             None => self.stored(&name),
         }
     }
 
     fn get_after(&self, path: &ResourcePath) -> Option<Map> {
         let name = encode_name(path);
-        match self.batch.get(&name) {
-            Some((_, after)) => after.clone(),
+        match self.batch.get(name.as_slice()) {
+            Some((_, after)) => after.cloned(),
             None => self.stored(&name),
         }
     }
 
     fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
         let name = encode_name(path);
-        match self.batch.get(&name) {
-            Some((before, _)) => before
-                .as_ref()
-                .map(|data| eval::document_value(database, path, data)),
+        match self.batch.get(name.as_slice()) {
+            Some((before, _)) => before.map(|data| eval::document_value(database, path, data)),
             None => self.stored_value(path, &name, database),
         }
     }
 
     fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
         let name = encode_name(path);
-        match self.batch.get(&name) {
-            Some((_, after)) => after
-                .as_ref()
-                .map(|data| eval::document_value(database, path, data)),
+        match self.batch.get(name.as_slice()) {
+            Some((_, after)) => after.map(|data| eval::document_value(database, path, data)),
             None => self.stored_value(path, &name, database),
         }
     }
