@@ -7,7 +7,9 @@
 //! error at the top of a condition is a denial.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use docstore_core::value::Map as CoreMap;
 use docstore_core::{ResourcePath, Timestamp};
@@ -55,17 +57,17 @@ pub trait Documents {
     fn get_after(&self, path: &ResourcePath) -> Option<CoreMap>;
 
     /// What `get()` returns for `path` in `database` (the [`document_value`] of
-    /// [`Documents::get`]): an implementation may return a copy of a value it converted
-    /// before, when it knows the document is unchanged.
-    fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
+    /// [`Documents::get`]): an implementation may share a value it converted before, when it
+    /// knows the document is unchanged. The evaluator reads it by reference.
+    fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
         self.get(path)
-            .map(|data| document_value(database, path, &data))
+            .map(|data| Rc::new(document_value(database, path, &data)))
     }
 
     /// What `getAfter()` returns for `path` in `database` (see [`Documents::get_value`]).
-    fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
+    fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
         self.get_after(path)
-            .map(|data| document_value(database, path, &data))
+            .map(|data| Rc::new(document_value(database, path, &data)))
     }
 }
 
@@ -264,9 +266,11 @@ pub(crate) fn decide(
     };
     let request_val = request_value(request);
     let known = resource.known;
+    let fetched: [OnceCell<Rc<Val>>; FETCHED] = std::array::from_fn(|_| OnceCell::new());
     let mut state = State {
         refused: None,
         budget,
+        fetched: 0,
     };
     let mut outcomes = Vec::new();
     for rule in applicable(ruleset, request.method).filter(|r| eligible(r)) {
@@ -290,6 +294,7 @@ pub(crate) fn decide(
             bindings: &bindings,
             database: &request.database,
             documents,
+            fetched: &fetched,
             state: &mut state,
         };
         match ctx.eval(&rule.condition).as_deref().and_then(prim::truth) {
@@ -332,7 +337,13 @@ struct State<'b> {
     /// The first read of `resource` outside `known` (for the denial's reason).
     refused: Option<String>,
     budget: &'b mut Budget,
+    /// How many of [`Context::fetched`] hold a document.
+    fetched: usize,
 }
+
+/// How many documents one decision's lookups keep for reading by reference; a lookup past
+/// them copies its document.
+const FETCHED: usize = 16;
 
 /// One condition's evaluation. The roots (`request`, `resource`, the path's bindings) and the
 /// ruleset are borrowed for `'r`, so reading a field of a root or a literal returns a
@@ -347,6 +358,9 @@ struct Context<'r, 's, 'b> {
     bindings: &'r Map,
     database: &'r str,
     documents: &'r dyn Documents,
+    /// The documents the decision's lookups returned (filled in order, see
+    /// [`State::fetched`]), so `get(p).data.f` reads `f` by reference.
+    fetched: &'r [OnceCell<Rc<Val>>],
     state: &'s mut State<'b>,
 }
 
@@ -498,12 +512,12 @@ impl<'r> Context<'r, '_, '_> {
                 let Val::Path(segments) = &*p else {
                     return None;
                 };
-                self.lookup(*kind, segments).map(Cow::Owned)
+                self.lookup(*kind, segments)
             }
         }
     }
 
-    fn lookup(&mut self, kind: LookupKind, segments: &[String]) -> Option<Val> {
+    fn lookup(&mut self, kind: LookupKind, segments: &[String]) -> Option<Cow<'r, Val>> {
         // Only documents of the request's database, by their full path.
         let rest = match segments {
             [d, db, docs, rest @ ..]
@@ -530,10 +544,28 @@ impl<'r> Context<'r, '_, '_> {
         } else {
             self.documents.get_value(&path, self.database)
         };
-        Some(match kind {
-            LookupKind::Exists | LookupKind::ExistsAfter => Val::Bool(found.is_some()),
-            _ => found.unwrap_or(Val::Null),
+        Some(match (kind, found) {
+            (LookupKind::Exists | LookupKind::ExistsAfter, found) => {
+                Cow::Owned(Val::Bool(found.is_some()))
+            }
+            (_, None) => Cow::Owned(Val::Null),
+            (_, Some(document)) => self.keep(document),
         })
+    }
+
+    /// `document` for the rest of the decision: by reference from [`Context::fetched`], or
+    /// (all of them taken) a copy.
+    fn keep(&mut self, document: Rc<Val>) -> Cow<'r, Val> {
+        let fetched: &'r [OnceCell<Rc<Val>>] = self.fetched;
+        if let Some(slot) = fetched.get(self.state.fetched) {
+            self.state.fetched += 1;
+            if slot.set(Rc::clone(&document)).is_ok() {
+                if let Some(kept) = slot.get() {
+                    return Cow::Borrowed(&**kept);
+                }
+            }
+        }
+        Cow::Owned(Rc::unwrap_or_clone(document))
     }
 }
 

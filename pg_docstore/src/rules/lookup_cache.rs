@@ -27,6 +27,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use docstore_core::ResourcePath;
 use docstore_rules::eval::document_value;
@@ -47,8 +48,8 @@ struct Entry {
     tid: u64,
     /// Its stored `data`.
     data: StoredJsonb,
-    /// `data` as rules see it ([`document_value`]).
-    value: Val,
+    /// `data` as rules see it ([`document_value`]), shared with the decisions that read it.
+    value: Rc<Val>,
 }
 
 #[derive(Default)]
@@ -68,7 +69,7 @@ thread_local! {
 /// What `get()` returns for the stored document `path` (encoded `name`) of `database`, as the
 /// running statement sees it; `None` when it does not exist. A Postgres error raises (it never
 /// returns here); a stored document that does not convert is reported as missing, as before.
-pub fn stored_value(database: &str, path: &ResourcePath, name: &[u8]) -> Option<Val> {
+pub fn stored_value(database: &str, path: &ResourcePath, name: &[u8]) -> Option<Rc<Val>> {
     let transaction = local_transaction_id();
     let cached = CACHE.with(|cache| {
         let cache = cache.borrow();
@@ -79,14 +80,14 @@ pub fn stored_value(database: &str, path: &ResourcePath, name: &[u8]) -> Option<
         // Reads the row below the executor; runs no user code, so nothing re-enters the cache.
         entities::data_unchanged(database, name, entry.tid, &entry.data)
             .ok()?
-            .then(|| entry.value.clone())
+            .then(|| Rc::clone(&entry.value))
     });
     if cached.is_some() {
         return cached;
     }
     let (data, tid) = entities::read_data_at(database, name).ok()??;
     let fields = entities::stored_fields(&data.text()).ok()?;
-    let value = document_value(database, path, &fields);
+    let value = Rc::new(document_value(database, path, &fields));
     CACHE.with(|cache| {
         let mut cache = cache.borrow_mut();
         let size = data.payload().len();
@@ -105,7 +106,7 @@ pub fn stored_value(database: &str, path: &ResourcePath, name: &[u8]) -> Option<
         let entry = Entry {
             tid,
             data,
-            value: value.clone(),
+            value: Rc::clone(&value),
         };
         let replaced = cache
             .entries

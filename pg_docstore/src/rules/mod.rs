@@ -111,12 +111,12 @@ impl Lookups<'_> {
     /// The value of a stored document that is not in the batch ([`lookup_cache`]); the
     /// conversion without the cache when the evaluator's database is another one (never, as
     /// [`request`] builds it).
-    fn stored_value(&self, path: &ResourcePath, name: &[u8], database: &str) -> Option<Val> {
+    fn stored_value(&self, path: &ResourcePath, name: &[u8], database: &str) -> Option<Rc<Val>> {
         if database == self.database {
             lookup_cache::stored_value(database, path, name)
         } else {
             self.stored(name)
-                .map(|data| eval::document_value(database, path, &data))
+                .map(|data| Rc::new(eval::document_value(database, path, &data)))
         }
     }
 }
@@ -138,18 +138,22 @@ impl Documents for Lookups<'_> {
         }
     }
 
-    fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
+    fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
         let name = encode_name(path);
         match self.batch.get(name.as_slice()) {
-            Some((before, _)) => before.map(|data| eval::document_value(database, path, data)),
+            Some((before, _)) => {
+                before.map(|data| Rc::new(eval::document_value(database, path, data)))
+            }
             None => self.stored_value(path, &name, database),
         }
     }
 
-    fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Val> {
+    fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
         let name = encode_name(path);
         match self.batch.get(name.as_slice()) {
-            Some((_, after)) => after.map(|data| eval::document_value(database, path, data)),
+            Some((_, after)) => {
+                after.map(|data| Rc::new(eval::document_value(database, path, data)))
+            }
             None => self.stored_value(path, &name, database),
         }
     }
