@@ -12,7 +12,10 @@
 #   4. docstore.query over M documents (default 100,000) as the admin vs as docstore_client
 #      under a `list` rule: the client's query is decided once against its constraints, then
 #      read like the admin's (issue 13's goal: at most 1.2x). Twenty-one alternating runs of each;
-#      medians, minimums and their ratios are printed (the machine's noise is large).
+#      medians, minimums and their ratios are printed (the machine's noise is large);
+#   5. section 3's admin and chat-client creates measured in the backend's own CPU time (utime +
+#      stime of /proc/self/stat, read between rounds: other processes do not inflate it; 10 ms
+#      ticks). Not in the default sections.
 # Usage: scripts/bench_rules.sh [documents] [list documents] [sections, default "1 2 3 4"]
 #   (against DOCSTORE_PG_PORT, default the dev cluster)
 source "$(dirname "$0")/lib.sh"
@@ -23,7 +26,8 @@ section() { case " ${SECTIONS} " in *" $1 "*) echo true ;; *) echo false ;; esac
 DB=docstore_rbench
 fresh_database "${DB}"
 "${PSQL[@]}" -d "${DB}" -q -v n="${N}" -v m="${M}" \
-  -v s1="$(section 1)" -v s2="$(section 2)" -v s3="$(section 3)" -v s4="$(section 4)" <<'SQL'
+  -v s1="$(section 1)" -v s2="$(section 2)" -v s3="$(section 3)" -v s4="$(section 4)" \
+  -v s5="$(section 5)" -v chat="$([ "$(section 3)$(section 5)" = falsefalse ] && echo false || echo true)" <<'SQL'
 create extension pg_docstore;
 \if :s1
 \timing on
@@ -62,8 +66,7 @@ select count(*) from docstore.documents where path like 'posts/%';
 reset role;
 \timing off
 \endif
-\if :s3
-\echo '3. creates under the chat ruleset (database chat): admin (unruled) vs docstore_client, and a client without rules (chat-open)'
+\if :chat
 select docstore.create_database('chat');
 select docstore.create_database('chat-open');
 set docstore.database = 'chat';
@@ -105,6 +108,9 @@ service cloud.firestore {
 $chat$, 'chat');
 reset docstore.database;
 select set_config('bench.n', :'n', false);
+\endif
+\if :s3
+\echo '3. creates under the chat ruleset (database chat): admin (unruled) vs docstore_client, and a client without rules (chat-open)'
 do $$
 declare
   per int := greatest(current_setting('bench.n')::int / 10, 1);
@@ -155,6 +161,38 @@ begin
   raise notice 'client without rules / unruled: total %, median of rounds %',
     round((o / a)::numeric, 3),
     (select round(percentile_cont(0.5) within group (order by x)::numeric, 3) from unnest(ratios_open) x);
+end $$;
+\endif
+\if :s5
+\echo '5. section 3 in the backend''s CPU time: admin (unruled) vs docstore_client under the chat ruleset'
+do $$
+declare
+  per int := greatest(current_setting('bench.n')::int / 10, 1);
+  a bigint := 0;
+  c bigint := 0;
+  t0 bigint;
+  n bigint;
+  st text[];
+begin
+  for r in 0..9 loop
+    perform set_config('docstore.database', 'chat', false);
+    st := string_to_array(pg_read_file('/proc/self/stat'), ' ');
+    t0 := st[14]::bigint + st[15]::bigint;
+    select count(*) into n from (select docstore.create('rooms/r1/messages/ua' || (r * per + i),
+      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
+    st := string_to_array(pg_read_file('/proc/self/stat'), ' ');
+    a := a + st[14]::bigint + st[15]::bigint - t0;
+    t0 := st[14]::bigint + st[15]::bigint;
+    set role docstore_client;
+    select count(*) into n from (select docstore.create('rooms/r1/messages/uc' || (r * per + i),
+      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
+    reset role;
+    st := string_to_array(pg_read_file('/proc/self/stat'), ' ');
+    c := c + st[14]::bigint + st[15]::bigint - t0;
+  end loop;
+  perform set_config('docstore.database', '', false);
+  raise notice '% creates each, CPU time in 10 ms ticks: admin (unruled) %, client under the chat ruleset %; ratio %',
+    per * 10, a, c, round(c::numeric / greatest(a, 1), 3);
 end $$;
 \endif
 \if :s4

@@ -7,7 +7,9 @@
 //! error at the top of a condition is a denial.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use docstore_core::value::Map as CoreMap;
 use docstore_core::{ResourcePath, Timestamp};
@@ -53,6 +55,20 @@ pub struct Request {
 pub trait Documents {
     fn get(&self, path: &ResourcePath) -> Option<CoreMap>;
     fn get_after(&self, path: &ResourcePath) -> Option<CoreMap>;
+
+    /// What `get()` returns for `path` in `database` (the [`document_value`] of
+    /// [`Documents::get`]): an implementation may share a value it converted before, when it
+    /// knows the document is unchanged. The evaluator reads it by reference.
+    fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
+        self.get(path)
+            .map(|data| Rc::new(document_value(database, path, &data)))
+    }
+
+    /// What `getAfter()` returns for `path` in `database` (see [`Documents::get_value`]).
+    fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
+        self.get_after(path)
+            .map(|data| Rc::new(document_value(database, path, &data)))
+    }
 }
 
 /// No documents at all (rules without lookups, tests).
@@ -134,13 +150,14 @@ fn plain(json: &Json) -> Val {
     }
 }
 
-fn document_value(database: &str, d: &Document) -> Val {
-    let data = d
-        .data
+/// A document as rules see it (`resource`, what `get()` returns): `id`, `__name__` and
+/// `data`, its values converted with [`prim::value_from_core`].
+pub fn document_value(database: &str, path: &ResourcePath, data: &CoreMap) -> Val {
+    let data = data
         .iter()
         .map(|(k, v)| (k.clone(), prim::value_from_core(v, database)))
         .collect();
-    prim::json::resource(prim::json::document_path(database, &d.path), data)
+    prim::json::resource(prim::json::document_path(database, path), data)
 }
 
 /// The `request` map: auth, method, path, query, resource, time. The SQL back end's
@@ -164,7 +181,7 @@ pub fn request_value(r: &Request) -> Val {
             let resource = r
                 .resource
                 .as_ref()
-                .map_or(Val::Null, |d| document_value(&r.database, d));
+                .map_or(Val::Null, |d| document_value(&r.database, &d.path, &d.data));
             m.insert("resource".into(), resource);
         }
         Method::List => {
@@ -201,7 +218,9 @@ pub fn evaluate(
     if request.method == Method::List && !request.path.is_document() {
         path.push(UNBOUND.to_owned());
     }
-    let resource = stored.map_or(Val::Null, |d| document_value(&request.database, d));
+    let resource = stored.map_or(Val::Null, |d| {
+        document_value(&request.database, &d.path, &d.data)
+    });
     decide(
         ruleset,
         request,
@@ -247,9 +266,11 @@ pub(crate) fn decide(
     };
     let request_val = request_value(request);
     let known = resource.known;
+    let fetched: [OnceCell<Rc<Val>>; FETCHED] = std::array::from_fn(|_| OnceCell::new());
     let mut state = State {
         refused: None,
         budget,
+        fetched: 0,
     };
     let mut outcomes = Vec::new();
     for rule in applicable(ruleset, request.method).filter(|r| eligible(r)) {
@@ -273,6 +294,7 @@ pub(crate) fn decide(
             bindings: &bindings,
             database: &request.database,
             documents,
+            fetched: &fetched,
             state: &mut state,
         };
         match ctx.eval(&rule.condition).as_deref().and_then(prim::truth) {
@@ -315,7 +337,13 @@ struct State<'b> {
     /// The first read of `resource` outside `known` (for the denial's reason).
     refused: Option<String>,
     budget: &'b mut Budget,
+    /// How many of [`Context::fetched`] hold a document.
+    fetched: usize,
 }
+
+/// How many documents one decision's lookups keep for reading by reference; a lookup past
+/// them copies its document.
+const FETCHED: usize = 16;
 
 /// One condition's evaluation. The roots (`request`, `resource`, the path's bindings) and the
 /// ruleset are borrowed for `'r`, so reading a field of a root or a literal returns a
@@ -330,6 +358,9 @@ struct Context<'r, 's, 'b> {
     bindings: &'r Map,
     database: &'r str,
     documents: &'r dyn Documents,
+    /// The documents the decision's lookups returned (filled in order, see
+    /// [`State::fetched`]), so `get(p).data.f` reads `f` by reference.
+    fetched: &'r [OnceCell<Rc<Val>>],
     state: &'s mut State<'b>,
 }
 
@@ -481,12 +512,12 @@ impl<'r> Context<'r, '_, '_> {
                 let Val::Path(segments) = &*p else {
                     return None;
                 };
-                self.lookup(*kind, segments).map(Cow::Owned)
+                self.lookup(*kind, segments)
             }
         }
     }
 
-    fn lookup(&mut self, kind: LookupKind, segments: &[String]) -> Option<Val> {
+    fn lookup(&mut self, kind: LookupKind, segments: &[String]) -> Option<Cow<'r, Val>> {
         // Only documents of the request's database, by their full path.
         let rest = match segments {
             [d, db, docs, rest @ ..]
@@ -509,16 +540,32 @@ impl<'r> Context<'r, '_, '_> {
             budget.looked_up.push(path.clone());
         }
         let found = if after {
-            self.documents.get_after(&path)
+            self.documents.get_after_value(&path, self.database)
         } else {
-            self.documents.get(&path)
+            self.documents.get_value(&path, self.database)
         };
-        Some(match kind {
-            LookupKind::Exists | LookupKind::ExistsAfter => Val::Bool(found.is_some()),
-            _ => found.map_or(Val::Null, |data| {
-                document_value(self.database, &Document { path, data })
-            }),
+        Some(match (kind, found) {
+            (LookupKind::Exists | LookupKind::ExistsAfter, found) => {
+                Cow::Owned(Val::Bool(found.is_some()))
+            }
+            (_, None) => Cow::Owned(Val::Null),
+            (_, Some(document)) => self.keep(document),
         })
+    }
+
+    /// `document` for the rest of the decision: by reference from [`Context::fetched`], or
+    /// (all of them taken) a copy.
+    fn keep(&mut self, document: Rc<Val>) -> Cow<'r, Val> {
+        let fetched: &'r [OnceCell<Rc<Val>>] = self.fetched;
+        if let Some(slot) = fetched.get(self.state.fetched) {
+            self.state.fetched += 1;
+            if slot.set(Rc::clone(&document)).is_ok() {
+                if let Some(kept) = slot.get() {
+                    return Cow::Borrowed(&**kept);
+                }
+            }
+        }
+        Cow::Owned(Rc::unwrap_or_clone(document))
     }
 }
 

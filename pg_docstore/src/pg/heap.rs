@@ -295,22 +295,14 @@ impl Drop for Table {
     }
 }
 
-/// Column `column` of the row of `schema.name` whose primary key equals `keys` (each key
-/// column's number, equality function and value, in the key's order), read below the
-/// executor: `None` when no such row is visible. Visible means to the calling statement's
-/// snapshot (the transaction's under REPEATABLE READ) with the transaction's own changes up
-/// to now, what a read-only SPI query with the current command id would see. No rights are
-/// checked and no row-level security applies: for the extension's own reads.
+/// The OID of `schema.name`, to read it in the running statement.
 ///
 /// # Errors
-/// [`DocstoreError::Internal`] when the table is missing or there is no active snapshot
-/// (called outside a statement).
-pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
+/// [`DocstoreError::Internal`] when the table is missing or there is no active snapshot.
+fn relation_id(
     schema: &core::ffi::CStr,
     name: &core::ffi::CStr,
-    keys: &[(pg_sys::AttrNumber, pg_sys::RegProcedure, pg_sys::Datum)],
-    column: pg_sys::AttrNumber,
-) -> Result<Option<T>, DocstoreError> {
+) -> Result<pg_sys::Oid, DocstoreError> {
     let missing = || {
         DocstoreError::Internal(format!(
             "table {}.{} is missing",
@@ -335,6 +327,27 @@ pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
             "no active snapshot to read with".into(),
         ));
     }
+    Ok(relid)
+}
+
+/// Column `column` of the row of `schema.name` whose primary key equals `keys` (each key
+/// column's number, equality function and value, in the key's order), read below the
+/// executor, and where that row version is (its TID as `pgrx::itemptr::item_pointer_to_u64`,
+/// for [`row_still_holds`]): `None` when no such row is visible. Visible means to the calling
+/// statement's snapshot (the transaction's under REPEATABLE READ) with the transaction's own
+/// changes up to now, what a read-only SPI query with the current command id would see. No
+/// rights are checked and no row-level security applies: for the extension's own reads.
+///
+/// # Errors
+/// [`DocstoreError::Internal`] when the table is missing or there is no active snapshot
+/// (called outside a statement).
+pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
+    schema: &core::ffi::CStr,
+    name: &core::ffi::CStr,
+    keys: &[(pg_sys::AttrNumber, pg_sys::RegProcedure, pg_sys::Datum)],
+    column: pg_sys::AttrNumber,
+) -> Result<Option<(T, u64)>, DocstoreError> {
+    let relid = relation_id(schema, name)?;
     let nkeys = core::ffi::c_int::try_from(keys.len()).unwrap_or(0);
     let mut scankeys: Vec<pg_sys::ScanKeyData> = vec![pg_sys::ScanKeyData::default(); keys.len()];
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
@@ -374,10 +387,115 @@ pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
             let mut is_null = false;
             let datum = pg_sys::heap_getattr(tuple, i32::from(column), (*rel).rd_att, &mut is_null);
             T::from_datum(datum, is_null)
+                .map(|value| (value, pgrx::itemptr::item_pointer_to_u64((*tuple).t_self)))
         };
         pg_sys::systable_endscan(scan);
         pg_sys::PopActiveSnapshot();
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         Ok(value)
+    }
+}
+
+/// Whether the row version at `tid` of `schema.name` is visible to the snapshot
+/// [`fetch_by_primary_key`] reads with (the active one at the current command id) and holds exactly `columns` (column number, and the
+/// bytes of a varlena value without its header; equal bytes are equal values for `text` in
+/// the "C" collation, `bytea` and `jsonb`). `false` also when it cannot tell cheaply: `tid`
+/// is past the table's end (vacuum truncated it), the snapshot is not an MVCC one, or the
+/// transaction is SERIALIZABLE (where an index read also takes predicate locks on the index
+/// this does not take).
+///
+/// With the primary key among `columns`, `true` means a [`fetch_by_primary_key`] now would
+/// read this very row version: an MVCC snapshot sees at most one version of each key.
+///
+/// # Errors
+/// As [`fetch_by_primary_key`].
+pub fn row_still_holds(
+    schema: &core::ffi::CStr,
+    name: &core::ffi::CStr,
+    tid: u64,
+    columns: &[(pg_sys::AttrNumber, &[u8])],
+) -> Result<bool, DocstoreError> {
+    let relid = relation_id(schema, name)?;
+    // SAFETY: reads this backend's isolation level and active snapshot (checked above).
+    let mvcc = unsafe {
+        pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as core::ffi::c_int
+            && (*pg_sys::GetActiveSnapshot()).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC
+    };
+    if !mvcc {
+        return Ok(false);
+    }
+    let (block, _) = pgrx::itemptr::u64_to_item_pointer_parts(tid);
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    // SAFETY: the relation is opened and locked (which keeps vacuum from truncating it) before
+    // its size is read, and closed after; heap_fetch reads only a block inside the table,
+    // checks the line pointer itself, and on success leaves the buffer pinned, which is
+    // released once the columns are compared (their detoasted copies freed before). The
+    // snapshot is a copy on the stack of the active one with the current command id, what
+    // `fetch_by_primary_key`'s pushed copy is: its arrays are the active snapshot's, which
+    // outlives the call, and heap_fetch registers nothing outside SERIALIZABLE (excluded
+    // above). A Postgres error unwinds through here; the abort then releases pin and relation.
+    unsafe {
+        let rel = pg_sys::table_open(relid, lock);
+        let inside =
+            block < pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let holds = inside && {
+            let mut snapshot = *pg_sys::GetActiveSnapshot();
+            snapshot.curcid = pg_sys::GetCurrentCommandId(false);
+            let mut tuple = pg_sys::HeapTupleData::default();
+            pgrx::itemptr::u64_to_item_pointer(tid, &mut tuple.t_self);
+            let mut buffer: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
+            let found = pg_sys::heap_fetch(rel, &mut snapshot, &mut tuple, &mut buffer, false);
+            let same = found
+                && columns.iter().all(|(attno, expected)| {
+                    let mut is_null = false;
+                    let datum = pg_sys::heap_getattr(
+                        &mut tuple,
+                        i32::from(*attno),
+                        (*rel).rd_att,
+                        &mut is_null,
+                    );
+                    !is_null && varlena_equals(datum, expected)
+                });
+            if found {
+                pg_sys::ReleaseBuffer(buffer);
+            }
+            same
+        };
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        Ok(holds)
+    }
+}
+
+/// Whether the varlena `datum` (inline, compressed or TOASTed) holds exactly `expected`
+/// (without the header).
+///
+/// # Safety
+/// `datum` is a non-null varlena datum valid for the call (e.g. in a pinned buffer).
+unsafe fn varlena_equals(datum: pg_sys::Datum, expected: &[u8]) -> bool {
+    // SAFETY: per the contract; pg_detoast_datum_packed returns the datum itself when it is
+    // inline and uncompressed, else a palloc'd plain copy, freed here once compared.
+    unsafe {
+        let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
+        let plain = pg_sys::pg_detoast_datum_packed(raw);
+        let len = pgrx::varlena::varsize_any_exhdr(plain);
+        let bytes = std::slice::from_raw_parts(pgrx::varlena::vardata_any(plain).cast::<u8>(), len);
+        let equal = bytes == expected;
+        if plain != raw {
+            pg_sys::pfree(plain.cast());
+        }
+        equal
+    }
+}
+
+/// This backend's number of the running transaction (`MyProc->lxid`): differs between any two
+/// transactions of the backend that are less than 2^32 transactions apart.
+pub fn local_transaction_id() -> u32 {
+    // SAFETY: MyProc is set for every backend that runs SQL, and lxid is this backend's own.
+    unsafe {
+        if pg_sys::MyProc.is_null() {
+            0
+        } else {
+            (*pg_sys::MyProc).lxid
+        }
     }
 }

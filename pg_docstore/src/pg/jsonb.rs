@@ -203,6 +203,11 @@ impl StoredJsonb {
         }
     }
 
+    /// The bytes of the value without the varlena header (what two equal values share).
+    pub fn payload(&self) -> &[u8] {
+        self.0.get(pg_sys::VARHDRSZ..).unwrap_or_default()
+    }
+
     /// The typed-JSON text (`jsonb_out`).
     pub fn text(&self) -> TypedJsonb {
         // SAFETY: the datum is a complete jsonb varlena; jsonb_out returns a palloc'd C string.
@@ -226,7 +231,8 @@ impl FromDatum for StoredJsonb {
             return None;
         }
         // SAFETY: the datum is a jsonb varlena (the column's type); pg_detoast_datum returns it
-        // (or a palloc'd copy) with a 4-byte header, whose size covers the whole value.
+        // (or a palloc'd copy) with a 4-byte header (VARHDRSZ, which `payload` skips), whose
+        // size covers the whole value.
         unsafe {
             let detoasted = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
             let len = pgrx::varlena::varsize_any(detoasted);

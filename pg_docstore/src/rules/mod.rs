@@ -3,7 +3,8 @@
 //! - the stored rulesets (`docstore.rules`, one per database id), compiled once per backend
 //!   and change of the table ([`cache`]);
 //! - the `request` of a call (`docstore.auth` claims, method, path, time);
-//! - the documents `get()`/`exists()`/`getAfter()`/`existsAfter()` read ([`Lookups`]);
+//! - the documents `get()`/`exists()`/`getAfter()`/`existsAfter()` read ([`Lookups`]), those
+//!   stored converted once per transaction ([`lookup_cache`]);
 //! - [`policy`]: the row-level-security function generated from every stored ruleset;
 //! - [`query`]: the `list` check of a client's `docstore.query`/`run_query`, once per query.
 //!
@@ -15,6 +16,7 @@
 pub mod cache;
 #[cfg(any(test, feature = "pg_test"))]
 mod differential;
+pub mod lookup_cache;
 pub mod policy;
 pub mod query;
 
@@ -25,6 +27,7 @@ use docstore_core::encoding::encode_name;
 use docstore_core::value::Map;
 use docstore_core::ResourcePath;
 use docstore_rules::eval::{self, Document, Documents, Request};
+use docstore_rules::prim::Val;
 use docstore_rules::{Method, Ruleset};
 
 use crate::errors::DocstoreError;
@@ -94,7 +97,7 @@ pub fn request(
 pub struct Lookups<'a> {
     pub database: &'a str,
     /// Encoded name -> (before the batch, after the batch).
-    pub batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
+    pub batch: HashMap<&'a [u8], (Option<&'a Map>, Option<&'a Map>)>,
 }
 
 impl Lookups<'_> {
@@ -104,22 +107,54 @@ impl Lookups<'_> {
         let data = entities::read_data(self.database, name).ok()??;
         entities::stored_fields(&data.text()).ok()
     }
+
+    /// The value of a stored document that is not in the batch ([`lookup_cache`]); the
+    /// conversion without the cache when the evaluator's database is another one (never, as
+    /// [`request`] builds it).
+    fn stored_value(&self, path: &ResourcePath, name: &[u8], database: &str) -> Option<Rc<Val>> {
+        if database == self.database {
+            lookup_cache::stored_value(database, path, name)
+        } else {
+            self.stored(name)
+                .map(|data| Rc::new(eval::document_value(database, path, &data)))
+        }
+    }
 }
 
 impl Documents for Lookups<'_> {
     fn get(&self, path: &ResourcePath) -> Option<Map> {
         let name = encode_name(path);
-        match self.batch.get(&name) {
-            Some((before, _)) => before.clone(),
+        match self.batch.get(name.as_slice()) {
+            Some((before, _)) => before.cloned(),
             None => self.stored(&name),
         }
     }
 
     fn get_after(&self, path: &ResourcePath) -> Option<Map> {
         let name = encode_name(path);
-        match self.batch.get(&name) {
-            Some((_, after)) => after.clone(),
+        match self.batch.get(name.as_slice()) {
+            Some((_, after)) => after.cloned(),
             None => self.stored(&name),
+        }
+    }
+
+    fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
+        let name = encode_name(path);
+        match self.batch.get(name.as_slice()) {
+            Some((before, _)) => {
+                before.map(|data| Rc::new(eval::document_value(database, path, data)))
+            }
+            None => self.stored_value(path, &name, database),
+        }
+    }
+
+    fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
+        let name = encode_name(path);
+        match self.batch.get(name.as_slice()) {
+            Some((_, after)) => {
+                after.map(|data| Rc::new(eval::document_value(database, path, data)))
+            }
+            None => self.stored_value(path, &name, database),
         }
     }
 }

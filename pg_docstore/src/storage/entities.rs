@@ -142,6 +142,17 @@ pub fn lock_missing(
 /// # Errors
 /// [`DocstoreError::Internal`] without `docstore.entities` or outside a statement.
 pub fn read_data(database: &str, name: &[u8]) -> Result<Option<StoredJsonb>, DocstoreError> {
+    Ok(read_data_at(database, name)?.map(|(data, _)| data))
+}
+
+/// [`read_data`], and where the row version read is (for [`data_unchanged`]).
+///
+/// # Errors
+/// As [`read_data`].
+pub fn read_data_at(
+    database: &str,
+    name: &[u8],
+) -> Result<Option<(StoredJsonb, u64)>, DocstoreError> {
     // Columns of docstore.entities (sql/schema.sql): 1 database_id, 2 name, 6 data.
     let database = column(database)?;
     let name = column(name.to_vec())?;
@@ -153,6 +164,27 @@ pub fn read_data(database: &str, name: &[u8]) -> Result<Option<StoredJsonb>, Doc
             (2, pg_sys::Oid::from(pg_sys::F_BYTEAEQ), name),
         ],
         6,
+    )
+}
+
+/// Whether [`read_data`] would now read exactly `data` from the row version at `tid` (as
+/// [`read_data_at`] returned it): that version is visible to the statement as `read_data`
+/// would read and holds this document's key and `data` ([`crate::pg::heap::row_still_holds`]).
+/// `false` means "read it again", not necessarily that the document changed.
+///
+/// # Errors
+/// As [`read_data`].
+pub fn data_unchanged(
+    database: &str,
+    name: &[u8],
+    tid: u64,
+    data: &StoredJsonb,
+) -> Result<bool, DocstoreError> {
+    crate::pg::heap::row_still_holds(
+        c"docstore",
+        c"entities",
+        tid,
+        &[(1, database.as_bytes()), (2, name), (6, data.payload())],
     )
 }
 

@@ -85,10 +85,10 @@ impl Rules {
         &mut self,
         index: usize,
         write: &Write,
-        before: Option<&Map>,
+        before: Option<Map>,
         after: Option<&Map>,
     ) {
-        let method = match (&write.operation, before) {
+        let method = match (&write.operation, &before) {
             (super::Operation::Delete, _) => Method::Delete,
             (super::Operation::Mutate(_), None) => Method::Create,
             (super::Operation::Mutate(_), Some(_)) => Method::Update,
@@ -97,7 +97,7 @@ impl Rules {
             index,
             method,
             path: write.path.clone(),
-            before: before.cloned(),
+            before,
             after: after.cloned(),
         });
     }
@@ -109,26 +109,27 @@ impl Rules {
     /// [`DocstoreError::PermissionDenied`] (naming the write in a batch) for the first denied
     /// write; a malformed `docstore.auth`.
     pub fn check(
-        &self,
+        self,
         database: &str,
-        batch: HashMap<Vec<u8>, (Option<Map>, Option<Map>)>,
+        batch: HashMap<&[u8], (Option<&Map>, Option<&Map>)>,
         pg_time: i64,
     ) -> Result<(), DocstoreError> {
         let lookups = Lookups { database, batch };
-        let mut budget = if self.writes.len() > 1 {
+        let several = self.writes.len() > 1;
+        let mut budget = if several {
             Budget::batch()
         } else {
             Budget::single()
         };
-        for w in &self.writes {
-            let document = |data: &Option<Map>| {
-                data.as_ref().map(|d| Document {
+        for w in self.writes {
+            let document = |data: Option<Map>| {
+                data.map(|data| Document {
                     path: w.path.clone(),
-                    data: d.clone(),
+                    data,
                 })
             };
-            let request = rules::request(w.method, database, &w.path, document(&w.after), pg_time)?;
-            let stored = document(&w.before);
+            let request = rules::request(w.method, database, &w.path, document(w.after), pg_time)?;
+            let stored = document(w.before);
             rules::decide(
                 &self.ruleset,
                 &request,
@@ -137,7 +138,7 @@ impl Rules {
                 &mut budget,
             )
             .map_err(|e| {
-                if self.writes.len() > 1 {
+                if several {
                     DocstoreError::InWrite {
                         index: w.index,
                         error: Box::new(e),

@@ -189,7 +189,7 @@ pub fn commit(
         slot.current_time = slot.current.as_ref().map(|_| commit_time);
         slot.written = true;
         if let (Some(rules), Some(before)) = (rules.as_mut(), before) {
-            rules.record(index, write, before.as_ref(), slot.current.as_ref());
+            rules.record(index, write, before, slot.current.as_ref());
         }
         if let Some(fields) = &slot.current {
             check_document(&slot.path, fields).map_err(|e| {
@@ -205,15 +205,15 @@ pub fn commit(
     }
 
     // The security rules decide the batch as applied, before anything is written.
-    if let Some(rules) = &rules {
+    if let Some(rules) = rules {
         let batch = slots
             .iter()
             .map(|(name, slot)| {
                 (
-                    name.clone(),
+                    name.as_slice(),
                     (
-                        slot.stored.as_ref().map(|s| s.fields.clone()),
-                        slot.current.clone(),
+                        slot.stored.as_ref().map(|s| &s.fields),
+                        slot.current.as_ref(),
                     ),
                 )
             })
