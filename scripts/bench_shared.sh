@@ -11,13 +11,13 @@
 # a create takes a pooled connection in both). A checkpoint precedes every create run.
 # Usage: DOCSTORE_PG_PORT=<port> scripts/bench_shared.sh [rounds, default 3] [seconds, default 8]
 #   DOCSTORE_SIDECAR_BIN (default target/release/docstore-sidecar), BENCH_SHARED (the shared
-#   sidecar's --shared-connections, default 4), BENCH_WHAT ("get create", default both).
+#   sidecar's --shared-connections, default 2), BENCH_WHAT ("get create", default both).
 #   Database bench_shared is dropped at the end.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/bench_lib.sh"
 ROUNDS="${1:-3}"
 SECONDS_PER_RUN="${2:-8}"
-SHARED="${BENCH_SHARED:-4}"
+SHARED="${BENCH_SHARED:-2}"
 WHAT="${BENCH_WHAT:-get create}"
 SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar}"
 PYTHON="${ROOT}/.venv/bin/python"

@@ -35,8 +35,10 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 use super::PgError;
 
-/// Default `--shared-connections`.
-pub const DEFAULT_SHARED_CONNECTIONS: usize = 4;
+/// Default `--shared-connections`. Each shared backend keeps one core busy when GETs queue on
+/// it; on the two-core machine of BENCHMARKS.md two served more GETs than four or eight (the
+/// fewer backends, the deeper each pipeline). Raise it where Postgres has more cores to give.
+pub const DEFAULT_SHARED_CONNECTIONS: usize = 2;
 
 /// A fixed set of shared connections, opened on first use and reopened after they fail.
 pub struct Shared {
