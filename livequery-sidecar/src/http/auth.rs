@@ -2,7 +2,9 @@
 //! JWT (HS256 with the shared secret, or RS256/ES256 with a key of the JWKS file). No header
 //! is an unauthenticated caller (claims `null`), not an error; a bad token is 401.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 
 use axum::http::{header, HeaderMap};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm};
@@ -14,6 +16,9 @@ use crate::config::Config;
 
 /// Clock skew allowed on `exp` and `nbf`, in seconds.
 pub const LEEWAY_SECONDS: u64 = 30;
+
+/// How many verified JWTs [`Verifier`] remembers (see [`Verified`]); past this it starts over.
+pub const VERIFIED_TOKENS: usize = 4096;
 
 /// The caller of a request.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +55,49 @@ pub struct Verifier {
     keys: Vec<PublicKey>,
     issuer: Option<String>,
     audience: Option<String>,
+    /// Tokens verified before, by their exact text.
+    verified: Mutex<HashMap<Box<str>, Verified>>,
+}
+
+/// A JWT that passed every check, remembered so that the next request with the same token
+/// skips decoding and the signature (a client sends the same token for up to an hour; its
+/// verification was about an eighth of the sidecar's CPU per JWT GET), as PostgREST's JWT
+/// cache does. Exact: a token is remembered by its whole text, signature included, and the
+/// verifier's keys, issuer and audience never change while it runs, so only the checks that
+/// depend on the time can change their answer; they are made again on every use, as
+/// jsonwebtoken makes them ([`Verified::current`]). A token that fails them is verified again
+/// in full, which gives the same error as before it was remembered.
+#[derive(Debug, Clone)]
+struct Verified {
+    claims: Json,
+    exp: u64,
+    nbf: Option<u64>,
+}
+
+impl Verified {
+    /// `None` where jsonwebtoken reads `exp` or `nbf` from something other than an integer
+    /// (it rounds a float): such tokens are not remembered.
+    fn of(claims: &Json) -> Option<Verified> {
+        let exp = claims.get("exp")?.as_u64()?;
+        let nbf = match claims.get("nbf") {
+            None => None,
+            Some(nbf) => Some(nbf.as_u64()?),
+        };
+        Some(Verified {
+            claims: claims.clone(),
+            exp,
+            nbf,
+        })
+    }
+
+    /// Whether the token is neither expired nor not yet valid at `now` (Unix seconds), with
+    /// jsonwebtoken's comparisons and [`LEEWAY_SECONDS`].
+    fn current(&self, now: u64) -> bool {
+        self.exp >= now.saturating_sub(LEEWAY_SECONDS)
+            && self
+                .nbf
+                .is_none_or(|nbf| nbf <= now.saturating_add(LEEWAY_SECONDS))
+    }
 }
 
 /// Compare without an early exit, so the time taken does not tell how much of a guess of
@@ -128,7 +176,27 @@ impl Verifier {
             keys,
             issuer: config.jwt_issuer.clone(),
             audience: config.jwt_audience.clone(),
+            verified: Mutex::default(),
         })
+    }
+
+    /// The claims of `token` if it was verified before and is current at `now`.
+    fn remembered(&self, token: &str, now: u64) -> Option<Json> {
+        let verified = self.verified.lock().ok()?;
+        let entry = verified.get(token)?;
+        entry.current(now).then(|| entry.claims.clone())
+    }
+
+    fn remember(&self, token: &str, claims: &Json) {
+        let Some(entry) = Verified::of(claims) else {
+            return;
+        };
+        if let Ok(mut verified) = self.verified.lock() {
+            if verified.len() >= VERIFIED_TOKENS {
+                verified.clear();
+            }
+            verified.insert(token.into(), entry);
+        }
     }
 
     fn validation(&self, algorithm: Algorithm) -> Validation {
@@ -181,6 +249,9 @@ impl Verifier {
                 return Ok(Principal::Admin);
             }
         }
+        if let Some(claims) = self.remembered(token, jsonwebtoken::get_current_timestamp()) {
+            return Ok(Principal::User(claims));
+        }
         let header = decode_header(token).map_err(|_| bad("the token is not a JWT"))?;
         let candidates: Vec<(&DecodingKey, Algorithm)> = match header.alg {
             Algorithm::HS256 => self.secret.iter().map(|k| (k, Algorithm::HS256)).collect(),
@@ -210,7 +281,10 @@ impl Verifier {
         let mut last = None;
         for (key, algorithm) in candidates {
             match decode::<Json>(token, key, &self.validation(algorithm)) {
-                Ok(data) => return Ok(Principal::User(data.claims)),
+                Ok(data) => {
+                    self.remember(token, &data.claims);
+                    return Ok(Principal::User(data.claims));
+                }
                 Err(e) => last = Some(e),
             }
         }
@@ -257,6 +331,7 @@ mod tests {
             keys: Vec::new(),
             issuer: None,
             audience: None,
+            verified: Mutex::default(),
         }
     }
 
@@ -354,6 +429,83 @@ mod tests {
             b"secret",
         );
         assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
+    }
+
+    fn remembered_count(v: &Verifier) -> usize {
+        v.verified.lock().unwrap().len()
+    }
+
+    #[test]
+    fn verified_tokens_are_remembered_exactly() {
+        let v = verifier();
+        let exp = now() + 600;
+        let good = token(serde_json::json!({"sub": "u1", "exp": exp}), b"secret");
+        let user = v.authenticate(&headers(&format!("Bearer {good}"))).unwrap();
+        assert_eq!(remembered_count(&v), 1);
+        assert_eq!(
+            v.authenticate(&headers(&format!("Bearer {good}"))).unwrap(),
+            user
+        );
+        // Another signature over the same claims is a different token: verified in full.
+        let mut tampered = good.clone();
+        tampered.pop();
+        tampered.push(if good.ends_with('A') { 'B' } else { 'A' });
+        let e = v
+            .authenticate(&headers(&format!("Bearer {tampered}")))
+            .unwrap_err();
+        assert_eq!(e.status().as_u16(), 401);
+        // The time checks are made again on every use, with jsonwebtoken's leeway.
+        let exp = u64::try_from(exp).unwrap();
+        assert!(v.remembered(&good, exp + LEEWAY_SECONDS).is_some());
+        assert!(v.remembered(&good, exp + LEEWAY_SECONDS + 1).is_none());
+        let nbf = u64::try_from(now() - 10).unwrap();
+        let early = token(
+            serde_json::json!({"exp": now() + 600, "nbf": nbf}),
+            b"secret",
+        );
+        assert!(v.authenticate(&headers(&format!("Bearer {early}"))).is_ok());
+        assert!(v.remembered(&early, nbf - LEEWAY_SECONDS).is_some());
+        assert!(v.remembered(&early, nbf - LEEWAY_SECONDS - 1).is_none());
+        // A fractional exp is never remembered: it gets the full verification's answer
+        // every time (today a refusal: the claims are read with serde_json's
+        // arbitrary_precision, whose numbers jsonwebtoken does not take as floats).
+        let float = token(serde_json::json!({"exp": now() as f64 + 600.5}), b"secret");
+        let first = v.authenticate(&headers(&format!("Bearer {float}"))).is_ok();
+        assert_eq!(remembered_count(&v), 2);
+        assert_eq!(
+            v.authenticate(&headers(&format!("Bearer {float}"))).is_ok(),
+            first
+        );
+        assert_eq!(remembered_count(&v), 2);
+    }
+
+    #[test]
+    fn a_remembered_token_expires() {
+        let v = verifier();
+        // Valid for two more seconds (the leeway included), then expired.
+        let t = token(
+            serde_json::json!({"exp": now() - LEEWAY_SECONDS as i64 + 2}),
+            b"secret",
+        );
+        assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
+        assert_eq!(remembered_count(&v), 1);
+        std::thread::sleep(std::time::Duration::from_millis(3100));
+        let e = v
+            .authenticate(&headers(&format!("Bearer {t}")))
+            .unwrap_err();
+        assert_eq!(e.status().as_u16(), 401);
+        assert!(e.message.contains("expired"), "{e:?}");
+    }
+
+    #[test]
+    fn remembered_tokens_are_bounded() {
+        let v = verifier();
+        for i in 0..=VERIFIED_TOKENS {
+            let t = token(serde_json::json!({"exp": now() + 600, "i": i}), b"secret");
+            assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
+        }
+        assert!(remembered_count(&v) <= VERIFIED_TOKENS);
+        assert!(remembered_count(&v) >= 1);
     }
 
     #[test]
