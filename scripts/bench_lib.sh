@@ -1,5 +1,7 @@
-# The create workload of the HTTP benchmarks (bench_http.sh, bench_client_create.sh), so both
-# measure the same thing. Sourced, not run.
+# What the HTTP benchmarks share (bench_http.sh, bench_client_create.sh, bench_shared.sh,
+# bench_sidecar_ab.sh), so they measure the same thing: the ~1 KB document and its create
+# workload, the 1,000-document database, starting a sidecar, a JWT, the GET script. Sourced
+# after lib.sh, not run.
 # shellcheck shell=bash
 
 # ~1 KB, 10 top-level scalar fields (scripts/bench_writes.sh's document, a longer description):
@@ -33,4 +35,49 @@ LUA
   printf '%s\n%s\n%s\n%s\n%s\nselect docstore.add('"'"'bench_sql_add'"'"', '"'"'%s'"'"');\n' \
     '\set r random(1, 1000000)' '\set c random(1, 100)' '\set t random(1, 20)' '\set a random(1, 4)' \
     '\set p random(1, 4)' "${BENCH_DOC}" > "$1/add.sql"
+}
+
+# bench_documents DB: a fresh database DB with the extension and 1,000 documents bench/d1 ..
+# bench/d1000 of BENCH_DOC (~1 KB each), analyzed. Needs lib.sh.
+bench_documents() {
+  fresh_database "$1"
+  "${PSQL[@]}" -d "$1" -q -v doc="${BENCH_DOC}" > /dev/null <<'SQL'
+create extension pg_docstore;
+select count(docstore.set('bench/d' || i, replace(replace(replace(replace(replace(:'doc',
+  ':r', i::text), ':c', '1'), ':t', '2'), ':a', '3'), ':p', '4')::jsonb)) from generate_series(1, 1000) i;
+analyze;
+SQL
+}
+
+# bench_sidecar LOG BIN DB SECRET ADMIN_KEY [NAME=VALUE ...]: start the sidecar BIN on a free port
+# against database DB (pool of 32, no live queries; the NAME=VALUE settings added), its output
+# into LOG, and wait for /healthz. Sets BENCH_SIDECAR_URL and BENCH_SIDECAR_PID.
+bench_sidecar() {
+  local log="$1" bin="$2" db="$3" secret="$4" admin_key="$5" port i
+  shift 5
+  port="$(free_port 18700)"
+  env DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${db}" \
+    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_JWT_SECRET="${secret}" DOCSTORE_ADMIN_KEY="${admin_key}" \
+    DOCSTORE_POOL_SIZE=32 DOCSTORE_LIVE=false "$@" "${bin}" > "${log}" 2>&1 &
+  BENCH_SIDECAR_PID=$!
+  BENCH_SIDECAR_URL="http://127.0.0.1:${port}"
+  for i in $(seq 1 150); do
+    curl -fsS -o /dev/null --max-time 2 "${BENCH_SIDECAR_URL}/healthz" 2>/dev/null && return 0
+    [ "${i}" -lt 150 ] || { cat "${log}"; die "the sidecar ${bin} did not start"; }
+    sleep 0.2
+  done
+}
+
+# bench_jwt SECRET: an HS256 JWT (sub "bench") valid for an hour, minted with the test venv.
+bench_jwt() {
+  "${ROOT}/.venv/bin/python" -c 'import sys, time, jwt; now = int(time.time()); print(jwt.encode({"sub": "bench", "iat": now, "exp": now + 3600}, sys.argv[1], algorithm="HS256"))' "$1"
+}
+
+# bench_get_lua FILE: wrk's GET of one of bench_documents' documents, at random.
+bench_get_lua() {
+  cat > "$1" <<'LUA'
+request = function()
+  return wrk.format("GET", "/v1/databases/(default)/documents/bench/d" .. math.random(1, 1000))
+end
+LUA
 }

@@ -20,7 +20,6 @@ SECONDS_PER_RUN="${2:-8}"
 SHARED="${BENCH_SHARED:-2}"
 WHAT="${BENCH_WHAT:-get create}"
 SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar}"
-PYTHON="${ROOT}/.venv/bin/python"
 DB=bench_shared
 tmp="$(mktemp -d)"
 pids=()
@@ -30,33 +29,19 @@ cleanup() {
   rm -rf "${tmp}"
 }
 trap cleanup EXIT
-fresh_database "${DB}"
-"${PSQL[@]}" -d "${DB}" -q -v doc="${BENCH_DOC}" <<'SQL'
-create extension pg_docstore;
-select count(docstore.set('bench/d' || i, replace(replace(replace(replace(replace(:'doc',
-  ':r', i::text), ':c', '1'), ':t', '2'), ':a', '3'), ':p', '4')::jsonb)) from generate_series(1, 1000) i;
-analyze;
-SQL
+bench_documents "${DB}"
 secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 admin_key="k${secret}"
 declare -A URLS
 for mode in shared pooled; do
-  port="$(free_port 18700)"
   connections="${SHARED}"
   [ "${mode}" = shared ] || connections=0
-  DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
-    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_JWT_SECRET="${secret}" DOCSTORE_ADMIN_KEY="${admin_key}" \
-    DOCSTORE_POOL_SIZE=32 DOCSTORE_SHARED_CONNECTIONS="${connections}" DOCSTORE_LIVE=false \
-    "${SIDECAR_BIN}" > "${tmp}/${mode}.log" 2>&1 &
-  pids+=($!)
-  URLS[${mode}]="http://127.0.0.1:${port}"
-  for i in $(seq 1 150); do
-    curl -fsS -o /dev/null --max-time 2 "${URLS[${mode}]}/healthz" 2>/dev/null && break
-    [ "${i}" -lt 150 ] || { cat "${tmp}/${mode}.log"; die "the ${mode} sidecar did not start"; }
-    sleep 0.2
-  done
+  bench_sidecar "${tmp}/${mode}.log" "${SIDECAR_BIN}" "${DB}" "${secret}" "${admin_key}" \
+    DOCSTORE_SHARED_CONNECTIONS="${connections}"
+  pids+=("${BENCH_SIDECAR_PID}")
+  URLS[${mode}]="${BENCH_SIDECAR_URL}"
 done
-jwt="$("${PYTHON}" -c 'import sys, time, jwt; now = int(time.time()); print(jwt.encode({"sub": "bench", "iat": now, "exp": now + 3600}, sys.argv[1], algorithm="HS256"))' "${secret}")"
+jwt="$(bench_jwt "${secret}")"
 declare -A TOKENS=([admin]="${admin_key}" [jwt]="${jwt}")
 sample="$(sed 's/:[rctap]/1/g' <<< "${BENCH_DOC}")"
 # Both sidecars answer every kind before anything is measured.
@@ -71,11 +56,7 @@ for mode in shared pooled; do
   done
 done
 write_create_workload "${tmp}"
-cat > "${tmp}/get.lua" <<'LUA'
-request = function()
-  return wrk.format("GET", "/v1/databases/(default)/documents/bench/d" .. math.random(1, 1000))
-end
-LUA
+bench_get_lua "${tmp}/get.lua"
 cat > "${tmp}/get.sql" <<'SQL'
 \set i random(1, 1000)
 select docstore.get('bench/d' || :i);
