@@ -64,39 +64,57 @@ pub struct Verifier {
 /// verification was about an eighth of the sidecar's CPU per JWT GET), as PostgREST's JWT
 /// cache does. Exact: a token is remembered by its whole text, signature included, and the
 /// verifier's keys, issuer and audience never change while it runs, so only the checks that
-/// depend on the time can change their answer; they are made again on every use, as
-/// jsonwebtoken makes them ([`Verified::current`]). A token that fails them is verified again
-/// in full, which gives the same error as before it was remembered.
+/// depend on the time can change their answer; [`Lifetime::check`] makes them again on every
+/// use, as for a token seen the first time.
 #[derive(Debug, Clone)]
 struct Verified {
     claims: Json,
-    exp: u64,
-    nbf: Option<u64>,
+    lifetime: Lifetime,
 }
 
-impl Verified {
-    /// `None` where jsonwebtoken reads `exp` or `nbf` from something other than an integer
-    /// (it rounds a float): such tokens are not remembered.
-    fn of(claims: &Json) -> Option<Verified> {
-        let exp = claims.get("exp")?.as_u64()?;
-        let nbf = match claims.get("nbf") {
-            None => None,
-            Some(nbf) => Some(nbf.as_u64()?),
+/// A token's `exp` (required) and `nbf`: NumericDates (RFC 7519), seconds since the epoch,
+/// integer or fractional. Checked here rather than by jsonwebtoken, which reads the claims
+/// with the workspace's serde_json `arbitrary_precision` and then refuses a fractional one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Lifetime {
+    exp: f64,
+    nbf: Option<f64>,
+}
+
+impl Lifetime {
+    /// # Errors
+    /// Why the claims have no usable lifetime: `exp` missing, or `exp`/`nbf` not a number.
+    fn of(claims: &Json) -> Result<Lifetime, &'static str> {
+        let date = |key: &str| match claims.get(key) {
+            None => Ok(None),
+            Some(value) => value
+                .as_f64()
+                .filter(|f| f.is_finite())
+                .map(Some)
+                .ok_or("exp and nbf must be numbers of seconds (NumericDate)"),
         };
-        Some(Verified {
-            claims: claims.clone(),
-            exp,
-            nbf,
+        Ok(Lifetime {
+            exp: date("exp")?.ok_or("a required claim (exp, iss or aud) is missing")?,
+            nbf: date("nbf")?,
         })
     }
 
-    /// Whether the token is neither expired nor not yet valid at `now` (Unix seconds), with
-    /// jsonwebtoken's comparisons and [`LEEWAY_SECONDS`].
-    fn current(&self, now: u64) -> bool {
-        self.exp >= now.saturating_sub(LEEWAY_SECONDS)
-            && self
-                .nbf
-                .is_none_or(|nbf| nbf <= now.saturating_add(LEEWAY_SECONDS))
+    /// Whether the token is valid at `now` (Unix seconds), with [`LEEWAY_SECONDS`] either way:
+    /// expired when `exp` < now - leeway, not yet valid when `nbf` > now + leeway (the
+    /// comparisons jsonwebtoken makes).
+    ///
+    /// # Errors
+    /// Why it is not.
+    fn check(&self, now: u64) -> Result<(), &'static str> {
+        #[allow(clippy::cast_precision_loss)] // seconds since 1970 fit an f64 exactly
+        let (now, leeway) = (now as f64, LEEWAY_SECONDS as f64);
+        if self.exp < now - leeway {
+            return Err("the token has expired");
+        }
+        if self.nbf.is_some_and(|nbf| nbf > now + leeway) {
+            return Err("the token is not valid yet (nbf)");
+        }
+        Ok(())
     }
 }
 
@@ -180,17 +198,18 @@ impl Verifier {
         })
     }
 
-    /// The claims of `token` if it was verified before and is current at `now`.
+    /// The claims of `token` if it was verified before and is valid at `now`.
     fn remembered(&self, token: &str, now: u64) -> Option<Json> {
         let verified = self.verified.lock().ok()?;
         let entry = verified.get(token)?;
-        entry.current(now).then(|| entry.claims.clone())
+        entry
+            .lifetime
+            .check(now)
+            .is_ok()
+            .then(|| entry.claims.clone())
     }
 
-    fn remember(&self, token: &str, claims: &Json) {
-        let Some(entry) = Verified::of(claims) else {
-            return;
-        };
+    fn remember(&self, token: &str, entry: Verified) {
         if let Ok(mut verified) = self.verified.lock() {
             if verified.len() >= VERIFIED_TOKENS {
                 verified.clear();
@@ -201,10 +220,10 @@ impl Verifier {
 
     fn validation(&self, algorithm: Algorithm) -> Validation {
         let mut v = Validation::new(algorithm);
-        v.leeway = LEEWAY_SECONDS;
-        v.validate_exp = true;
-        v.validate_nbf = true;
-        let mut required = vec!["exp"];
+        // exp and nbf: [`Lifetime`], after the signature.
+        v.validate_exp = false;
+        v.validate_nbf = false;
+        let mut required = Vec::new();
         if let Some(iss) = &self.issuer {
             v.set_issuer(&[iss]);
             required.push("iss");
@@ -249,7 +268,8 @@ impl Verifier {
                 return Ok(Principal::Admin);
             }
         }
-        if let Some(claims) = self.remembered(token, jsonwebtoken::get_current_timestamp()) {
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some(claims) = self.remembered(token, now) {
             return Ok(Principal::User(claims));
         }
         let header = decode_header(token).map_err(|_| bad("the token is not a JWT"))?;
@@ -282,7 +302,15 @@ impl Verifier {
         for (key, algorithm) in candidates {
             match decode::<Json>(token, key, &self.validation(algorithm)) {
                 Ok(data) => {
-                    self.remember(token, &data.claims);
+                    let lifetime = Lifetime::of(&data.claims).map_err(bad)?;
+                    lifetime.check(now).map_err(bad)?;
+                    self.remember(
+                        token,
+                        Verified {
+                            claims: data.claims.clone(),
+                            lifetime,
+                        },
+                    );
                     return Ok(Principal::User(data.claims));
                 }
                 Err(e) => last = Some(e),
@@ -384,6 +412,15 @@ mod tests {
         );
         let wrong_key = token(serde_json::json!({"exp": now() + 600}), b"other");
         let no_exp = token(serde_json::json!({"sub": "x"}), b"secret");
+        let text_exp = token(
+            serde_json::json!({"exp": (now() + 600).to_string()}),
+            b"secret",
+        );
+        let expired_float = token(serde_json::json!({"exp": now() as f64 - 3600.5}), b"secret");
+        let future_float = token(
+            serde_json::json!({"exp": now() + 7200, "nbf": now() as f64 + 3600.5}),
+            b"secret",
+        );
         let good = token(serde_json::json!({"exp": now() + 600}), b"secret");
         let mut tampered = good.clone();
         tampered.pop();
@@ -393,6 +430,9 @@ mod tests {
             format!("Bearer {future}"),
             format!("Bearer {wrong_key}"),
             format!("Bearer {no_exp}"),
+            format!("Bearer {text_exp}"),
+            format!("Bearer {expired_float}"),
+            format!("Bearer {future_float}"),
             format!("Bearer {tampered}"),
             "Bearer admin-keyx".into(),
             "Bearer ".into(),
@@ -402,6 +442,20 @@ mod tests {
             let e = v.authenticate(&headers(&value)).unwrap_err();
             assert_eq!(e.status().as_u16(), 401, "{value}");
         }
+        for (t, why) in [
+            (&expired, "expired"),
+            (&expired_float, "expired"),
+            (&future, "not valid yet"),
+            (&future_float, "not valid yet"),
+            (&no_exp, "missing"),
+            (&text_exp, "NumericDate"),
+        ] {
+            let e = v
+                .authenticate(&headers(&format!("Bearer {t}")))
+                .unwrap_err();
+            assert!(e.message.contains(why), "{why}: {e:?}");
+        }
+        assert_eq!(remembered_count(&v), 0);
     }
 
     #[test]
@@ -466,17 +520,11 @@ mod tests {
         assert!(v.authenticate(&headers(&format!("Bearer {early}"))).is_ok());
         assert!(v.remembered(&early, nbf - LEEWAY_SECONDS).is_some());
         assert!(v.remembered(&early, nbf - LEEWAY_SECONDS - 1).is_none());
-        // A fractional exp is never remembered: it gets the full verification's answer
-        // every time (today a refusal: the claims are read with serde_json's
-        // arbitrary_precision, whose numbers jsonwebtoken does not take as floats).
+        // A fractional exp (a NumericDate may be one) is checked and remembered the same way.
         let float = token(serde_json::json!({"exp": now() as f64 + 600.5}), b"secret");
-        let first = v.authenticate(&headers(&format!("Bearer {float}"))).is_ok();
-        assert_eq!(remembered_count(&v), 2);
-        assert_eq!(
-            v.authenticate(&headers(&format!("Bearer {float}"))).is_ok(),
-            first
-        );
-        assert_eq!(remembered_count(&v), 2);
+        assert!(v.authenticate(&headers(&format!("Bearer {float}"))).is_ok());
+        assert_eq!(remembered_count(&v), 3);
+        assert!(v.authenticate(&headers(&format!("Bearer {float}"))).is_ok());
     }
 
     #[test]
