@@ -81,3 +81,19 @@ request = function()
 end
 LUA
 }
+
+# bench_scratch DB: a scratch directory BENCH_TMP and a list BENCH_PIDS for the processes a
+# benchmark starts; at exit the processes are stopped, database DB is dropped and the
+# directory removed.
+bench_scratch() {
+  BENCH_DB="$1"
+  BENCH_TMP="$(mktemp -d)"
+  BENCH_PIDS=()
+  trap bench_cleanup EXIT
+}
+bench_cleanup() {
+  local p
+  for p in "${BENCH_PIDS[@]}"; do kill "${p}" 2>/dev/null || true; wait "${p}" 2>/dev/null || true; done
+  "${PSQL[@]}" -d postgres -qc "drop database if exists ${BENCH_DB}" >/dev/null 2>&1 || true
+  rm -rf "${BENCH_TMP}"
+}

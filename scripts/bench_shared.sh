@@ -21,14 +21,8 @@ SHARED="${BENCH_SHARED:-2}"
 WHAT="${BENCH_WHAT:-get create}"
 SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar}"
 DB=bench_shared
-tmp="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "${p}" 2>/dev/null || true; wait "${p}" 2>/dev/null || true; done
-  "${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" >/dev/null 2>&1 || true
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+bench_scratch "${DB}"
+tmp="${BENCH_TMP}"
 bench_documents "${DB}"
 secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 admin_key="k${secret}"
@@ -38,7 +32,7 @@ for mode in shared pooled; do
   [ "${mode}" = shared ] || connections=0
   bench_sidecar "${tmp}/${mode}.log" "${SIDECAR_BIN}" "${DB}" "${secret}" "${admin_key}" \
     DOCSTORE_SHARED_CONNECTIONS="${connections}"
-  pids+=("${BENCH_SIDECAR_PID}")
+  BENCH_PIDS+=("${BENCH_SIDECAR_PID}")
   URLS[${mode}]="${BENCH_SIDECAR_URL}"
 done
 jwt="$(bench_jwt "${secret}")"

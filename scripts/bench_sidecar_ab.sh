@@ -13,21 +13,15 @@ declare -A BIN=([before]="$1" [after]="$2")
 ROUNDS="${3:-3}"
 SECONDS_PER_RUN="${4:-8}"
 DB=bench_ab
-tmp="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "${p}" 2>/dev/null || true; wait "${p}" 2>/dev/null || true; done
-  "${PSQL[@]}" -d postgres -qc "drop database if exists ${DB}" >/dev/null 2>&1 || true
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
+bench_scratch "${DB}"
+tmp="${BENCH_TMP}"
 bench_documents "${DB}"
 secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 declare -A TOKENS=([admin]="k${secret}" [jwt]="$(bench_jwt "${secret}")")
 declare -A URLS PIDS
 for which in before after; do
   bench_sidecar "${tmp}/${which}.log" "${BIN[${which}]}" "${DB}" "${secret}" "${TOKENS[admin]}"
-  pids+=("${BENCH_SIDECAR_PID}")
+  BENCH_PIDS+=("${BENCH_SIDECAR_PID}")
   PIDS[${which}]="${BENCH_SIDECAR_PID}"
   URLS[${which}]="${BENCH_SIDECAR_URL}"
   for who in admin jwt; do
