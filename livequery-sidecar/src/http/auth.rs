@@ -316,11 +316,8 @@ impl Verifier {
                 Err(e) => last = Some(e),
             }
         }
+        // Expiry and nbf are [`Lifetime`]'s, checked above once the signature holds.
         let why = match last.as_ref().map(|e| e.kind()) {
-            Some(jsonwebtoken::errors::ErrorKind::ExpiredSignature) => "the token has expired",
-            Some(jsonwebtoken::errors::ErrorKind::ImmatureSignature) => {
-                "the token is not valid yet (nbf)"
-            }
             Some(jsonwebtoken::errors::ErrorKind::InvalidIssuer) => "wrong issuer (iss)",
             Some(jsonwebtoken::errors::ErrorKind::InvalidAudience) => "wrong audience (aud)",
             Some(jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(_)) => {
