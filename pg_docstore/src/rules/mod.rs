@@ -121,41 +121,43 @@ impl Lookups<'_> {
     }
 }
 
-impl Documents for Lookups<'_> {
-    fn get(&self, path: &ResourcePath) -> Option<Map> {
+impl Lookups<'_> {
+    /// The document `path` as `get()` (`after` false) or `getAfter()` (`after` true) reads it:
+    /// the batch's state before or after its writes when the batch writes it, else as stored.
+    fn data(&self, path: &ResourcePath, after: bool) -> Option<Map> {
         let name = encode_name(path);
         match self.batch.get(name.as_slice()) {
-            Some((before, _)) => before.cloned(),
+            Some(&(before, written)) => (if after { written } else { before }).cloned(),
             None => self.stored(&name),
         }
+    }
+
+    /// [`Lookups::data`] as a rules value; a stored document through [`lookup_cache`].
+    fn value(&self, path: &ResourcePath, database: &str, after: bool) -> Option<Rc<Val>> {
+        let name = encode_name(path);
+        match self.batch.get(name.as_slice()) {
+            Some(&(before, written)) => (if after { written } else { before })
+                .map(|data| Rc::new(eval::document_value(database, path, data))),
+            None => self.stored_value(path, &name, database),
+        }
+    }
+}
+
+impl Documents for Lookups<'_> {
+    fn get(&self, path: &ResourcePath) -> Option<Map> {
+        self.data(path, false)
     }
 
     fn get_after(&self, path: &ResourcePath) -> Option<Map> {
-        let name = encode_name(path);
-        match self.batch.get(name.as_slice()) {
-            Some((_, after)) => after.cloned(),
-            None => self.stored(&name),
-        }
+        self.data(path, true)
     }
 
     fn get_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
-        let name = encode_name(path);
-        match self.batch.get(name.as_slice()) {
-            Some((before, _)) => {
-                before.map(|data| Rc::new(eval::document_value(database, path, data)))
-            }
-            None => self.stored_value(path, &name, database),
-        }
+        self.value(path, database, false)
     }
 
     fn get_after_value(&self, path: &ResourcePath, database: &str) -> Option<Rc<Val>> {
-        let name = encode_name(path);
-        match self.batch.get(name.as_slice()) {
-            Some((_, after)) => {
-                after.map(|data| Rc::new(eval::document_value(database, path, data)))
-            }
-            None => self.stored_value(path, &name, database),
-        }
+        self.value(path, database, true)
     }
 }
 
