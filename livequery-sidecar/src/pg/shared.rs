@@ -22,8 +22,8 @@
 //!
 //! What sharing gives up, and why it is acceptable for these statements:
 //! - a request whose client goes away cannot cancel its statement (a cancel would hit
-//!   whichever statement the backend runs then); an autocommit read or create runs to its end
-//!   and its answer is discarded, as a pooled autocommit statement's would be once sent;
+//!   whichever statement the backend runs then); an autocommit read runs to its end and its
+//!   answer is discarded, as a pooled autocommit statement's would be once sent;
 //! - a slow statement delays the ones queued behind it on the same connection; requests go to
 //!   the connection with the fewest in flight, and `statement_timeout` bounds every statement.
 
