@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::ffi::CString;
 
+use docstore_rules::eval::Auth;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 use crate::errors::DocstoreError;
@@ -75,45 +76,45 @@ pub fn init() {
     );
 }
 
-/// The caller's verified JWT claims (`docstore.auth`): `None` when unset, empty or JSON
-/// `null` (unauthenticated).
+/// The caller's verified JWT claims (`docstore.auth`) as rules read them: none when unset,
+/// empty or JSON `null` (unauthenticated).
 ///
 /// # Errors
 /// [`DocstoreError::InvalidArgument`] when the setting is not a JSON object or null.
-pub fn auth() -> Result<Option<serde_json::Value>, DocstoreError> {
+pub fn auth() -> Result<Auth, DocstoreError> {
     let Some(text) = AUTH.get() else {
-        return Ok(None);
+        return Ok(Auth::default());
     };
     let text = text.to_string_lossy();
     if text.trim().is_empty() {
-        return Ok(None);
+        return Ok(Auth::default());
     }
-    // A session sets the claims once and then writes many times: parse each value once.
+    // A session sets the claims once and then writes many times: parse and convert each value
+    // once.
     let cached = AUTH_PARSED.with_borrow(|c| match c {
-        Some((key, claims)) if *key == *text => Some(claims.clone()),
+        Some((key, auth)) if *key == *text => Some(auth.clone()),
         _ => None,
     });
-    if let Some(claims) = cached {
-        return Ok(claims);
+    if let Some(auth) = cached {
+        return Ok(auth);
     }
-    let claims = match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(serde_json::Value::Null) => None,
-        Ok(claims @ serde_json::Value::Object(_)) => Some(claims),
+    let auth = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Null) => Auth::default(),
+        Ok(claims @ serde_json::Value::Object(_)) => Auth::new(Some(claims)),
         _ => {
             return Err(DocstoreError::InvalidArgument(
                 "docstore.auth must hold a JSON object of claims or null".into(),
             ))
         }
     };
-    AUTH_PARSED.set(Some((text.into_owned(), claims.clone())));
-    Ok(claims)
+    AUTH_PARSED.set(Some((text.into_owned(), auth.clone())));
+    Ok(auth)
 }
 
 thread_local! {
-    /// The last value of `docstore.auth` [`auth`] parsed, and its claims (a backend is one
+    /// The last value of `docstore.auth` [`auth`] read, and its claims (a backend is one
     /// thread).
-    static AUTH_PARSED: RefCell<Option<(String, Option<serde_json::Value>)>> =
-        const { RefCell::new(None) };
+    static AUTH_PARSED: RefCell<Option<(String, Auth)>> = const { RefCell::new(None) };
 }
 
 /// The secret of `docstore.authenticate` (`docstore.jwt_secret`), if set.

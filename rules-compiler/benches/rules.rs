@@ -84,7 +84,7 @@ fn request(method: Method, p: &str, new: Option<&Json>) -> Request {
         method,
         database: "(default)".into(),
         path: path(p),
-        auth: Some(json!({"sub": "alice", "email": "alice@example.com"})),
+        auth: Some(json!({"sub": "alice", "email": "alice@example.com"})).into(),
         resource: new.map(|d| Document {
             path: path(p),
             data: map(d),

@@ -37,7 +37,7 @@ pub fn check_compile(data: &[u8]) -> Result<(), Failure> {
                     method,
                     database: "(default)".into(),
                     path: path.clone(),
-                    auth: Some(serde_json::json!({"sub": "u"})),
+                    auth: Some(serde_json::json!({"sub": "u"})).into(),
                     resource: None,
                     time,
                     query: None,

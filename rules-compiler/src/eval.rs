@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use docstore_core::value::Map as CoreMap;
 use docstore_core::{ResourcePath, Timestamp};
@@ -42,8 +43,8 @@ pub struct Request {
     pub database: String,
     /// The document (or, for a list, the collection or the document) the request names.
     pub path: ResourcePath,
-    /// The verified JWT claims; `None` when unauthenticated.
-    pub auth: Option<Json>,
+    /// The verified JWT claims; none when unauthenticated.
+    pub auth: Auth,
     /// The document as it would be after a create or update (`request.resource`).
     pub resource: Option<Document>,
     pub time: Timestamp,
@@ -119,6 +120,38 @@ pub enum Decision {
 /// error.
 pub(crate) const UNBOUND: &str = "\u{0}unbound";
 
+/// A caller's verified JWT claims (none: unauthenticated) with `request.auth` as rules read
+/// it ([`auth_value`]), converted once: a caller's many requests share one `Auth` (cloning it
+/// clones a pointer).
+#[derive(Debug, Clone, Default)]
+pub struct Auth(Option<Arc<(Json, Val)>>);
+
+impl Auth {
+    pub fn new(claims: Option<Json>) -> Auth {
+        Auth(claims.map(|claims| {
+            let value = auth_value(Some(&claims));
+            Arc::new((claims, value))
+        }))
+    }
+
+    /// The claims, `None` when unauthenticated.
+    pub fn claims(&self) -> Option<&Json> {
+        self.0.as_deref().map(|(claims, _)| claims)
+    }
+
+    /// `request.auth`: `{uid, token}`, or null when unauthenticated.
+    pub fn value(&self) -> &Val {
+        static NULL: Val = Val::Null;
+        self.0.as_deref().map_or(&NULL, |(_, value)| value)
+    }
+}
+
+impl From<Option<Json>> for Auth {
+    fn from(claims: Option<Json>) -> Auth {
+        Auth::new(claims)
+    }
+}
+
 /// `request.auth` from JWT claims: `{uid, token}` (uid is the `sub` claim), or null.
 pub fn auth_value(claims: Option<&Json>) -> Val {
     let Some(claims) = claims else {
@@ -153,38 +186,53 @@ fn plain(json: &Json) -> Val {
 /// A document as rules see it (`resource`, what `get()` returns): `id`, `__name__` and
 /// `data`, its values converted with [`prim::value_from_core`].
 pub fn document_value(database: &str, path: &ResourcePath, data: &CoreMap) -> Val {
-    let data = data
-        .iter()
+    prim::json::resource(
+        prim::json::document_path(database, path),
+        data_value(database, data),
+    )
+}
+
+/// A document's `data` as rules see it (`resource.data`).
+fn data_value(database: &str, data: &CoreMap) -> Map {
+    data.iter()
         .map(|(k, v)| (k.clone(), prim::value_from_core(v, database)))
-        .collect();
-    prim::json::resource(prim::json::document_path(database, path), data)
+        .collect()
 }
 
 /// The `request` map: auth, method, path, query, resource, time. The SQL back end's
 /// `request` jsonb is `prim::to_json` of this.
 pub fn request_value(r: &Request) -> Val {
-    let mut m = Map::new();
-    m.insert("auth".into(), auth_value(r.auth.as_ref()));
-    m.insert("method".into(), Val::str(r.method.name()));
-    m.insert(
-        "path".into(),
-        Val::Path(prim::json::document_path(&r.database, &r.path)),
-    );
-    m.insert(
-        "time".into(),
-        Val::Timestamp(i128::from(r.time.micros()) * 1_000),
-    );
-    // `request.resource` only on writes (null for a delete), `request.query` only on lists:
-    // elsewhere reading them is an error, as in Firestore.
-    match r.method {
-        Method::Create | Method::Update | Method::Delete => {
-            let resource = r
+    Val::Map(
+        REQUEST_KEYS
+            .iter()
+            .filter_map(|&key| Some((key.to_owned(), request_field(r, key)?)))
+            .collect(),
+    )
+}
+
+/// Every key `request` may have ([`request_field`]).
+const REQUEST_KEYS: [&str; 6] = ["auth", "method", "path", "query", "resource", "time"];
+
+/// `request.<key>`, `None` when `request` has no such key: `request.resource` only on writes
+/// (null for a delete), `request.query` only on lists; elsewhere reading them is an error, as
+/// in Firestore.
+fn request_field(r: &Request, key: &str) -> Option<Val> {
+    Some(match key {
+        "auth" => r.auth.value().clone(),
+        "method" => Val::str(r.method.name()),
+        "path" => Val::Path(prim::json::document_path(&r.database, &r.path)),
+        "time" => Val::Timestamp(i128::from(r.time.micros()) * 1_000),
+        "resource" => match r.method {
+            Method::Create | Method::Update | Method::Delete => r
                 .resource
                 .as_ref()
-                .map_or(Val::Null, |d| document_value(&r.database, &d.path, &d.data));
-            m.insert("resource".into(), resource);
-        }
-        Method::List => {
+                .map_or(Val::Null, |d| document_value(&r.database, &d.path, &d.data)),
+            Method::Get | Method::List => return None,
+        },
+        "query" => {
+            if r.method != Method::List {
+                return None;
+            }
             let q = r.query.clone().unwrap_or_default();
             let mut qm = Map::new();
             qm.insert("limit".into(), q.limit.map_or(Val::Null, Val::Int));
@@ -198,11 +246,65 @@ pub fn request_value(r: &Request) -> Val {
                         .collect(),
                 ),
             );
-            m.insert("query".into(), Val::Map(qm));
+            Val::Map(qm)
         }
-        Method::Get => {}
+        _ => return None,
+    })
+}
+
+/// `request` as conditions read it: a field is built on its first read and kept for the
+/// decision, `auth` is borrowed from the caller's [`Auth`], and the whole map is built only
+/// when a condition reads `request` itself. A create's condition that reads
+/// `request.auth.uid` and `request.resource.data` builds nothing else.
+struct RequestRoot<'a> {
+    request: &'a Request,
+    /// One per key of [`REQUEST_KEYS`] (the slot of `auth` stays empty).
+    fields: [OnceCell<Option<Val>>; REQUEST_KEYS.len()],
+    /// `request.resource.data` read without the rest of `request.resource`.
+    resource_data: OnceCell<Option<Val>>,
+    whole: OnceCell<Val>,
+}
+
+impl<'a> RequestRoot<'a> {
+    fn new(request: &'a Request) -> RequestRoot<'a> {
+        RequestRoot {
+            request,
+            fields: std::array::from_fn(|_| OnceCell::new()),
+            resource_data: OnceCell::new(),
+            whole: OnceCell::new(),
+        }
     }
-    Val::Map(m)
+
+    /// `request.<key>` ([`request_field`]).
+    fn field(&self, key: &str) -> Option<&Val> {
+        if key == "auth" {
+            return Some(self.request.auth.value());
+        }
+        let slot = REQUEST_KEYS.iter().position(|k| *k == key)?;
+        self.fields[slot]
+            .get_or_init(|| request_field(self.request, key))
+            .as_ref()
+    }
+
+    /// `request.resource.data`, what [`RequestRoot::field`]`("resource")` holds under `data`,
+    /// without building the document's name and id.
+    fn resource_data(&self) -> Option<&Val> {
+        let r = self.request;
+        self.resource_data
+            .get_or_init(|| match (r.method, &r.resource) {
+                (Method::Create | Method::Update | Method::Delete, Some(d)) => {
+                    Some(Val::Map(data_value(&r.database, &d.data)))
+                }
+                // No `request.resource` (an error), or null (whose `.data` is an error).
+                _ => None,
+            })
+            .as_ref()
+    }
+
+    /// `request` ([`request_value`]).
+    fn whole(&self) -> &Val {
+        self.whole.get_or_init(|| request_value(self.request))
+    }
 }
 
 /// Decide `request` against `ruleset`. `stored` is the document as stored (`resource`;
@@ -214,9 +316,12 @@ pub fn evaluate(
     documents: &dyn Documents,
     budget: &mut Budget,
 ) -> Decision {
-    let mut path = prim::json::document_path(&request.database, &request.path);
+    let mut path: Vec<&str> = ["databases", &request.database, "documents"]
+        .into_iter()
+        .chain(request.path.segments().iter().map(String::as_str))
+        .collect();
     if request.method == Method::List && !request.path.is_document() {
-        path.push(UNBOUND.to_owned());
+        path.push(UNBOUND);
     }
     let resource = stored.map_or(Val::Null, |d| {
         document_value(&request.database, &d.path, &d.data)
@@ -251,10 +356,10 @@ pub(crate) struct Resource {
 /// Evaluate the rules of `request.method` whose pattern matches `path` (and which `eligible`
 /// accepts), in source order; the first true condition allows.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn decide(
+pub(crate) fn decide<S: AsRef<str>>(
     ruleset: &Ruleset,
     request: &Request,
-    path: &[String],
+    path: &[S],
     eligible: impl Fn(&Rule) -> bool,
     resource: Resource,
     documents: &dyn Documents,
@@ -264,7 +369,7 @@ pub(crate) fn decide(
         Version::V1 => 1,
         Version::V2 => 2,
     };
-    let request_val = request_value(request);
+    let request_root = RequestRoot::new(request);
     let known = resource.known;
     let fetched: [OnceCell<Rc<Val>>; FETCHED] = std::array::from_fn(|_| OnceCell::new());
     let mut state = State {
@@ -274,20 +379,17 @@ pub(crate) fn decide(
     };
     let mut outcomes = Vec::new();
     for rule in applicable(ruleset, request.method).filter(|r| eligible(r)) {
-        let Some(bindings) = prim::ops::match_path(&rule.pattern, version, path) else {
+        let Some(mut bindings) = rule.path.bind(version, path) else {
             continue;
         };
-        let bindings: Map = bindings
-            .into_iter()
-            .filter(|(_, v)| match v {
-                Val::Str(s) => s != UNBOUND,
-                Val::Path(p) => !p.iter().any(|s| s == UNBOUND),
-                _ => true,
-            })
-            .collect();
+        bindings.retain(|(_, v)| match v {
+            Val::Str(s) => s != UNBOUND,
+            Val::Path(p) => !p.iter().any(|s| s == UNBOUND),
+            _ => true,
+        });
         state.refused = None;
         let mut ctx = Context {
-            request: &request_val,
+            request: &request_root,
             resource: &resource.value,
             known: known.as_deref(),
             contains: &resource.contains,
@@ -349,13 +451,14 @@ const FETCHED: usize = 16;
 /// ruleset are borrowed for `'r`, so reading a field of a root or a literal returns a
 /// reference to it ([`Cow::Borrowed`]): only values a primitive makes are owned.
 struct Context<'r, 's, 'b> {
-    request: &'r Val,
+    request: &'r RequestRoot<'r>,
     resource: &'r Val,
     /// See [`Resource::known`].
     known: Option<&'r [Vec<String>]>,
     /// See [`Resource::contains`].
     contains: &'r [(Vec<String>, Val)],
-    bindings: &'r Map,
+    /// The path's wildcards (a name bound twice: the last binding counts, as in a map).
+    bindings: &'r [(&'r str, Val)],
     database: &'r str,
     documents: &'r dyn Documents,
     /// The documents the decision's lookups returned (filled in order, see
@@ -368,10 +471,24 @@ impl<'r> Context<'r, '_, '_> {
     /// A chain of `.field` / `[key]` reads from a root, by reference (no copy of the root).
     fn read(&self, ir: &Ir) -> Option<Option<&'r Val>> {
         match ir {
-            Ir::Request => Some(Some(self.request)),
+            Ir::Request => Some(Some(self.request.whole())),
             Ir::Resource => Some(Some(self.resource)),
-            Ir::Wildcard(n) => Some(self.bindings.get(n)),
+            Ir::Wildcard(n) => Some(
+                self.bindings
+                    .iter()
+                    .rev()
+                    .find(|(name, _)| name == n)
+                    .map(|(_, v)| v),
+            ),
             Ir::Prim("member", args) => match args.as_slice() {
+                [Ir::Request, Ir::Lit(Val::Str(f))] => Some(self.request.field(f)),
+                [Ir::Prim("member", inner), Ir::Lit(Val::Str(f))]
+                    if f == "data"
+                        && matches!(inner.as_slice(),
+                            [Ir::Request, Ir::Lit(Val::Str(r))] if r == "resource") =>
+                {
+                    Some(self.request.resource_data())
+                }
                 [obj, Ir::Lit(Val::Str(f))] => {
                     let parent = self.read(obj)?;
                     Some(parent.and_then(|p| match p {
@@ -507,42 +624,41 @@ impl<'r> Context<'r, '_, '_> {
                 true => self.eval(a),
                 false => self.eval(b),
             },
-            Ir::Lookup(kind, p) => {
-                let p = self.eval(p)?;
-                let Val::Path(segments) = &*p else {
-                    return None;
-                };
-                self.lookup(*kind, segments)
-            }
+            Ir::Lookup(kind, p) => match self.eval(p)? {
+                Cow::Owned(Val::Path(segments)) => self.lookup(*kind, segments),
+                Cow::Borrowed(Val::Path(segments)) => self.lookup(*kind, segments.clone()),
+                _ => None,
+            },
         }
     }
 
-    fn lookup(&mut self, kind: LookupKind, segments: &[String]) -> Option<Cow<'r, Val>> {
+    fn lookup(&mut self, kind: LookupKind, mut segments: Vec<String>) -> Option<Cow<'r, Val>> {
         // Only documents of the request's database, by their full path.
-        let rest = match segments {
-            [d, db, docs, rest @ ..]
-                if d == "databases" && db == self.database && docs == "documents" =>
-            {
-                rest
+        match segments.as_slice() {
+            [d, db, docs, ..] if d == "databases" && db == self.database && docs == "documents" => {
+                segments.drain(..3);
             }
             _ => return None,
-        };
-        let path = ResourcePath::from_segments(rest.to_vec()).ok()?;
+        }
+        let path = ResourcePath::from_segments(segments).ok()?;
         if !path.is_document() {
             return None;
         }
         let after = matches!(kind, LookupKind::GetAfter | LookupKind::ExistsAfter);
         let budget = &mut *self.state.budget;
-        if !budget.looked_up.contains(&path) {
-            if budget.looked_up.len() >= budget.limit {
-                return None;
+        let at = match budget.looked_up.iter().position(|p| *p == path) {
+            Some(at) => at,
+            None if budget.looked_up.len() >= budget.limit => return None,
+            None => {
+                budget.looked_up.push(path);
+                budget.looked_up.len() - 1
             }
-            budget.looked_up.push(path.clone());
-        }
+        };
+        let path = &budget.looked_up[at];
         let found = if after {
-            self.documents.get_after_value(&path, self.database)
+            self.documents.get_after_value(path, self.database)
         } else {
-            self.documents.get_value(&path, self.database)
+            self.documents.get_value(path, self.database)
         };
         Some(match (kind, found) {
             (LookupKind::Exists | LookupKind::ExistsAfter, found) => {

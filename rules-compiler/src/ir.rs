@@ -25,6 +25,8 @@ pub struct Ruleset {
 pub struct Rule {
     /// The full pattern as written in `match`es: `/databases/{database}/documents/users/{uid}`.
     pub pattern: String,
+    /// `pattern` split into segments (what the evaluator matches paths with).
+    pub path: prim::ops::PathPattern,
     pub methods: Vec<Method>,
     pub condition: Ir,
     /// 1-based line of the `allow` (reasons name it).
@@ -191,6 +193,7 @@ impl Lowerer<'_, '_> {
             }
             let line = CompileError::syntax(self.source, allow.span, "").line;
             self.rules.push(Rule {
+                path: prim::ops::PathPattern::parse(&pattern),
                 pattern: pattern.clone(),
                 methods: allow.methods.clone(),
                 condition,

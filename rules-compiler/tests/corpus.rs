@@ -410,7 +410,7 @@ fn corpus_rulesets_decide_as_hidane_rules_does() {
                             method,
                             database: "(default)".into(),
                             path: rpath.clone(),
-                            auth: auth.clone(),
+                            auth: auth.clone().into(),
                             resource: new.map(|d| Document {
                                 path: rpath.clone(),
                                 data: d.clone(),

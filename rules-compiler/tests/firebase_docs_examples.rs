@@ -664,7 +664,7 @@ fn ours(r: &Row, store: &Store) -> bool {
         method: r.method,
         database: "(default)".into(),
         path: path.clone(),
-        auth: r.ctx.auth.clone(),
+        auth: r.ctx.auth.clone().into(),
         resource: r.new.as_ref().map(|d| Document {
             path: path.clone(),
             data: map(d),

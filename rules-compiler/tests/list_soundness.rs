@@ -129,7 +129,7 @@ fn request(path: ResourcePath) -> Request {
         method: Method::List,
         database: "(default)".into(),
         path,
-        auth: Some(json!({ "sub": "u" })),
+        auth: Some(json!({ "sub": "u" })).into(),
         resource: None,
         time: Timestamp::from_micros(0).unwrap(),
         query: None,

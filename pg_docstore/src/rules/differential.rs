@@ -189,7 +189,7 @@ mod tests {
                     method: Method::Get,
                     database: "(default)".into(),
                     path: path.clone(),
-                    auth,
+                    auth: auth.into(),
                     resource: None,
                     time: Timestamp::from_micros(1_700_000_000_000_000).unwrap(),
                     query: None,

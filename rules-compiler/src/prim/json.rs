@@ -44,11 +44,12 @@ pub fn value_from_core(value: &Value, database: &str) -> Val {
 
 /// The rules path of a document: `databases/<db>/documents/<segments>`.
 pub fn document_path(database: &str, path: &ResourcePath) -> Vec<String> {
-    let mut out = vec![
+    let mut out = Vec::with_capacity(3 + path.segments().len());
+    out.extend([
         "databases".to_owned(),
         database.to_owned(),
         "documents".to_owned(),
-    ];
+    ]);
     out.extend(path.segments().iter().cloned());
     out
 }

@@ -240,9 +240,15 @@ pub const CATALOG: &[(&str, Arity)] = &[
     ("bind", Arity::Exactly(2)),
 ];
 
-/// The arity of primitive `name`, if it is one.
+/// The arity of primitive `name`, if it is one. Asked on every primitive call, so the catalog
+/// is indexed once.
 pub fn arity(name: &str) -> Option<Arity> {
-    CATALOG.iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
+    static INDEX: std::sync::OnceLock<std::collections::HashMap<&'static str, Arity>> =
+        std::sync::OnceLock::new();
+    INDEX
+        .get_or_init(|| CATALOG.iter().copied().collect())
+        .get(name)
+        .copied()
 }
 
 /// The primitive of the method `name` (rules spelling, `hasAll`), if there is one.

@@ -376,52 +376,104 @@ pub fn to_set(items: impl IntoIterator<Item = Val>) -> Val {
 
 /// Match `path` (segments from `databases`) against a pattern written as in a `match`
 /// (`/databases/{database}/documents/users/{uid}/{rest=**}`): the wildcards' bindings, or
-/// `None` when it does not match. In version 1 a `{x=**}` matches one or more segments, in
-/// version 2 zero or more; it binds a path. At most one `{x=**}` per pattern (the checker
-/// makes sure); the segments after it match the end of the path.
+/// `None` when it does not match ([`PathPattern::bindings`]).
 pub fn match_path(pattern: &str, version: i64, path: &[String]) -> Option<Map> {
-    let segs: Vec<&str> = pattern
-        .strip_prefix('/')
-        .unwrap_or(pattern)
-        .split('/')
-        .collect();
-    let mut m = Map::new();
-    let recursive = segs.iter().position(|s| s.ends_with("=**}"));
-    let (head, tail) = match recursive {
-        Some(k) => (&segs[..k], &segs[k + 1..]),
-        None => (&segs[..], &segs[..0]),
-    };
-    if recursive.is_none() && head.len() != path.len() {
-        return None;
-    }
-    let min = head.len() + tail.len() + usize::from(recursive.is_some() && version < 2);
-    if path.len() < min {
-        return None;
-    }
-    let tail_start = path.len() - tail.len();
-    for (seg, value) in head
-        .iter()
-        .zip(path)
-        .chain(tail.iter().zip(path.get(tail_start..)?))
-    {
-        match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-            Some(name) => {
-                let name = name.strip_suffix("=*").unwrap_or(name);
-                m.insert(name.to_owned(), Val::Str(value.clone()));
+    PathPattern::parse(pattern).bindings(version, path)
+}
+
+/// A `match` pattern split into its segments once (the evaluator keeps one per rule; the SQL
+/// primitive `match_path` parses its pattern argument per call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathPattern {
+    /// The segments before the `{x=**}` (all of them when there is none).
+    head: Vec<Segment>,
+    /// The name of the `{x=**}`, if any.
+    recursive: Option<String>,
+    /// The segments after the `{x=**}`: they match the end of the path.
+    tail: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    /// `{name}` or `{name=*}`.
+    Wildcard(String),
+}
+
+impl PathPattern {
+    /// Split `pattern` (a leading `/` optional). At most one `{x=**}` is read (the checker makes
+    /// sure there is no second); a later one would be taken as a one-segment wildcard.
+    pub fn parse(pattern: &str) -> PathPattern {
+        let mut head = Vec::new();
+        let mut recursive = None;
+        let mut tail = Vec::new();
+        for seg in pattern.strip_prefix('/').unwrap_or(pattern).split('/') {
+            if recursive.is_none() && seg.ends_with("=**}") {
+                let name = seg.strip_prefix('{').and_then(|s| s.strip_suffix("=**}"));
+                recursive = Some(name.unwrap_or("").to_owned());
+                continue;
             }
-            None if seg == value => {}
-            None => return None,
+            let seg = match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                Some(name) => Segment::Wildcard(name.strip_suffix("=*").unwrap_or(name).to_owned()),
+                None => Segment::Literal(seg.to_owned()),
+            };
+            if recursive.is_some() {
+                tail.push(seg);
+            } else {
+                head.push(seg);
+            }
+        }
+        PathPattern {
+            head,
+            recursive,
+            tail,
         }
     }
-    if let Some(k) = recursive {
-        let name = segs[k]
-            .strip_prefix('{')
-            .and_then(|s| s.strip_suffix("=**}"))
-            .unwrap_or("");
-        m.insert(
-            name.to_owned(),
-            Val::Path(path.get(head.len()..tail_start)?.to_vec()),
-        );
+
+    /// The wildcards' bindings on `path`, or `None` when it does not match. In version 1 a
+    /// `{x=**}` matches one or more segments, in version 2 zero or more; it binds a path.
+    pub fn bindings<S: AsRef<str>>(&self, version: i64, path: &[S]) -> Option<Map> {
+        Some(
+            self.bind(version, path)?
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+        )
     }
-    Some(m)
+
+    /// [`PathPattern::bindings`] with the wildcards' names borrowed from the pattern, in
+    /// pattern order.
+    pub fn bind<S: AsRef<str>>(&self, version: i64, path: &[S]) -> Option<Vec<(&str, Val)>> {
+        let recursive = self.recursive.is_some();
+        if !recursive && self.head.len() != path.len() {
+            return None;
+        }
+        let min = self.head.len() + self.tail.len() + usize::from(recursive && version < 2);
+        if path.len() < min {
+            return None;
+        }
+        let tail_start = path.len() - self.tail.len();
+        let mut bound = Vec::new();
+        for (seg, value) in self
+            .head
+            .iter()
+            .zip(path)
+            .chain(self.tail.iter().zip(path.get(tail_start..)?))
+        {
+            let value = value.as_ref();
+            match seg {
+                Segment::Wildcard(name) => bound.push((name.as_str(), Val::Str(value.to_owned()))),
+                Segment::Literal(literal) if literal == value => {}
+                Segment::Literal(_) => return None,
+            }
+        }
+        if let Some(name) = &self.recursive {
+            let segments = path.get(self.head.len()..tail_start)?;
+            bound.push((
+                name.as_str(),
+                Val::Path(segments.iter().map(|s| s.as_ref().to_owned()).collect()),
+            ));
+        }
+        Some(bound)
+    }
 }

@@ -104,7 +104,7 @@ pub fn decide(rs: &Ruleset, store: &Store, ctx: &Ctx, op: &Op) -> Decision {
         method,
         database: "(default)".into(),
         path: path.clone(),
-        auth: ctx.auth.clone(),
+        auth: ctx.auth.clone().into(),
         resource: new.map(|d| Document {
             path: path.clone(),
             data: map(d),

@@ -137,7 +137,7 @@ pub fn decide(
         method,
         database: database.to_owned(),
         path: path.clone(),
-        auth: auth.cloned(),
+        auth: auth.cloned().into(),
         resource: None,
         time,
         query,
