@@ -46,6 +46,7 @@ pgrx::extension_sql_file!("../../sql/roles.sql", name = "roles", finalize);
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
     pg::catalog_cache::register();
+    pg::names::register();
     pg::background::init();
 }
 

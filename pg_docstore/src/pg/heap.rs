@@ -300,27 +300,16 @@ impl Drop for Table {
 /// # Errors
 /// [`DocstoreError::Internal`] when the table is missing or there is no active snapshot.
 fn relation_id(
-    schema: &core::ffi::CStr,
-    name: &core::ffi::CStr,
+    schema: &'static core::ffi::CStr,
+    name: &'static core::ffi::CStr,
 ) -> Result<pg_sys::Oid, DocstoreError> {
-    let missing = || {
+    let relid = super::names::relation(schema, name).ok_or_else(|| {
         DocstoreError::Internal(format!(
             "table {}.{} is missing",
             schema.to_string_lossy(),
             name.to_string_lossy()
         ))
-    };
-    // SAFETY: catalog lookups by name; a missing schema or table is InvalidOid (missing_ok).
-    let relid = unsafe {
-        let namespace = pg_sys::get_namespace_oid(schema.as_ptr(), true);
-        if namespace == pg_sys::InvalidOid {
-            return Err(missing());
-        }
-        pg_sys::get_relname_relid(name.as_ptr(), namespace)
-    };
-    if relid == pg_sys::InvalidOid {
-        return Err(missing());
-    }
+    })?;
     // SAFETY: checks the snapshot stack of this backend.
     if !unsafe { pg_sys::ActiveSnapshotSet() } {
         return Err(DocstoreError::Internal(
@@ -342,8 +331,8 @@ fn relation_id(
 /// [`DocstoreError::Internal`] when the table is missing or there is no active snapshot
 /// (called outside a statement).
 pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
-    schema: &core::ffi::CStr,
-    name: &core::ffi::CStr,
+    schema: &'static core::ffi::CStr,
+    name: &'static core::ffi::CStr,
     keys: &[(pg_sys::AttrNumber, pg_sys::RegProcedure, pg_sys::Datum)],
     column: pg_sys::AttrNumber,
 ) -> Result<Option<(T, u64)>, DocstoreError> {
@@ -410,8 +399,8 @@ pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
 /// # Errors
 /// As [`fetch_by_primary_key`].
 pub fn row_still_holds(
-    schema: &core::ffi::CStr,
-    name: &core::ffi::CStr,
+    schema: &'static core::ffi::CStr,
+    name: &'static core::ffi::CStr,
     tid: u64,
     columns: &[(pg_sys::AttrNumber, &[u8])],
 ) -> Result<bool, DocstoreError> {

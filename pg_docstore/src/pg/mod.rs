@@ -4,6 +4,7 @@ pub mod background;
 pub mod catalog_cache;
 pub mod heap;
 pub mod jsonb;
+pub mod names;
 pub mod owner;
 pub mod random;
 pub mod spi;

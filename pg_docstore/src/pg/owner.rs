@@ -82,31 +82,25 @@ pub const CLIENT_ROLE: &core::ffi::CStr = c"docstore_client";
 /// privileges of `docstore_client` (is it, or a member that inherits it) and holds none of
 /// INSERT, UPDATE and DELETE on `docstore.entities` itself. Any other role (a superuser, the
 /// owner, a role granted DML on entities) writes with its own rights, row-level security and
-/// triggers included.
+/// triggers included. Remembered per user until the catalogs it reads change
+/// ([`super::names`]).
 pub fn caller_writes_as_client() -> bool {
-    // SAFETY: catalog lookups by name (missing role or table: InvalidOid, checked) and
-    // privilege checks of the current user; none of them writes anything.
-    unsafe {
-        let client = pg_sys::get_role_oid(CLIENT_ROLE.as_ptr(), true);
-        if client == pg_sys::InvalidOid {
+    super::names::client_writes(|user| {
+        let Some(entities) = super::names::relation(c"docstore", c"entities") else {
             return false;
+        };
+        // SAFETY: a catalog lookup by name (missing role: InvalidOid, checked) and privilege
+        // checks of `user`; none of them writes anything.
+        unsafe {
+            let client = pg_sys::get_role_oid(CLIENT_ROLE.as_ptr(), true);
+            if client == pg_sys::InvalidOid || !pg_sys::has_privs_of_role(user, client) {
+                return false;
+            }
+            let dml =
+                pg_sys::AclMode::from(pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE);
+            pg_sys::pg_class_aclmask(entities, user, dml, pg_sys::AclMaskHow::ACLMASK_ANY) == 0
         }
-        let user = pg_sys::GetUserId();
-        if !pg_sys::has_privs_of_role(user, client) {
-            return false;
-        }
-        let namespace = pg_sys::get_namespace_oid(c"docstore".as_ptr(), true);
-        if namespace == pg_sys::InvalidOid {
-            return false;
-        }
-        let entities = pg_sys::get_relname_relid(c"entities".as_ptr(), namespace);
-        if entities == pg_sys::InvalidOid {
-            return false;
-        }
-        let dml =
-            pg_sys::AclMode::from(pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE);
-        pg_sys::pg_class_aclmask(entities, user, dml, pg_sys::AclMaskHow::ACLMASK_ANY) == 0
-    }
+    })
 }
 
 /// While alive, statements run as `docstore_client` (as after `set local role

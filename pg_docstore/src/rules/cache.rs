@@ -64,14 +64,7 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys:
 
 /// The OID of `docstore.rules`, or `InvalidOid` when this database's extension SQL has none.
 fn rules_relid() -> pg_sys::Oid {
-    // SAFETY: catalog lookups by name; a missing schema or table is InvalidOid (missing_ok).
-    unsafe {
-        let namespace = pg_sys::get_namespace_oid(c"docstore".as_ptr(), true);
-        if namespace == pg_sys::InvalidOid {
-            return pg_sys::InvalidOid;
-        }
-        pg_sys::get_relname_relid(c"rules".as_ptr(), namespace)
-    }
+    crate::pg::names::relation(c"docstore", c"rules").unwrap_or(pg_sys::InvalidOid)
 }
 
 /// Queue the invalidation that tells every backend (this one at its next command) that

@@ -86,6 +86,34 @@ revoke all on docstore.entities from docstore_test_writer;
 revoke docstore_client from docstore_test_writer;
 drop role docstore_test_writer;
 
+-- Whether a role writes as a client (rules decide) or with its own rights is remembered per
+-- backend (pg::names) and must follow every grant and revoke since, within one transaction
+-- too: denied by the rules, then allowed with DML granted, then denied again once revoked.
+create role docstore_test_switch;
+grant docstore_client to docstore_test_switch;
+select docstore.create_database('roles-switch');
+select docstore.set_rules($$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /{d=**} { allow read: if true; } } }$$, 'roles-switch');
+set docstore.database = 'roles-switch';
+begin;
+set local role docstore_test_switch;
+select sqlstate_of($$select docstore.set('sw/a', '{}')$$) as as_client;
+reset role;
+grant insert, update, delete on docstore.entities to docstore_test_switch;
+set local role docstore_test_switch;
+select sqlstate_of($$select docstore.set('sw/b', '{}')$$) as with_dml;
+reset role;
+revoke insert, update, delete on docstore.entities from docstore_test_switch;
+set local role docstore_test_switch;
+select sqlstate_of($$select docstore.set('sw/c', '{}')$$) as dml_revoked;
+reset role;
+rollback;
+reset docstore.database;
+select docstore.drop_rules('roles-switch'), docstore.drop_database('roles-switch');
+revoke docstore_client from docstore_test_switch;
+drop role docstore_test_switch;
+
 -- docstore.auth and docstore.request: only superusers and roles granted SET change them
 select name, context, vartype from pg_settings where name in ('docstore.auth', 'docstore.request') order by name;
 begin;
