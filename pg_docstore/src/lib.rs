@@ -47,6 +47,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     pg::catalog_cache::register();
     pg::names::register();
+    pg::heap::register();
     pg::background::init();
 }
 

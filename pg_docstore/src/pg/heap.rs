@@ -321,8 +321,8 @@ fn relation_id(
 
 /// Column `column` of the row of `schema.name` whose primary key equals `keys` (each key
 /// column's number, equality function and value, in the key's order), read below the
-/// executor, and where that row version is (its TID as `pgrx::itemptr::item_pointer_to_u64`,
-/// for [`row_still_holds`]): `None` when no such row is visible. Visible means to the calling
+/// executor, and where that row version is (for [`row_still_holds`]): `None` when no such row
+/// is visible. Visible means to the calling
 /// statement's snapshot (the transaction's under REPEATABLE READ) with the transaction's own
 /// changes up to now, what a read-only SPI query with the current command id would see. No
 /// rights are checked and no row-level security applies: for the extension's own reads.
@@ -335,7 +335,7 @@ pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
     name: &'static core::ffi::CStr,
     keys: &[(pg_sys::AttrNumber, pg_sys::RegProcedure, pg_sys::Datum)],
     column: pg_sys::AttrNumber,
-) -> Result<Option<(T, u64)>, DocstoreError> {
+) -> Result<Option<(T, RowAt)>, DocstoreError> {
     let relid = relation_id(schema, name)?;
     let nkeys = core::ffi::c_int::try_from(keys.len()).unwrap_or(0);
     let mut scankeys: Vec<pg_sys::ScanKeyData> = vec![pg_sys::ScanKeyData::default(); keys.len()];
@@ -375,8 +375,7 @@ pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
         } else {
             let mut is_null = false;
             let datum = pg_sys::heap_getattr(tuple, i32::from(column), (*rel).rd_att, &mut is_null);
-            T::from_datum(datum, is_null)
-                .map(|value| (value, pgrx::itemptr::item_pointer_to_u64((*tuple).t_self)))
+            T::from_datum(datum, is_null).map(|value| (value, RowAt::new(rel, (*tuple).t_self)))
         };
         pg_sys::systable_endscan(scan);
         pg_sys::PopActiveSnapshot();
@@ -385,10 +384,10 @@ pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
     }
 }
 
-/// Whether the row version at `tid` of `schema.name` is visible to the snapshot
+/// Whether the row version at `row` of `schema.name` is visible to the snapshot
 /// [`fetch_by_primary_key`] reads with (the active one at the current command id) and holds exactly `columns` (column number, and the
 /// bytes of a varlena value without its header; equal bytes are equal values for `text` in
-/// the "C" collation, `bytea` and `jsonb`). `false` also when it cannot tell cheaply: `tid`
+/// the "C" collation, `bytea` and `jsonb`). `false` also when it cannot tell cheaply: `row`
 /// is past the table's end (vacuum truncated it), the snapshot is not an MVCC one, or the
 /// transaction is SERIALIZABLE (where an index read also takes predicate locks on the index
 /// this does not take).
@@ -401,7 +400,7 @@ pub fn fetch_by_primary_key<T: pgrx::FromDatum>(
 pub fn row_still_holds(
     schema: &'static core::ffi::CStr,
     name: &'static core::ffi::CStr,
-    tid: u64,
+    row: RowAt,
     columns: &[(pg_sys::AttrNumber, &[u8])],
 ) -> Result<bool, DocstoreError> {
     let relid = relation_id(schema, name)?;
@@ -413,10 +412,11 @@ pub fn row_still_holds(
     if !mvcc {
         return Ok(false);
     }
-    let (block, _) = pgrx::itemptr::u64_to_item_pointer_parts(tid);
+    let (block, _) = pgrx::itemptr::u64_to_item_pointer_parts(row.tid);
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     // SAFETY: the relation is opened and locked (which keeps vacuum from truncating it) before
-    // its size is read, and closed after; heap_fetch reads only a block inside the table,
+    // its size is read (unless `RowAt::still_inside` knows), and closed after; heap_fetch reads
+    // only a block inside the table,
     // checks the line pointer itself, and on success leaves the buffer pinned, which is
     // released once the columns are compared (their detoasted copies freed before). The
     // snapshot is a copy on the stack of the active one with the current command id, what
@@ -425,13 +425,14 @@ pub fn row_still_holds(
     // above). A Postgres error unwinds through here; the abort then releases pin and relation.
     unsafe {
         let rel = pg_sys::table_open(relid, lock);
-        let inside =
-            block < pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let inside = row.still_inside(rel)
+            || block
+                < pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
         let holds = inside && {
             let mut snapshot = *pg_sys::GetActiveSnapshot();
             snapshot.curcid = pg_sys::GetCurrentCommandId(false);
             let mut tuple = pg_sys::HeapTupleData::default();
-            pgrx::itemptr::u64_to_item_pointer(tid, &mut tuple.t_self);
+            pgrx::itemptr::u64_to_item_pointer(row.tid, &mut tuple.t_self);
             let mut buffer: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
             let found = pg_sys::heap_fetch(rel, &mut snapshot, &mut tuple, &mut buffer, false);
             let same = found
@@ -473,6 +474,89 @@ unsafe fn varlena_equals(datum: pg_sys::Datum, expected: &[u8]) -> bool {
             pg_sys::pfree(plain.cast());
         }
         equal
+    }
+}
+
+/// Where [`fetch_by_primary_key`] read a row version, for [`row_still_holds`]: its TID, and what
+/// tells whether its block is still inside the table without asking the table for its size
+/// (an `lseek`, a tenth of a ruled write's rules cost).
+///
+/// The block was inside the table when the version was read, under the `ACCESS SHARE` lock
+/// `fetch_by_primary_key` takes and keeps. Only a truncation can take the block away: vacuum's
+/// (and `TRUNCATE`'s, in place or to new storage) needs `ACCESS EXCLUSIVE`, which conflicts
+/// with that lock, so no other backend truncates while this transaction holds it. The lock is
+/// held from the read to the end of the transaction unless the subtransaction that took it
+/// aborts (then it is released): any subtransaction abort since the read ([`ABORTS`]) makes
+/// the size be read again. This transaction itself can shrink the table only with `TRUNCATE`:
+/// in place when the table's storage was created in this transaction (`rd_createSubid`,
+/// `rd_firstRelfilenodeSubid`), else to new storage (`rd_node` changes). In recovery (a hot
+/// standby) replay truncates under locks of its own; there the size is always read.
+#[derive(Debug, Clone, Copy)]
+pub struct RowAt {
+    tid: u64,
+    /// [`local_transaction_id`] at the read.
+    transaction: u32,
+    /// [`ABORTS`] at the read.
+    aborts: u64,
+    /// The table's storage (relfilenode) at the read.
+    storage: pg_sys::Oid,
+}
+
+/// `InvalidSubTransactionId` (c.h).
+const INVALID_SUBTRANSACTION: pg_sys::SubTransactionId = 0;
+
+thread_local! {
+    /// Subtransactions aborted in this backend ([`subtransaction_event`]).
+    static ABORTS: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn subtransaction_event(
+    event: pg_sys::SubXactEvent::Type,
+    _subtransaction: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut core::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        ABORTS.with(|a| a.set(a.get().wrapping_add(1)));
+    }
+}
+
+/// Register the subtransaction callback [`RowAt`] relies on (once, from `_PG_init`).
+pub fn register() {
+    // SAFETY: called once at library load; the callback only touches a `Cell` and lives as
+    // long as the library.
+    unsafe { pg_sys::RegisterSubXactCallback(Some(subtransaction_event), core::ptr::null_mut()) };
+}
+
+impl RowAt {
+    /// # Safety
+    /// `rel` is open.
+    unsafe fn new(rel: pg_sys::Relation, tid: pg_sys::ItemPointerData) -> RowAt {
+        RowAt {
+            tid: pgrx::itemptr::item_pointer_to_u64(tid),
+            transaction: local_transaction_id(),
+            aborts: ABORTS.with(core::cell::Cell::get),
+            // SAFETY: `rel` is open (the caller's promise).
+            storage: unsafe { (*rel).rd_node.relNode },
+        }
+    }
+
+    /// Whether the block is certainly still inside `rel` (see [`RowAt`]); `false` means "read
+    /// the table's size".
+    ///
+    /// # Safety
+    /// `rel` is open, and it is the table the row was read from.
+    unsafe fn still_inside(self, rel: pg_sys::Relation) -> bool {
+        // SAFETY: reads fields of an open relation and the backend's recovery state.
+        unsafe {
+            self.transaction == local_transaction_id()
+                && self.aborts == ABORTS.with(core::cell::Cell::get)
+                && (*rel).rd_node.relNode == self.storage
+                && (*rel).rd_createSubid == INVALID_SUBTRANSACTION
+                && (*rel).rd_firstRelfilenodeSubid == INVALID_SUBTRANSACTION
+                && !pg_sys::RecoveryInProgress()
+        }
     }
 }
 

@@ -33,7 +33,7 @@ use docstore_core::ResourcePath;
 use docstore_rules::eval::document_value;
 use docstore_rules::prim::Val;
 
-use crate::pg::heap::local_transaction_id;
+use crate::pg::heap::{local_transaction_id, RowAt};
 use crate::pg::jsonb::StoredJsonb;
 use crate::storage::entities;
 
@@ -45,7 +45,7 @@ const MAX_BYTES: usize = 8 << 20;
 /// One document as a lookup read it.
 struct Entry {
     /// Where the row version was (see `pg::heap::row_still_holds`).
-    tid: u64,
+    row: RowAt,
     /// Its stored `data`.
     data: StoredJsonb,
     /// `data` as rules see it ([`document_value`]), shared with the decisions that read it.
@@ -78,14 +78,14 @@ pub fn stored_value(database: &str, path: &ResourcePath, name: &[u8]) -> Option<
         }
         let entry = cache.entries.get(database)?.get(name)?;
         // Reads the row below the executor; runs no user code, so nothing re-enters the cache.
-        entities::data_unchanged(database, name, entry.tid, &entry.data)
+        entities::data_unchanged(database, name, entry.row, &entry.data)
             .ok()?
             .then(|| Rc::clone(&entry.value))
     });
     if cached.is_some() {
         return cached;
     }
-    let (data, tid) = entities::read_data_at(database, name).ok()??;
+    let (data, row) = entities::read_data_at(database, name).ok()??;
     let fields = entities::stored_fields(&data.text()).ok()?;
     let value = Rc::new(document_value(database, path, &fields));
     CACHE.with(|cache| {
@@ -104,7 +104,7 @@ pub fn stored_value(database: &str, path: &ResourcePath, name: &[u8]) -> Option<
             return;
         }
         let entry = Entry {
-            tid,
+            row,
             data,
             value: Rc::clone(&value),
         };

@@ -9,7 +9,7 @@ use docstore_core::value::Map;
 use docstore_core::{typed_json, ResourcePath};
 
 use crate::errors::DocstoreError;
-use crate::pg::heap::{column, Table};
+use crate::pg::heap::{column, RowAt, Table};
 use crate::pg::jsonb::{JsonbDatum, StoredJsonb, TypedJsonb};
 use crate::pg::spi::plan;
 use crate::pg::time::{from_timestamptz, to_timestamptz};
@@ -152,7 +152,7 @@ pub fn read_data(database: &str, name: &[u8]) -> Result<Option<StoredJsonb>, Doc
 pub fn read_data_at(
     database: &str,
     name: &[u8],
-) -> Result<Option<(StoredJsonb, u64)>, DocstoreError> {
+) -> Result<Option<(StoredJsonb, RowAt)>, DocstoreError> {
     // Columns of docstore.entities (sql/schema.sql): 1 database_id, 2 name, 6 data.
     let database = column(database)?;
     let name = column(name.to_vec())?;
@@ -167,7 +167,7 @@ pub fn read_data_at(
     )
 }
 
-/// Whether [`read_data`] would now read exactly `data` from the row version at `tid` (as
+/// Whether [`read_data`] would now read exactly `data` from the row version at `row` (as
 /// [`read_data_at`] returned it): that version is visible to the statement as `read_data`
 /// would read and holds this document's key and `data` ([`crate::pg::heap::row_still_holds`]).
 /// `false` means "read it again", not necessarily that the document changed.
@@ -177,13 +177,13 @@ pub fn read_data_at(
 pub fn data_unchanged(
     database: &str,
     name: &[u8],
-    tid: u64,
+    row: RowAt,
     data: &StoredJsonb,
 ) -> Result<bool, DocstoreError> {
     crate::pg::heap::row_still_holds(
         c"docstore",
         c"entities",
-        tid,
+        row,
         &[(1, database.as_bytes()), (2, name), (6, data.payload())],
     )
 }

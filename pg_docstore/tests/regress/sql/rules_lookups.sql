@@ -95,6 +95,22 @@ rollback to savepoint s;
 select pg_temp.post(25) as unbanned_after_rollback;
 commit;
 
+-- The table truncated in place by this transaction (its second TRUNCATE: the first gave it
+-- new storage, which the second empties): the room's row version read before is past the
+-- table's end, and the next lookup must read the room again, not that block. The whole
+-- transaction rolls back, the table's rows with it.
+begin;
+truncate docstore.entities, docstore.index_entries;
+select count(*) as filled from (select docstore.set('fill/f' || i, jsonb_build_object('pad',
+  (select string_agg(md5(i::text || '.' || j), '') from generate_series(1, 60) j))) from generate_series(1, 40) i) s;
+select pg_relation_size('docstore.entities') > 8 * 8192 as room_past_block_8;
+select docstore.set('rooms/r1', '{"open": true}') is not null as written;
+select pg_temp.post(26) as read_past_the_fill;
+truncate docstore.entities, docstore.index_entries;
+select docstore.set('rooms/r1', '{"open": true}') is not null as written;
+select pg_temp.post(27) as after_truncate_in_place;
+rollback;
+
 -- What was written (the savepoint and one-statement blocks rolled back): messages 1, 2, 4,
 -- 6, 16, 19, 20, 23, 25.
 select string_agg(substr(path, length('rooms/r1/messages/') + 1), ', ' order by (data->>'n')::int)
