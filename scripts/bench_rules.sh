@@ -8,14 +8,16 @@
 #      chat ruleset of rules-compiler/benches/rules.rs (a message create: one get() of its room,
 #      then checks of the sender, the text and the keys), against the same unruled create (the
 #      admin, whom no rule applies to) and a client's create in a database without rules. Ten
-#      alternating rounds of N/10 creates each; per-round ratios, their median, and the totals;
+#      rounds of N/10 creates each, the three in an order that rotates from round to round,
+#      document ids ending in the variant's letter (so all three insert into the same index
+#      pages); per-round ratios, their median, and the totals;
 #   4. docstore.query over M documents (default 100,000) as the admin vs as docstore_client
 #      under a `list` rule: the client's query is decided once against its constraints, then
 #      read like the admin's (issue 13's goal: at most 1.2x). Twenty-one alternating runs of each;
 #      medians, minimums and their ratios are printed (the machine's noise is large);
 #   5. section 3's admin and chat-client creates measured in the backend's own CPU time (utime +
 #      stime of /proc/self/stat, read between rounds: other processes do not inflate it; 10 ms
-#      ticks). Not in the default sections.
+#      ticks), the order alternating from round to round. Not in the default sections.
 # Usage: scripts/bench_rules.sh [documents] [list documents] [sections, default "1 2 3 4"]
 #   (against DOCSTORE_PG_PORT, default the dev cluster)
 source "$(dirname "$0")/lib.sh"
@@ -109,57 +111,64 @@ $chat$, 'chat');
 reset docstore.database;
 select set_config('bench.n', :'n', false);
 \endif
+\if :chat
+-- One round of `per` message creates by `who`: 'admin' (unruled), 'client' (docstore_client
+-- under the chat ruleset) or 'open' (docstore_client in chat-open, a database without rules).
+-- Document ids end in the variant's letter, so the variants' keys interleave in every index
+-- and each variant's inserts land in the same pages: with the letter as a prefix each
+-- variant filled a part of each index of its own, where page splits cost differently
+-- (swapping the prefixes of admin and client moved the ratio from 1.33 to 1.16: BENCHMARKS.md).
+create function pg_temp.creates(who text, r int, per int) returns void language plpgsql as $f$
+begin
+  perform set_config('docstore.database', case who when 'open' then 'chat-open' else 'chat' end, false);
+  if who <> 'admin' then
+    set role docstore_client;
+  end if;
+  perform count(*) from (select docstore.create('rooms/r1/messages/m' || (r * per + i) || left(who, 1),
+    jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
+  reset role;
+end $f$;
+-- This backend's CPU time so far, in 10 ms ticks (utime + stime).
+create function pg_temp.ticks() returns bigint language sql as $f$
+  select st[14]::bigint + st[15]::bigint from string_to_array(pg_read_file('/proc/self/stat'), ' ') st
+$f$;
+\endif
 \if :s3
 \echo '3. creates under the chat ruleset (database chat): admin (unruled) vs docstore_client, and a client without rules (chat-open)'
 do $$
 declare
   per int := greatest(current_setting('bench.n')::int / 10, 1);
-  t0 timestamptz;
-  n bigint;
-  admin float8[] := '{}';
-  client float8[] := '{}';
-  open float8[] := '{}';
+  variants text[] := array['admin', 'client', 'open'];
+  ms float8[] := array[0, 0, 0];
   ratios float8[] := '{}';
   ratios_open float8[] := '{}';
-  a float8;
-  c float8;
-  o float8;
+  round_ms float8[];
+  t0 timestamptz;
+  v int;
 begin
+  -- Ten rounds; the variants' order rotates from round to round, so each goes first,
+  -- second and third about equally often.
   for r in 0..9 loop
-    perform set_config('docstore.database', 'chat', false);
-    t0 := clock_timestamp();
-    select count(*) into n from (select docstore.create('rooms/r1/messages/a' || (r * per + i),
-      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
-    a := extract(epoch from clock_timestamp() - t0) * 1000;
-    set role docstore_client;
-    t0 := clock_timestamp();
-    select count(*) into n from (select docstore.create('rooms/r1/messages/c' || (r * per + i),
-      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
-    c := extract(epoch from clock_timestamp() - t0) * 1000;
-    perform set_config('docstore.database', 'chat-open', false);
-    t0 := clock_timestamp();
-    select count(*) into n from (select docstore.create('rooms/r1/messages/o' || (r * per + i),
-      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
-    o := extract(epoch from clock_timestamp() - t0) * 1000;
-    reset role;
-    admin := admin || a;
-    client := client || c;
-    open := open || o;
-    ratios := ratios || c / a;
-    ratios_open := ratios_open || o / a;
+    round_ms := array[0, 0, 0];
+    for k in 0..2 loop
+      v := (r + k) % 3 + 1;
+      t0 := clock_timestamp();
+      perform pg_temp.creates(variants[v], r, per);
+      round_ms[v] := extract(epoch from clock_timestamp() - t0) * 1000;
+      ms[v] := ms[v] + round_ms[v];
+    end loop;
+    ratios := ratios || round_ms[2] / round_ms[1];
+    ratios_open := ratios_open || round_ms[3] / round_ms[1];
   end loop;
   perform set_config('docstore.database', '', false);
-  select sum(x) into a from unnest(admin) x;
-  select sum(x) into c from unnest(client) x;
-  select sum(x) into o from unnest(open) x;
   raise notice '% creates each in 10 rounds: admin (unruled) % ms, client under the chat ruleset % ms, client without rules % ms',
-    per * 10, round(a::numeric), round(c::numeric), round(o::numeric);
+    per * 10, round(ms[1]::numeric), round(ms[2]::numeric), round(ms[3]::numeric);
   raise notice 'chat ruleset / unruled: total %, median of rounds %, min %, max %',
-    round((c / a)::numeric, 3),
+    round((ms[2] / ms[1])::numeric, 3),
     (select round(percentile_cont(0.5) within group (order by x)::numeric, 3) from unnest(ratios) x),
     (select round(min(x)::numeric, 3) from unnest(ratios) x), (select round(max(x)::numeric, 3) from unnest(ratios) x);
   raise notice 'client without rules / unruled: total %, median of rounds %',
-    round((o / a)::numeric, 3),
+    round((ms[3] / ms[1])::numeric, 3),
     (select round(percentile_cont(0.5) within group (order by x)::numeric, 3) from unnest(ratios_open) x);
 end $$;
 \endif
@@ -171,24 +180,20 @@ declare
   a bigint := 0;
   c bigint := 0;
   t0 bigint;
-  n bigint;
-  st text[];
 begin
-  for r in 0..9 loop
-    perform set_config('docstore.database', 'chat', false);
-    st := string_to_array(pg_read_file('/proc/self/stat'), ' ');
-    t0 := st[14]::bigint + st[15]::bigint;
-    select count(*) into n from (select docstore.create('rooms/r1/messages/ua' || (r * per + i),
-      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
-    st := string_to_array(pg_read_file('/proc/self/stat'), ' ');
-    a := a + st[14]::bigint + st[15]::bigint - t0;
-    t0 := st[14]::bigint + st[15]::bigint;
-    set role docstore_client;
-    select count(*) into n from (select docstore.create('rooms/r1/messages/uc' || (r * per + i),
-      jsonb_build_object('sender', 'u1', 'text', 'hello ' || i, 'sent', i)) from generate_series(1, per) i) s;
-    reset role;
-    st := string_to_array(pg_read_file('/proc/self/stat'), ' ');
-    c := c + st[14]::bigint + st[15]::bigint - t0;
+  -- Ten rounds (rounds 10-19: section 3's documents stay apart), admin first in even rounds,
+  -- the client first in odd ones.
+  for r in 10..19 loop
+    for k in 0..1 loop
+      t0 := pg_temp.ticks();
+      if (r + k) % 2 = 0 then
+        perform pg_temp.creates('admin', r, per);
+        a := a + pg_temp.ticks() - t0;
+      else
+        perform pg_temp.creates('client', r, per);
+        c := c + pg_temp.ticks() - t0;
+      end if;
+    end loop;
   end loop;
   perform set_config('docstore.database', '', false);
   raise notice '% creates each, CPU time in 10 ms ticks: admin (unruled) %, client under the chat ruleset %; ratio %',
