@@ -378,44 +378,61 @@ pub fn to_set(items: impl IntoIterator<Item = Val>) -> Val {
 /// (`/databases/{database}/documents/users/{uid}/{rest=**}`): the wildcards' bindings, or
 /// `None` when it does not match ([`PathPattern::bindings`]).
 pub fn match_path(pattern: &str, version: i64, path: &[String]) -> Option<Map> {
-    PathPattern::parse(pattern).bindings(version, path)
+    PathPattern::borrowed(pattern).bindings(version, path)
 }
 
-/// A `match` pattern split into its segments once (the evaluator keeps one per rule; the SQL
-/// primitive `match_path` parses its pattern argument per call).
+/// A `match` pattern split into its segments: owned (`S = String`) in a compiled rule, so the
+/// evaluator splits each pattern once, or borrowed from the text for the SQL primitive
+/// `match_path`, which gets its pattern as an argument on every call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathPattern {
+pub struct PathPattern<S = String> {
     /// The segments before the `{x=**}` (all of them when there is none).
-    head: Vec<Segment>,
+    head: Vec<Segment<S>>,
     /// The name of the `{x=**}`, if any.
-    recursive: Option<String>,
+    recursive: Option<S>,
     /// The segments after the `{x=**}`: they match the end of the path.
-    tail: Vec<Segment>,
+    tail: Vec<Segment<S>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Literal(String),
+enum Segment<S> {
+    Literal(S),
     /// `{name}` or `{name=*}`.
-    Wildcard(String),
+    Wildcard(S),
 }
 
 impl PathPattern {
+    /// Split `pattern` (see [`PathPattern::borrowed`]) into owned segments.
+    pub fn parse(pattern: &str) -> PathPattern {
+        let owned = |seg: &Segment<&str>| match seg {
+            Segment::Literal(s) => Segment::Literal((*s).to_owned()),
+            Segment::Wildcard(s) => Segment::Wildcard((*s).to_owned()),
+        };
+        let p = PathPattern::borrowed(pattern);
+        PathPattern {
+            head: p.head.iter().map(owned).collect(),
+            recursive: p.recursive.map(str::to_owned),
+            tail: p.tail.iter().map(owned).collect(),
+        }
+    }
+}
+
+impl<'a> PathPattern<&'a str> {
     /// Split `pattern` (a leading `/` optional). At most one `{x=**}` is read (the checker makes
     /// sure there is no second); a later one would be taken as a one-segment wildcard.
-    pub fn parse(pattern: &str) -> PathPattern {
+    pub fn borrowed(pattern: &'a str) -> PathPattern<&'a str> {
         let mut head = Vec::new();
         let mut recursive = None;
         let mut tail = Vec::new();
         for seg in pattern.strip_prefix('/').unwrap_or(pattern).split('/') {
             if recursive.is_none() && seg.ends_with("=**}") {
                 let name = seg.strip_prefix('{').and_then(|s| s.strip_suffix("=**}"));
-                recursive = Some(name.unwrap_or("").to_owned());
+                recursive = Some(name.unwrap_or(""));
                 continue;
             }
             let seg = match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some(name) => Segment::Wildcard(name.strip_suffix("=*").unwrap_or(name).to_owned()),
-                None => Segment::Literal(seg.to_owned()),
+                Some(name) => Segment::Wildcard(name.strip_suffix("=*").unwrap_or(name)),
+                None => Segment::Literal(seg),
             };
             if recursive.is_some() {
                 tail.push(seg);
@@ -429,10 +446,12 @@ impl PathPattern {
             tail,
         }
     }
+}
 
+impl<S: AsRef<str>> PathPattern<S> {
     /// The wildcards' bindings on `path`, or `None` when it does not match. In version 1 a
     /// `{x=**}` matches one or more segments, in version 2 zero or more; it binds a path.
-    pub fn bindings<S: AsRef<str>>(&self, version: i64, path: &[S]) -> Option<Map> {
+    pub fn bindings<P: AsRef<str>>(&self, version: i64, path: &[P]) -> Option<Map> {
         Some(
             self.bind(version, path)?
                 .into_iter()
@@ -443,7 +462,7 @@ impl PathPattern {
 
     /// [`PathPattern::bindings`] with the wildcards' names borrowed from the pattern, in
     /// pattern order.
-    pub fn bind<S: AsRef<str>>(&self, version: i64, path: &[S]) -> Option<Vec<(&str, Val)>> {
+    pub fn bind<P: AsRef<str>>(&self, version: i64, path: &[P]) -> Option<Vec<(&str, Val)>> {
         let recursive = self.recursive.is_some();
         if !recursive && self.head.len() != path.len() {
             return None;
@@ -462,15 +481,17 @@ impl PathPattern {
         {
             let value = value.as_ref();
             match seg {
-                Segment::Wildcard(name) => bound.push((name.as_str(), Val::Str(value.to_owned()))),
-                Segment::Literal(literal) if literal == value => {}
+                Segment::Wildcard(name) => {
+                    bound.push((name.as_ref(), Val::Str(value.to_owned())));
+                }
+                Segment::Literal(literal) if literal.as_ref() == value => {}
                 Segment::Literal(_) => return None,
             }
         }
         if let Some(name) = &self.recursive {
             let segments = path.get(self.head.len()..tail_start)?;
             bound.push((
-                name.as_str(),
+                name.as_ref(),
                 Val::Path(segments.iter().map(|s| s.as_ref().to_owned()).collect()),
             ));
         }
