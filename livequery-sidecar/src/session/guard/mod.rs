@@ -113,13 +113,13 @@ fn query_path(query: &Query) -> Option<ResourcePath> {
     query.source.path_under_parent().ok()
 }
 
-/// Decide one check against `rules` for `auth` (JWT claims; `None`: unauthenticated), with
+/// Decide one check against `rules` for `auth` (the stream's claims, converted once), with
 /// the lookups `deps` holds. A decision that looked up a document `deps` does not hold is
 /// [`Outcome::Missing`], whatever it decided without it.
 pub fn decide(
     rules: &Rules,
     database: &str,
-    auth: Option<&Json>,
+    auth: &eval::Auth,
     check: &Check,
     deps: &Deps,
     time: Timestamp,
@@ -137,7 +137,7 @@ pub fn decide(
         method,
         database: database.to_owned(),
         path: path.clone(),
-        auth: auth.cloned().into(),
+        auth: auth.clone(),
         resource: None,
         time,
         query,
@@ -205,7 +205,8 @@ pub enum Action {
 #[derive(Debug)]
 pub struct Watch {
     database: String,
-    auth: Option<Json>,
+    /// Its claims as `request.auth`, converted once per stream.
+    auth: eval::Auth,
     /// The documents its decisions looked up, kept current by [`Guard::observe`].
     deps: Deps,
     queue: VecDeque<Item>,
@@ -306,7 +307,7 @@ impl Guard {
             .entry(stream.to_owned())
             .or_insert_with(|| Watch {
                 database: database.to_owned(),
-                auth: claims(auth),
+                auth: eval::Auth::new(claims(auth)),
                 deps: Deps::new(),
                 queue: VecDeque::new(),
                 fetching: None,
@@ -339,8 +340,14 @@ impl Guard {
             let mut missing = Vec::new();
             if let Some(rules) = rules {
                 for check in &item.checks {
-                    let auth = watch.auth.as_ref();
-                    match decide(rules, &watch.database, auth, check, &watch.deps, time) {
+                    match decide(
+                        rules,
+                        &watch.database,
+                        &watch.auth,
+                        check,
+                        &watch.deps,
+                        time,
+                    ) {
                         Outcome::Allow => {}
                         Outcome::Deny(reason) => {
                             watch.queue.clear();

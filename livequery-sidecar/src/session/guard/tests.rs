@@ -8,6 +8,7 @@ use std::sync::Arc;
 use docstore_core::query::parse_query;
 use docstore_core::value::{Map, Value};
 use docstore_core::{ResourcePath, Timestamp};
+use docstore_rules::eval::Auth;
 use serde_json::json;
 
 use super::{decide, Action, Check, Guard, Item, Loaded, Outcome, Rules};
@@ -114,42 +115,42 @@ fn denied(actions: &[Action]) -> bool {
 
 #[test]
 fn a_message_needs_its_room_then_follows_membership() {
-    let auth = json!({"sub": "alice"});
+    let auth = Auth::new(Some(json!({"sub": "alice"})));
     let check = listed("rooms/r1/messages/m1", message("hi", false));
     let none = HashMap::new();
     assert_eq!(
-        decide(&chat(), DB, Some(&auth), &check, &none, time()),
+        decide(&chat(), DB, &auth, &check, &none, time()),
         Outcome::Missing(vec![path("rooms/r1")])
     );
     let member = HashMap::from([(path("rooms/r1"), Some(room(&["alice"])))]);
     assert_eq!(
-        decide(&chat(), DB, Some(&auth), &check, &member, time()),
+        decide(&chat(), DB, &auth, &check, &member, time()),
         Outcome::Allow
     );
     let other = HashMap::from([(path("rooms/r1"), Some(room(&["bob"])))]);
     assert!(matches!(
-        decide(&chat(), DB, Some(&auth), &check, &other, time()),
+        decide(&chat(), DB, &auth, &check, &other, time()),
         Outcome::Deny(_)
     ));
     let gone = HashMap::from([(path("rooms/r1"), None)]);
     assert!(matches!(
-        decide(&chat(), DB, Some(&auth), &check, &gone, time()),
+        decide(&chat(), DB, &auth, &check, &gone, time()),
         Outcome::Deny(_)
     ));
     // Unauthenticated: denied without a lookup (`&&` stops first).
     assert!(matches!(
-        decide(&chat(), DB, None, &check, &none, time()),
+        decide(&chat(), DB, &Auth::default(), &check, &none, time()),
         Outcome::Deny(_)
     ));
 }
 
 #[test]
 fn the_document_itself_is_decided() {
-    let auth = json!({"sub": "alice"});
+    let auth = Auth::new(Some(json!({"sub": "alice"})));
     let member = HashMap::from([(path("rooms/r1"), Some(room(&["alice"])))]);
     let secret = listed("rooms/r1/messages/m2", message("psst", true));
     assert!(matches!(
-        decide(&chat(), DB, Some(&auth), &secret, &member, time()),
+        decide(&chat(), DB, &auth, &secret, &member, time()),
         Outcome::Deny(_)
     ));
     let got = Check::Got {
@@ -157,7 +158,7 @@ fn the_document_itself_is_decided() {
         data: Some(Arc::new(room(&["alice"]))),
     };
     assert_eq!(
-        decide(&chat(), DB, Some(&auth), &got, &member, time()),
+        decide(&chat(), DB, &auth, &got, &member, time()),
         Outcome::Allow
     );
     let got_other = Check::Got {
@@ -165,29 +166,29 @@ fn the_document_itself_is_decided() {
         data: Some(Arc::new(room(&["bob"]))),
     };
     assert!(matches!(
-        decide(&chat(), DB, Some(&auth), &got_other, &member, time()),
+        decide(&chat(), DB, &auth, &got_other, &member, time()),
         Outcome::Deny(_)
     ));
 }
 
 #[test]
 fn a_query_is_decided_as_at_subscribe() {
-    let auth = json!({"sub": "alice"});
+    let auth = Auth::new(Some(json!({"sub": "alice"})));
     let member = HashMap::from([(path("rooms/r1"), Some(room(&["alice"])))]);
     // `resource.data.secret != true` is not fixed by the query: rules are not filters.
     assert!(matches!(
-        decide(&chat(), DB, Some(&auth), &messages_query(), &member, time()),
+        decide(&chat(), DB, &auth, &messages_query(), &member, time()),
         Outcome::Deny(_)
     ));
     let fixed = Check::Query(Arc::new(
         parse_query("select * from /rooms/r1/messages where secret = false").unwrap(),
     ));
     assert_eq!(
-        decide(&chat(), DB, Some(&auth), &fixed, &member, time()),
+        decide(&chat(), DB, &auth, &fixed, &member, time()),
         Outcome::Allow
     );
     assert_eq!(
-        decide(&chat(), DB, Some(&auth), &fixed, &HashMap::new(), time()),
+        decide(&chat(), DB, &auth, &fixed, &HashMap::new(), time()),
         Outcome::Missing(vec![path("rooms/r1")])
     );
 }
@@ -195,12 +196,12 @@ fn a_query_is_decided_as_at_subscribe() {
 #[test]
 fn broken_rules_deny() {
     let check = listed("rooms/r1/messages/m1", message("hi", false));
-    let auth = json!({"sub": "alice"});
+    let auth = Auth::new(Some(json!({"sub": "alice"})));
     assert!(matches!(
         decide(
             &Rules::Broken("no".into()),
             DB,
-            Some(&auth),
+            &auth,
             &check,
             &HashMap::new(),
             time()
