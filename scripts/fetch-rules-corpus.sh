@@ -4,10 +4,12 @@
 # not redistributed here). Each file is read at its pinned commit and must match its pinned
 # SHA-256 prefix; a mismatch is an error and the file is not kept.
 #
-# Usage: RULES_CORPUS_MIRRORS=DIR scripts/fetch-rules-corpus.sh
+# Usage: [RULES_CORPUS_MIRRORS=DIR] scripts/fetch-rules-corpus.sh
 #   DIR holds git clones of the repositories SOURCES.md names, each named `<owner>+<name>`
-#   (a bare repository, or a clone with its git directory at `<owner>+<name>/repo`); every
-#   file is read from them offline, at its pinned commit.
+#   (a bare repository, or a clone with its git directory at `<owner>+<name>/repo`); a file
+#   is read from there, offline, at its pinned commit. A repository not found there is cloned
+#   from GitHub (blobs on demand) into .docstore/rules-corpus/, which later runs reuse.
+# Exit status 0 when every file of the table was fetched, 1 otherwise (each miss is named).
 # Then: cargo test -p docstore-rules --test corpus -- --nocapture
 set -euo pipefail
 
@@ -23,10 +25,27 @@ strip() { # `x` -> x
   printf '%s' "${s%\`}"
 }
 
-if [ -z "${RULES_CORPUS_MIRRORS:-}" ]; then
-  echo "usage: RULES_CORPUS_MIRRORS=DIR $0  (DIR: git clones of the repositories in ${SOURCES})" >&2
-  exit 2
-fi
+CLONES="${ROOT}/.docstore/rules-corpus"
+
+# The git directory holding `repo` (owner/name): a mirror, an earlier clone, or a new clone.
+gitdir_of() {
+  local repo="$1" base
+  for base in ${RULES_CORPUS_MIRRORS:+"${RULES_CORPUS_MIRRORS}/${repo/\//+}"} "${CLONES}/${repo/\//+}"; do
+    for dir in "${base}/repo" "${base}"; do
+      if git --git-dir="${dir}" rev-parse --git-dir >/dev/null 2>&1; then
+        printf '%s' "${dir}"
+        return 0
+      fi
+    done
+  done
+  mkdir -p "${CLONES}"
+  GIT_TERMINAL_PROMPT=0 timeout 300 git clone --quiet --bare --filter=blob:none \
+    "https://github.com/${repo}.git" "${CLONES}/${repo/\//+}" >/dev/null 2>&1 || {
+    rm -rf "${CLONES:?}/${repo/\//+}"
+    return 1
+  }
+  printf '%s' "${CLONES}/${repo/\//+}"
+}
 
 fetched=0
 failed=0
@@ -38,15 +57,16 @@ while IFS='|' read -r _ file repo path commit _licence sha _expected _; do
   commit="$(strip "${commit}")"
   sha="$(strip "${sha}")"
   [[ "${commit}" =~ ^[0-9a-f]{40}$ ]] || continue
+  if [ -f "${DEST}/${file}" ] && [ "$(sha256sum "${DEST}/${file}" | cut -c1-16)" = "${sha}" ]; then
+    fetched=$((fetched + 1))
+    continue
+  fi
   tmp="$(mktemp)"
   ok=0
-  base="${RULES_CORPUS_MIRRORS}/${repo/\//+}"
-  for gitdir in "${base}/repo" "${base}"; do
-    if git --git-dir="${gitdir}" show "${commit}:${path}" >"${tmp}" 2>/dev/null; then
-      ok=1
-      break
-    fi
-  done
+  if gitdir="$(gitdir_of "${repo}")" &&
+    git --git-dir="${gitdir}" show "${commit}:${path}" >"${tmp}" 2>/dev/null; then
+    ok=1
+  fi
   if [ "${ok}" = 1 ] && [ "$(sha256sum "${tmp}" | cut -c1-16)" = "${sha}" ]; then
     mv "${tmp}" "${DEST}/${file}"
     fetched=$((fetched + 1))
@@ -58,4 +78,5 @@ while IFS='|' read -r _ file repo path commit _licence sha _expected _; do
 done <"${SOURCES}"
 
 echo "rules corpus: ${fetched} fetched into ${DEST}, ${failed} failed"
+[ "${failed}" = 0 ]
 [ "${failed}" = 0 ]
