@@ -471,11 +471,16 @@ fn binary_prim(op: BinaryOp) -> &'static str {
 
 /// A primitive call, computed now when every argument is a literal and the result is not
 /// an error (an error stays a call, and is an error at run time like any other).
-fn fold(name: &str, args: Vec<Ir>) -> Ir {
-    let name: &'static str = prim::CATALOG
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or("debug", |(n, _)| n);
+///
+/// `name` is one of the lowering's own names (every one is in [`prim::CATALOG`]: the test
+/// `every_name_lowering_uses_is_a_primitive` lowers every construct). A name that were not
+/// would fail closed: the evaluator's call is an error (denies) and the SQL function does not
+/// exist (`set_rules` fails).
+fn fold(name: &'static str, args: Vec<Ir>) -> Ir {
+    debug_assert!(
+        prim::CATALOG.iter().any(|(n, _)| *n == name),
+        "lowering uses '{name}', which is no primitive"
+    );
     let lits: Option<Vec<Val>> = args
         .iter()
         .map(|a| match a {
@@ -511,4 +516,27 @@ pub fn size(ir: &Ir) -> (usize, usize) {
         }
     }
     (nodes, depth)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every construct the lowering turns into a primitive by a name of its own (paths, lists,
+    /// maps, unary and binary operators, `is`, members, indexes, ranges): `fold` asserts each
+    /// name is in the catalog, so a misspelt one fails here rather than denying at run time.
+    #[test]
+    fn every_name_lowering_uses_is_a_primitive() {
+        let source = r"rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /c/{id} {
+      allow read: if !(request.auth == null) && -1 < 2 && 1 <= 2 && 2 > 1 && 2 >= 1
+        && 1 != 2 && 'a' in ['a', 'b'] && {'k': 1 + 2 - 3 * 4 / 5 % 6}.k is int
+        && resource.data.tags[0:1] == [resource.data.tags[0]]
+        && exists(/databases/$(database)/documents/c/$(id));
+    }
+  }
+}";
+        let ruleset = crate::compile(source).expect("compiles");
+        assert!(!ruleset.rules.is_empty());
+    }
 }
