@@ -2,6 +2,15 @@
 //! functions, against the evaluator, on seeded random rules conditions, documents and auths
 //! full of edge values (missing fields, 2^53+1 next to floats, NaN-free doubles, non-BMP
 //! strings, timestamps, `$map`-escaped keys, nested lists and maps). Both must decide alike.
+//!
+//! Two tests: `sql_and_evaluator_agree` compares one condition's SQL with the evaluator over
+//! requests built in Rust; `policy_and_evaluator_agree` compares whole random rulesets
+//! (versions 1 and 2, functions with `let`, nested and recursive `{x=**}` matches, several
+//! `allow`s, string/list/map/math/hashing methods, `matches`, `get()`/`exists()` of stored
+//! documents) as the extension runs them for plain SQL: `set_rules` installs the ruleset,
+//! `docstore.rules_policy(database, path, data)` (the row-level-security function, with
+//! `request` and `resource` built in SQL from `docstore.auth` and the row) decides each row,
+//! and the evaluator decides the same `list` with the same documents to look up.
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pgrx::pg_schema]
@@ -241,6 +250,318 @@ mod tests {
         assert!(
             allowed > 20 && allowed < cases - 20,
             "{allowed} of {cases} allowed"
+        );
+    }
+
+    /// More expression forms for whole rulesets: methods of every type, `matches`, `math`,
+    /// `hashing`, slices, lookups of stored documents and the ruleset's function `f`.
+    fn rich(rng: &mut Rng, depth: usize, names: &[&'static str], function: bool) -> String {
+        if depth == 0 || rng.below(4) == 0 {
+            return match rng.below(3) {
+                0 => rng.pick(LITERALS).to_owned(),
+                1 => rng.pick(FIELDS).to_owned(),
+                _ => rng.pick(names).to_owned(),
+            };
+        }
+        let a = rich(rng, depth - 1, names, function);
+        let b = rich(rng, depth - 1, names, function);
+        match rng.below(30) {
+            0..=4 => {
+                let op = rng.pick(&[
+                    "==", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "&&", "||", "in",
+                ]);
+                format!("({a} {op} {b})")
+            }
+            5 => format!("!({a})"),
+            6 => format!("({a} ? {b} : {})", rich(rng, depth - 1, names, function)),
+            7 => format!(
+                "({a} is {})",
+                rng.pick(&["int", "float", "number", "string", "list", "map", "bool", "path"])
+            ),
+            8 => format!(
+                "string({a}).matches('{}')",
+                rng.pick(&["x", ".*", "[a-z]+", "a.b", "\\\\d+", "(x|😀)*", "["])
+            ),
+            9 => format!(
+                "string({a}).{}",
+                rng.pick(&[
+                    "lower()",
+                    "upper()",
+                    "trim()",
+                    "size()",
+                    "split('x')",
+                    "replace('x', 'yy')",
+                    "toUtf8().size()",
+                ])
+            ),
+            10 => format!(
+                "({a}).{}([{b}])",
+                rng.pick(&["hasAny", "hasAll", "hasOnly", "concat", "removeAll"])
+            ),
+            11 => format!("({a}).toSet().size()"),
+            12 => format!("({a}).join(',')"),
+            13 => format!("({a}).get('k', {b})"),
+            14 => format!("({a}).get(['k', 'k'], {b})"),
+            15 => format!(
+                "({a}).diff({b}).{}().size()",
+                rng.pick(&["affectedKeys", "addedKeys", "removedKeys", "changedKeys"])
+            ),
+            16 => format!("({a}).values().size()"),
+            17 => format!(
+                "math.{}({a})",
+                rng.pick(&[
+                    "abs",
+                    "floor",
+                    "ceil",
+                    "round",
+                    "sqrt",
+                    "isNaN",
+                    "isInfinite"
+                ])
+            ),
+            18 => format!("math.pow({a}, {b})"),
+            19 => format!(
+                "hashing.{}({a}) == hashing.{}({b})",
+                rng.pick(&["sha256", "md5", "crc32", "crc32c"]),
+                rng.pick(&["sha256", "md5", "crc32", "crc32c"])
+            ),
+            20 => format!("({a})[{b}]"),
+            21 => format!("({a})[0:1]"),
+            22 => format!("exists(/databases/$(database)/documents/c/$({a}))"),
+            23 => format!(
+                "get(/databases/$(database)/documents/c/$({})).data.{}",
+                rng.pick(&["'d1'", "'d2'", "id"]),
+                rng.pick(&["a", "b", "m", "missing"])
+            ),
+            24 if function => format!("f({a})"),
+            25 => format!("({a}).size() > 1"),
+            26 => format!("timestamp.date(2020, 1, 2) + duration.value({a}, 's') > request.time"),
+            27 => format!("int({a}) + float({b})"),
+            _ => format!("({a} == {b})"),
+        }
+    }
+
+    /// Conditions real rulesets use, often true: combined with a random one so that both
+    /// outcomes are common (a random condition alone is mostly an error).
+    const TYPICAL: &[&str] = &[
+        "true",
+        "request.auth != null",
+        "request.auth.uid == id",
+        "resource.data.a is int",
+        "resource.data.keys().size() > 1",
+        "'k' in resource.data.m",
+        "exists(/databases/$(database)/documents/c/d1)",
+        "get(/databases/$(database)/documents/c/d2).data.keys().size() > 0",
+        "request.auth.token.role == 'admin'",
+    ];
+
+    /// The condition of one `allow`: a random one, alone or combined with a typical one.
+    fn condition(rng: &mut Rng, names: &[&'static str], function: bool) -> String {
+        let random = rich(rng, 3, names, function);
+        let typical = rng.pick(TYPICAL);
+        match rng.below(4) {
+            0 => random,
+            1 => format!("{random} || {typical}"),
+            2 => format!("{typical} && ({random} || !({random}))"),
+            _ => format!("{typical} && !({random} == false)"),
+        }
+    }
+
+    /// A random ruleset over `/c/{id}` and deeper paths.
+    fn ruleset(rng: &mut Rng) -> String {
+        let v2 = rng.below(3) != 0;
+        let function = rng.below(2) == 0;
+        let mut body = String::new();
+        if function {
+            let y = rich(rng, 2, &["x"], false);
+            let ret = rich(rng, 2, &["x", "y"], false);
+            body.push_str(&format!("function f(x) {{ let y = {y}; return {ret}; }}\n"));
+        }
+        let top = &["id"];
+        body.push_str(&format!(
+            "match /c/{{id}} {{ allow list: if {};",
+            condition(rng, top, function)
+        ));
+        if rng.below(2) == 0 {
+            let method = rng.pick(&["read", "list", "get, list", "write", "read, write"]);
+            body.push_str(&format!(
+                " allow {method}: if {};",
+                rich(rng, 3, top, function)
+            ));
+        }
+        if rng.below(2) == 0 {
+            body.push_str(&format!(
+                " match /s/{{sub}} {{ allow list: if {}; }}",
+                condition(rng, &["id", "sub"], function)
+            ));
+        }
+        body.push_str(" }\n");
+        match rng.below(3) {
+            0 => body.push_str(&format!(
+                "match /{{rest=**}} {{ allow list: if {}; }}\n",
+                condition(rng, &["rest"], function)
+            )),
+            1 => body.push_str(&format!(
+                "match /c/{{id}}/{{rest=**}} {{ allow read: if {}; }}\n",
+                condition(rng, &["id", "rest"], function)
+            )),
+            _ => {}
+        }
+        format!(
+            "rules_version = '{}';\nservice cloud.firestore {{ match /databases/{{database}}/documents {{\n{body}}} }}",
+            if v2 { 2 } else { 1 }
+        )
+    }
+
+    /// Stored documents the rules look up (`get`/`exists`), as the evaluator reads them.
+    struct Stored(std::collections::HashMap<ResourcePath, docstore_core::value::Map>);
+
+    impl eval::Documents for Stored {
+        fn get(&self, path: &ResourcePath) -> Option<docstore_core::value::Map> {
+            self.0.get(path).cloned()
+        }
+        fn get_after(&self, path: &ResourcePath) -> Option<docstore_core::value::Map> {
+            self.get(path)
+        }
+    }
+
+    fn document(rng: &mut Rng) -> Json {
+        let mut data = serde_json::Map::new();
+        for f in ["a", "b", "c", "m"] {
+            if rng.below(4) != 0 {
+                data.insert(f.into(), value(rng, 2));
+            }
+        }
+        Json::Object(data)
+    }
+
+    #[pg_test]
+    fn policy_and_evaluator_agree() {
+        const DB: &str = "rulesdiff";
+        const RULESETS: usize = 1000;
+        const ROWS: usize = 8;
+        let mut rng = Rng(0x5EED_4321_DCBA_0002);
+        Spi::run("select docstore.create_database('rulesdiff')").unwrap();
+        Spi::run("select set_config('docstore.database', 'rulesdiff', true)").unwrap();
+        // The documents rules may look up: c/d1 and c/d2 (c/none is missing).
+        let mut stored = std::collections::HashMap::new();
+        for name in ["c/d1", "c/d2"] {
+            let data = document(&mut rng);
+            Spi::run_with_args(
+                "select docstore.set($1, $2::jsonb)",
+                &[name.into(), data.to_string().as_str().into()],
+            )
+            .unwrap();
+            stored.insert(
+                ResourcePath::parse_document(name).unwrap(),
+                typed_json::map_from_json(&data).unwrap(),
+            );
+        }
+        let stored = Stored(stored);
+        let now: i64 = Spi::get_one("select (extract(epoch from now()) * 1000000)::bigint")
+            .unwrap()
+            .unwrap();
+        let time = Timestamp::from_micros(now).unwrap();
+        let paths = [
+            "c/d1",
+            "c/none",
+            "c/d1/s/x",
+            "c/d2/s/d1",
+            "other/d1",
+            "c/d2/t/u/v/w",
+        ];
+        let (mut compiled, mut allowed, mut cases, mut refused) = (0, 0, 0, 0);
+        let mut disagreements = Vec::new();
+        for _ in 0..RULESETS {
+            let source = ruleset(&mut rng);
+            let Ok(ruleset) = docstore_rules::compile(&source) else {
+                continue;
+            };
+            // A ruleset the extension refuses (e.g. over the lookup limit) is not a case.
+            if Spi::run_with_args(
+                "select docstore.set_rules($1, 'rulesdiff')",
+                &[source.as_str().into()],
+            )
+            .is_err()
+            {
+                refused += 1;
+                continue;
+            }
+            compiled += 1;
+            for _ in 0..ROWS {
+                cases += 1;
+                let path = ResourcePath::parse_document(rng.pick(&paths)).unwrap();
+                let data = document(&mut rng);
+                let auth: Option<Json> = match rng.below(3) {
+                    0 => None,
+                    1 => Some(serde_json::json!({"sub": "d1", "role": "admin"})),
+                    _ => Some(serde_json::json!({"sub": "😀", "role": 1})),
+                };
+                let auth_text = auth.as_ref().map_or("null".to_owned(), Json::to_string);
+                Spi::run_with_args(
+                    "select set_config('docstore.auth', $1, true)",
+                    &[auth_text.as_str().into()],
+                )
+                .unwrap();
+                let request = Request {
+                    method: Method::List,
+                    database: DB.into(),
+                    path: path.clone(),
+                    auth: auth.into(),
+                    resource: None,
+                    time,
+                    query: None,
+                };
+                let row = Document {
+                    path: path.clone(),
+                    data: typed_json::map_from_json(&data).unwrap(),
+                };
+                let by_evaluator = eval::evaluate(
+                    &ruleset,
+                    &request,
+                    Some(&row),
+                    &stored,
+                    &mut Budget::single(),
+                ) == Decision::Allow;
+                let by_policy = Spi::get_one_with_args::<bool>(
+                    "select docstore.rules_policy('rulesdiff', $1, $2::jsonb)",
+                    &[
+                        path.to_string().as_str().into(),
+                        data.to_string().as_str().into(),
+                    ],
+                )
+                .unwrap()
+                .unwrap_or(false);
+                allowed += usize::from(by_evaluator);
+                if by_policy != by_evaluator {
+                    disagreements.push(format!(
+                        "{source}\n  row {path} {data} auth {auth_text}: policy {by_policy}, evaluator {by_evaluator}"
+                    ));
+                }
+            }
+        }
+        assert!(
+            disagreements.is_empty(),
+            "{} of {cases} cases disagree, e.g.:\n{}",
+            disagreements.len(),
+            disagreements
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        // Both outcomes on many installed rulesets, or this test could not fail.
+        assert!(
+            compiled > RULESETS / 2,
+            "only {compiled} of {RULESETS} rulesets installed ({refused} refused by set_rules)"
+        );
+        assert!(
+            allowed > cases / 20 && allowed < cases - cases / 20,
+            "{allowed} of {cases} allowed"
+        );
+        pgrx::notice!(
+            "rules policy differential: {compiled} rulesets, {cases} rows, {allowed} allowed"
         );
     }
 }
