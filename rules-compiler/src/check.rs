@@ -8,10 +8,12 @@
 //! more segments; in version 2 anywhere, matching zero or more, at most one per path (a
 //! second is refused as unsupported). Only `service cloud.firestore` is supported.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use crate::error::CompileError;
-use crate::parse::ast::{Block, File, Segment, SegmentKind, Version};
+use crate::error::{CompileError, Span};
+use crate::parse::ast::{
+    Block, Expr, ExprKind, File, Function, PathPart, Segment, SegmentKind, Version,
+};
 
 /// Deepest chain of function calls.
 pub const MAX_CALL_DEPTH: usize = 20;
@@ -34,9 +36,10 @@ pub const LOOKUPS: [&str; 4] = ["get", "exists", "getAfter", "existsAfter"];
 /// # Errors
 /// Unsupported services (0A000), misplaced `**` wildcards (42601 in version 1, where
 /// Firebase refuses them; 0A000 in version 2), repeated wildcard names, functions over the
-/// argument or `let` limits, duplicate function or parameter names.
+/// argument or `let` limits, duplicate function or parameter names, recursion (42601).
 pub fn check_file(source: &str, file: &File) -> Result<(), CompileError> {
     functions(source, &file.functions)?;
+    no_recursion(source, file)?;
     for service in &file.services {
         if service.name != "cloud.firestore" {
             return Err(CompileError::unimplemented(
@@ -169,4 +172,141 @@ fn functions(source: &str, fs: &[crate::parse::ast::Function]) -> Result<(), Com
         }
     }
     Ok(())
+}
+
+/// No function calls itself, directly or through others, whether or not a rule calls it
+/// (Firebase's compiler: "Recursive call is not allowed"). A call resolves as in
+/// [`crate::ir`]: to the innermost function of that name visible where the caller is declared
+/// (its own block's and the enclosing blocks').
+fn no_recursion(source: &str, file: &File) -> Result<(), CompileError> {
+    // Every function with the functions visible from its body, outermost first.
+    fn collect<'a>(
+        b: &'a Block,
+        visible: &mut Vec<&'a Function>,
+        decls: &mut Vec<(&'a Function, Vec<&'a Function>)>,
+    ) {
+        let before = visible.len();
+        visible.extend(b.functions.iter());
+        for f in &b.functions {
+            decls.push((f, visible.clone()));
+        }
+        for m in &b.matches {
+            collect(&m.body, visible, decls);
+        }
+        visible.truncate(before);
+    }
+    let mut decls = Vec::new();
+    let mut visible: Vec<&Function> = file.functions.iter().collect();
+    for f in &file.functions {
+        decls.push((f, visible.clone()));
+    }
+    for service in &file.services {
+        collect(&service.body, &mut visible, &mut decls);
+    }
+    let index: HashMap<*const Function, usize> = decls
+        .iter()
+        .enumerate()
+        .map(|(i, (f, _))| (*f as *const Function, i))
+        .collect();
+    // Calls of each function: (callee, the call's span).
+    let edges: Vec<Vec<(usize, Span)>> = decls
+        .iter()
+        .map(|(f, visible)| {
+            let mut found = Vec::new();
+            for (_, _, e) in &f.lets {
+                calls(e, &mut found);
+            }
+            calls(&f.body, &mut found);
+            found
+                .into_iter()
+                .filter_map(|(name, span)| {
+                    let callee = visible.iter().rev().find(|g| g.name == name)?;
+                    Some((index[&(*callee as *const Function)], span))
+                })
+                .collect()
+        })
+        .collect();
+    // Depth-first search without recursion (a file may declare many functions): a call to a
+    // function still on the path is a cycle.
+    let mut state = vec![0u8; decls.len()]; // 0 unseen, 1 on the path, 2 done
+    for start in 0..decls.len() {
+        if state[start] != 0 {
+            continue;
+        }
+        let mut path = vec![(start, 0usize)];
+        state[start] = 1;
+        while let Some((node, next)) = path.last_mut() {
+            let node = *node;
+            let Some(&(callee, span)) = edges[node].get(*next) else {
+                state[node] = 2;
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            match state[callee] {
+                0 => {
+                    state[callee] = 1;
+                    path.push((callee, 0));
+                }
+                1 => {
+                    let (caller, called) = (&decls[node].0.name, &decls[callee].0.name);
+                    let message = if callee == node {
+                        format!("function '{caller}' calls itself (recursion is not allowed)")
+                    } else {
+                        format!(
+                            "function '{caller}' calls '{called}', which calls '{caller}' again (recursion is not allowed)"
+                        )
+                    };
+                    return Err(CompileError::syntax(source, span, message));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The plain calls `name(..)` in `e` (not methods, not namespaced functions), with spans.
+fn calls<'e>(e: &'e Expr, out: &mut Vec<(&'e str, Span)>) {
+    match &e.kind {
+        ExprKind::Call(name, args) => {
+            out.push((name, e.span));
+            args.iter().for_each(|a| calls(a, out));
+        }
+        ExprKind::Method(recv, _, args) => {
+            calls(recv, out);
+            args.iter().for_each(|a| calls(a, out));
+        }
+        ExprKind::Path(parts) => {
+            for p in parts {
+                if let PathPart::Expr(x) = p {
+                    calls(x, out);
+                }
+            }
+        }
+        ExprKind::List(items) => items.iter().for_each(|a| calls(a, out)),
+        ExprKind::Map(entries) => {
+            for (k, v) in entries {
+                calls(k, out);
+                calls(v, out);
+            }
+        }
+        ExprKind::Unary(_, x) | ExprKind::Is(x, _) | ExprKind::Member(x, _) => calls(x, out),
+        ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => {
+            calls(a, out);
+            calls(b, out);
+        }
+        ExprKind::Ternary(a, b, c) | ExprKind::Range(a, b, c) => {
+            calls(a, out);
+            calls(b, out);
+            calls(c, out);
+        }
+        ExprKind::Null
+        | ExprKind::Bool(_)
+        | ExprKind::Int(_)
+        | ExprKind::Float(_)
+        | ExprKind::Str(_)
+        | ExprKind::Bytes(_)
+        | ExprKind::Ident(_) => {}
+    }
 }

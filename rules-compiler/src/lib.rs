@@ -1,8 +1,9 @@
 //! `docstore-rules`: Firestore security rules for pg_docstore (DESIGN.md section 6).
 //!
 //! The pipeline, one module per stage:
-//! [`lex`] -> [`parse`] (a Pratt parser, spans on every node) -> [`check`] (names, arity,
-//! types where known, Firebase's limits) -> [`ir`] (functions inlined, matches flattened
+//! [`lex`] -> [`parse`] (a Pratt parser, spans on every node) -> [`check`] (structure,
+//! recursion, Firebase's limits; names and arity while [`ir`] resolves them; a type error is
+//! a run-time error, as Firebase's compiler has it) -> [`ir`] (functions inlined, matches flattened
 //! into (pattern, methods, condition) rules) -> two back ends, [`eval`] (the evaluator) and
 //! [`sql`] (SQL text), both built on [`prim`] (the primitive operations).
 //!

@@ -505,6 +505,12 @@ fn compile_errors() {
         (wrap("allow read: if 'a'.size(1);"), "42601", "does not take"),
         (wrap("allow read: if math.nope(1);"), "42601", "unknown function 'math.nope'"),
         (wrap("function f() { return f(); } allow read: if f();"), "42601", "recursion"),
+        // Refused whether or not a rule calls it, as Firebase's compiler does ("Recursive
+        // call is not allowed"; hidane-rules agrees), also through another function, a let
+        // binding or a nested match's function.
+        (wrap("function f() { return f(); } allow read: if true;"), "42601", "calls itself"),
+        (wrap("function f(x) { return g(x); } function g(y) { let z = f(y); return z; } allow read: if true;"), "42601", "which calls 'g' again"),
+        ("service cloud.firestore { match /databases/{d}/documents { function k() { return true; } match /x/{y} { function k() { return m(); } function m() { return k(); } allow read: if true; } } }".into(), "42601", "recursion"),
         (wrap("function f(a, b, c, d, e, g, h, i) { return true; } allow read: if f(1,2,3,4,5,6,7,8);"), "42601", "limit is 7"),
         (wrap("function f() { let a = 1; let b = 1; let c = 1; let d = 1; let e = 1; let g = 1; let h = 1; let i = 1; let j = 1; let k = 1; let l = 1; return true; } allow read: if f();"), "42601", "limit is 10"),
         (wrap("function f(a) { return true; } allow read: if f();"), "42601", "takes 1 argument"),
