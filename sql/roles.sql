@@ -47,7 +47,7 @@ revoke execute on function docstore.set_rules(text, text), docstore.drop_rules(t
     from public, docstore_client;
 -- get()/exists() of the compiled rules read any document as the owner: only the policy
 -- function (SECURITY DEFINER) calls them, never a client directly.
-revoke execute on function docstore.rules_lookup(text, jsonb) from public, docstore_client;
+revoke execute on function docstore.rules_lookup(text, jsonb, text) from public, docstore_client;
 -- The sidecar's one-statement client read sets docstore.auth itself (with its caller's rights
 -- to set it): only superusers and roles granted EXECUTE (the sidecar's) call it.
 revoke execute on function docstore.get_document_as_client(text, text, text, text)

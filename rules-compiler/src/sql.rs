@@ -5,8 +5,9 @@
 //! Primitive `p` of [`crate::prim::CATALOG`] is `docstore.rules_<p>(jsonb, ...) RETURNS jsonb`
 //! (IMMUTABLE STRICT; `list`, `map` and `path` take `VARIADIC jsonb[]`). Besides those:
 //! `docstore.rules_truth(jsonb) RETURNS boolean` (a JSON boolean's value, NULL otherwise) and
-//! `docstore.rules_lookup(kind text, path jsonb) RETURNS jsonb` (get / exists / getAfter /
-//! existsAfter, STABLE, SECURITY DEFINER, budgeted by the extension).
+//! `docstore.rules_lookup(kind text, path jsonb, database text) RETURNS jsonb` (get / exists /
+//! getAfter / existsAfter of a document of the request's `database`, STABLE, SECURITY
+//! DEFINER; at most 10 distinct lookups per read method, checked when a ruleset is set).
 //!
 //! # Errors as NULL
 //! SQL NULL is Firestore's error. Strict functions propagate it. `&&` and `||` are SQL's
@@ -172,7 +173,13 @@ impl Gen {
             Ir::Lookup(kind, p) => {
                 let path = self.value(p, m, lookups);
                 lookups.insert(path.clone());
-                format!("docstore.rules_lookup('{}', {path})", kind.name())
+                // The request's database (the second segment of `request.path`): as in the
+                // evaluator, a path into another database is an error, not a read.
+                format!(
+                    "docstore.rules_lookup('{}', {path}, {}->'path'->'$path'->>1)",
+                    kind.name(),
+                    self.request
+                )
             }
         }
     }

@@ -130,12 +130,13 @@ fn rules_set(database: &str) -> bool {
 }
 
 /// `get()` / `exists()` (and their `After` forms, the same outside a write) of a document path
-/// value: the document `{data, id, __name__}` or null, or a boolean. Reads as the extension's
-/// owner (SECURITY DEFINER): rules see documents the caller's row-level security hides. NULL
-/// for anything that is not a document path. Not executable by clients (`roles.sql`): only the
-/// SECURITY DEFINER policy function `docstore.rules_policy` calls it.
+/// value in the request's database `request_database`: the document `{data, id, __name__}` or
+/// null, or a boolean. Reads as the extension's owner (SECURITY DEFINER): rules see documents
+/// the caller's row-level security hides. NULL (an error, as in the evaluator) for anything
+/// that is not a document path of `request_database`. Not executable by clients
+/// (`roles.sql`): only the SECURITY DEFINER policy function `docstore.rules_policy` calls it.
 #[pg_extern(stable, strict, parallel_safe, security_definer)]
-fn rules_lookup(kind: &str, path: TypedJsonb) -> Option<TypedJsonb> {
+fn rules_lookup(kind: &str, path: TypedJsonb, request_database: &str) -> Option<TypedJsonb> {
     let Val::Path(segments) = prim::from_json(&arg(&path)?)? else {
         return None;
     };
@@ -143,7 +144,7 @@ fn rules_lookup(kind: &str, path: TypedJsonb) -> Option<TypedJsonb> {
         [d, db, docs, rest @ ..] if d == "databases" && docs == "documents" => (db.clone(), rest),
         _ => return None,
     };
-    if !is_valid_database_id(&database) {
+    if database != request_database || !is_valid_database_id(&database) {
         return None;
     }
     let path = ResourcePath::from_segments(rest.to_vec()).ok()?;

@@ -49,7 +49,7 @@ select sqlstate_of($$select docstore.set_rules('service cloud.firestore {}')$$);
 select sqlstate_of($$select docstore.drop_rules()$$);
 select sqlstate_of('select count(*) from docstore.rules');
 -- nor read documents through the rules' lookups
-select sqlstate_of($$select docstore.rules_lookup('get', '{"$path": ["databases", "(default)", "documents", "rooms", "r2"]}')$$);
+select sqlstate_of($$select docstore.rules_lookup('get', '{"$path": ["databases", "(default)", "documents", "rooms", "r2"]}', '(default)')$$);
 rollback;
 
 -- Unauthenticated: get
@@ -183,3 +183,24 @@ select docstore.drop_rules();
 set local role docstore_client;
 select count(*) from docstore.documents;
 rollback;
+
+-- get()/exists() read only the request's database, in SQL (the row filter) as in the
+-- evaluator (docstore.get): a path into another database is an error, so both deny even
+-- though public/p1 exists in (default).
+select docstore.create_database('crossdb');
+select docstore.set_rules($rules$rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /c/{id} {
+      allow read: if exists(/databases/(default)/documents/public/p1);
+    }
+  }
+}$rules$, 'crossdb');
+begin;
+set local docstore.database = 'crossdb';
+select docstore.set('c/one', '{"x": 1}') is not null as seeded;
+set local role docstore_client;
+select sqlstate_of($$select docstore.get('c/one')$$) as get_cross_database;
+select count(*) as rows_cross_database from docstore.entities where database_id = 'crossdb';
+rollback;
+select docstore.drop_rules('crossdb');
