@@ -204,3 +204,34 @@ select sqlstate_of($$select docstore.get('c/one')$$) as get_cross_database;
 select count(*) as rows_cross_database from docstore.entities where database_id = 'crossdb';
 rollback;
 select docstore.drop_rules('crossdb');
+
+-- existsAfter()/getAfter() see the batch's after-state, exists()/get() the state before it
+select docstore.create_database('afterdb');
+select docstore.set_rules($rules$rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    function member(p) { return /databases/$(database)/documents/projects/$(p)/members/$(request.auth.uid); }
+    match /projects/{p} {
+      allow create: if existsAfter(member(p)) && !exists(member(p));
+      match /members/{m} {
+        allow create: if request.auth.uid == m
+          && getAfter(/databases/$(database)/documents/projects/$(p)).data.owner == m;
+      }
+    }
+  }
+}$rules$, 'afterdb');
+begin;
+set local docstore.database = 'afterdb';
+select set_config('docstore.auth', '{"sub": "bob"}', true);
+set local role docstore_client;
+select sqlstate_of($$select docstore.commit('[
+  {"create": "projects/p1", "data": {"owner": "bob"}},
+  {"create": "projects/p1/members/bob", "data": {}}]')$$) as project_with_its_member;
+select sqlstate_of($$select docstore.commit('[{"create": "projects/p2", "data": {"owner": "bob"}}]')$$) as project_without_member;
+select sqlstate_of($$select docstore.commit('[
+  {"create": "projects/p3", "data": {"owner": "alice"}},
+  {"create": "projects/p3/members/bob", "data": {}}]')$$) as member_of_someone_elses_project;
+reset role;
+select path from docstore.entities where database_id = 'afterdb' order by path;
+rollback;
+select docstore.drop_rules('afterdb');
