@@ -274,6 +274,10 @@ def test_writes_are_decided_alike_and_live_streams_see_exactly_the_allowed_ones(
                 ),
                 ("alice", {"update": f"{m}-a", "fields": {"text": f"{surface} edited"}}, False),
                 ("carol", {"delete": f"{m}-keep"}, False),
+                # A write that would fail on its own is denied first: an outsider cannot tell
+                # an existing message from a missing one (403, not 404 or 409).
+                ("carol", {"update": f"{m}-missing", "fields": {"text": "x"}}, False),
+                ("carol", {"create": f"{m}-keep", "data": {"from": "carol", "text": "x"}}, False),
                 ("alice", {"delete": f"{m}-bobs"}, True),
                 ("bob", {"update": f"rooms/{room}", "fields": {"owner": "bob"}}, False),
                 ("carol", {"update": f"rooms/{room}", "fields": {"members": ["carol"]}}, False),

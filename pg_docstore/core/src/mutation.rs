@@ -217,12 +217,24 @@ impl Mutation {
         existing: Option<&Map>,
         server_time: Timestamp,
     ) -> Result<Map, MutationError> {
+        match (self.kind, existing) {
+            (WriteKind::Create, Some(_)) => Err(MutationError::AlreadyExists),
+            (WriteKind::Update, None) => Err(MutationError::NotFound),
+            _ => Ok(self.apply_ignoring_existence(existing, server_time)),
+        }
+    }
+
+    /// The document this write would produce if its existence check passed: a create of an
+    /// existing document replaces it, an update of a missing one starts from an empty
+    /// document. What security rules see as `request.resource` when they decide a write that
+    /// fails on its own (so that the failure cannot reveal whether the document exists to a
+    /// caller the rules deny).
+    pub fn apply_ignoring_existence(&self, existing: Option<&Map>, server_time: Timestamp) -> Map {
         let mut doc = match (self.kind, existing) {
-            (WriteKind::Create, Some(_)) => return Err(MutationError::AlreadyExists),
-            (WriteKind::Create, None) | (WriteKind::Set { merge: false }, _) => self.data.clone(),
-            (WriteKind::Set { merge: true }, current) => current.cloned().unwrap_or_default(),
-            (WriteKind::Update, None) => return Err(MutationError::NotFound),
-            (WriteKind::Update, Some(current)) => current.clone(),
+            (WriteKind::Create | WriteKind::Set { merge: false }, _) => self.data.clone(),
+            (WriteKind::Set { merge: true } | WriteKind::Update, current) => {
+                current.cloned().unwrap_or_default()
+            }
         };
         for (path, op) in &self.ops {
             match op {
@@ -234,7 +246,7 @@ impl Mutation {
                 }
             }
         }
-        Ok(doc)
+        doc
     }
 
     /// Which write this is.

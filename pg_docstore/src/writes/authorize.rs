@@ -18,8 +18,9 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use docstore_core::mutation::WriteKind;
 use docstore_core::value::Map;
-use docstore_core::ResourcePath;
+use docstore_core::{ResourcePath, Timestamp};
 use docstore_rules::eval::{Budget, Document};
 use docstore_rules::{Method, Ruleset};
 
@@ -122,32 +123,106 @@ impl Rules {
             Budget::single()
         };
         for w in self.writes {
-            let document = |data: Option<Map>| {
-                data.map(|data| Document {
-                    path: w.path.clone(),
-                    data,
-                })
-            };
-            let request = rules::request(w.method, database, &w.path, document(w.after), pg_time)?;
-            let stored = document(w.before);
-            rules::decide(
+            decide(
                 &self.ruleset,
-                &request,
-                stored.as_ref(),
+                database,
+                w,
+                several,
                 &lookups,
                 &mut budget,
-            )
-            .map_err(|e| {
-                if several {
-                    DocstoreError::InWrite {
-                        index: w.index,
-                        error: Box::new(e),
-                    }
-                } else {
-                    e
-                }
-            })?;
+                pg_time,
+            )?;
         }
         Ok(())
     }
+
+    /// Decide write `index`, which failed on its own (a precondition, an update of a missing
+    /// document, a create of an existing one), as it would have been decided had it applied:
+    /// `resource` = its document now (`name` in `batch`, the batch's state so far),
+    /// `request.resource` = what the write would make of it
+    /// ([`docstore_core::mutation::Mutation::apply_ignoring_existence`]), `create` or `update`
+    /// by the write's kind (for `set`, by whether the document exists). The caller reports
+    /// the write's own error only when this allows it, so a client the rules deny learns
+    /// nothing about the document's existence (Firestore answers PERMISSION_DENIED there too).
+    ///
+    /// # Errors
+    /// [`DocstoreError::PermissionDenied`] when the rules deny the write; a malformed
+    /// `docstore.auth`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn check_failed(
+        &self,
+        database: &str,
+        index: usize,
+        several: bool,
+        write: &Write,
+        name: &[u8],
+        batch: HashMap<&[u8], (Option<&Map>, Option<&Map>)>,
+        server_time: Timestamp,
+        pg_time: i64,
+    ) -> Result<(), DocstoreError> {
+        let current = batch.get(name).and_then(|(_, now)| *now).cloned();
+        let (method, after) = match &write.operation {
+            super::Operation::Delete => (Method::Delete, None),
+            super::Operation::Mutate(m) => {
+                let method = match (m.kind(), &current) {
+                    (WriteKind::Create, _) | (WriteKind::Set { .. }, None) => Method::Create,
+                    (WriteKind::Update, _) | (WriteKind::Set { .. }, Some(_)) => Method::Update,
+                };
+                let after = m.apply_ignoring_existence(current.as_ref(), server_time);
+                (method, Some(after))
+            }
+        };
+        let failed = Decided {
+            index,
+            method,
+            path: write.path.clone(),
+            before: current,
+            after,
+        };
+        let lookups = Lookups { database, batch };
+        let mut budget = if several {
+            Budget::batch()
+        } else {
+            Budget::single()
+        };
+        decide(
+            &self.ruleset,
+            database,
+            failed,
+            several,
+            &lookups,
+            &mut budget,
+            pg_time,
+        )
+    }
+}
+
+/// Decide one write with the batch's lookups and budget.
+fn decide(
+    ruleset: &Ruleset,
+    database: &str,
+    w: Decided,
+    several: bool,
+    lookups: &Lookups<'_>,
+    budget: &mut Budget,
+    pg_time: i64,
+) -> Result<(), DocstoreError> {
+    let document = |data: Option<Map>| {
+        data.map(|data| Document {
+            path: w.path.clone(),
+            data,
+        })
+    };
+    let request = rules::request(w.method, database, &w.path, document(w.after), pg_time)?;
+    let stored = document(w.before);
+    rules::decide(ruleset, &request, stored.as_ref(), lookups, budget).map_err(|e| {
+        if several {
+            DocstoreError::InWrite {
+                index: w.index,
+                error: Box::new(e),
+            }
+        } else {
+            e
+        }
+    })
 }

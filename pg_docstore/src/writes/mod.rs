@@ -166,26 +166,49 @@ pub fn commit(
         let slot = slots
             .get_mut(name)
             .ok_or_else(|| DocstoreError::Internal("document of a write was not read".into()))?;
-        check_precondition(&write.path, slot, write.precondition.as_ref())
-            .map_err(|e| in_write(index, e))?;
+        let applied =
+            check_precondition(&write.path, slot, write.precondition.as_ref()).and_then(|()| {
+                match &write.operation {
+                    Operation::Delete => Ok(None),
+                    Operation::Mutate(m) => m
+                        .apply(slot.current.as_ref(), server_time)
+                        .map(Some)
+                        .map_err(|e| match e {
+                            MutationError::NotFound => DocstoreError::NotFound {
+                                path: write.path.to_string(),
+                            },
+                            MutationError::AlreadyExists => DocstoreError::AlreadyExists {
+                                path: write.path.to_string(),
+                            },
+                            other => DocstoreError::Mutation(other),
+                        }),
+                }
+            });
+        let next = match applied {
+            Ok(next) => next,
+            Err(error) => {
+                // A client's write that fails on its own (a precondition, an update of a
+                // missing document, a create of an existing one) is decided by the rules
+                // first: a denied one reports PERMISSION_DENIED, so the failure cannot tell a
+                // client whether a document it may not see exists.
+                if let Some(rules) = rules.as_ref() {
+                    rules.check_failed(
+                        database,
+                        index,
+                        writes.len() > 1,
+                        write,
+                        name,
+                        batch_state(&slots),
+                        server_time,
+                        commit_time,
+                    )?;
+                }
+                return Err(in_write(index, error));
+            }
+        };
         existed.push(slot.current.is_some());
         let before = rules.as_ref().map(|_| slot.current.clone());
-        slot.current = match &write.operation {
-            Operation::Delete => None,
-            Operation::Mutate(m) => Some(
-                m.apply(slot.current.as_ref(), server_time)
-                    .map_err(|e| match e {
-                        MutationError::NotFound => DocstoreError::NotFound {
-                            path: write.path.to_string(),
-                        },
-                        MutationError::AlreadyExists => DocstoreError::AlreadyExists {
-                            path: write.path.to_string(),
-                        },
-                        other => DocstoreError::Mutation(other),
-                    })
-                    .map_err(|e| in_write(index, e))?,
-            ),
-        };
+        slot.current = next;
         slot.current_time = slot.current.as_ref().map(|_| commit_time);
         slot.written = true;
         if let (Some(rules), Some(before)) = (rules.as_mut(), before) {
@@ -206,19 +229,7 @@ pub fn commit(
 
     // The security rules decide the batch as applied, before anything is written.
     if let Some(rules) = rules {
-        let batch = slots
-            .iter()
-            .map(|(name, slot)| {
-                (
-                    name.as_slice(),
-                    (
-                        slot.stored.as_ref().map(|s| &s.fields),
-                        slot.current.as_ref(),
-                    ),
-                )
-            })
-            .collect();
-        rules.check(database, batch, commit_time)?;
+        rules.check(database, batch_state(&slots), commit_time)?;
     }
 
     // A single write whose document is exactly the jsonb it was given stores that jsonb.
@@ -312,6 +323,23 @@ pub fn commit(
         commit_time,
         existed,
     })
+}
+
+/// Each document of a batch (encoded name) with its state before the batch and now: what the
+/// rules' `get()` and `getAfter()` read.
+fn batch_state(slots: &HashMap<Vec<u8>, Slot>) -> HashMap<&[u8], (Option<&Map>, Option<&Map>)> {
+    slots
+        .iter()
+        .map(|(name, slot)| {
+            (
+                name.as_slice(),
+                (
+                    slot.stored.as_ref().map(|s| &s.fields),
+                    slot.current.as_ref(),
+                ),
+            )
+        })
+        .collect()
 }
 
 fn check_precondition(

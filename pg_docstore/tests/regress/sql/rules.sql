@@ -235,3 +235,37 @@ reset role;
 select path from docstore.entities where database_id = 'afterdb' order by path;
 rollback;
 select docstore.drop_rules('afterdb');
+
+-- A write that fails on its own (update of a missing document, create of an existing one, a
+-- precondition) is decided by the rules first: a client the rules deny gets 42501 either way
+-- and learns nothing of the document's existence; once the rules allow, the write's own error.
+select docstore.create_database('existdb');
+select docstore.set_rules($rules$rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /secrets/{id} { allow read, write: if request.auth.uid == 'owner'; }
+    match /open/{id} { allow read, write: if true; }
+  }
+}$rules$, 'existdb');
+begin;
+set local docstore.database = 'existdb';
+select docstore.set('secrets/s1', '{"x": 1}') is not null as seeded;
+select set_config('docstore.auth', '{"sub": "mallory"}', true);
+set local role docstore_client;
+select sqlstate_of($$select docstore.update('secrets/s1', '{"x": 2}')$$) as update_existing;
+select sqlstate_of($$select docstore.update('secrets/missing', '{"x": 2}')$$) as update_missing;
+select sqlstate_of($$select docstore.create('secrets/s1', '{"x": 2}')$$) as create_existing;
+select sqlstate_of($$select docstore.create('secrets/new', '{"x": 2}')$$) as create_new;
+select sqlstate_of($$select docstore.commit('[{"set": "secrets/s1", "data": {}, "precondition": {"exists": false}}]')$$) as precondition_on_existing;
+select sqlstate_of($$select docstore.commit('[{"delete": "secrets/missing", "precondition": {"exists": true}}]')$$) as precondition_on_missing;
+select sqlstate_of($$select docstore.commit('[{"set": "open/a", "data": {}}, {"update": "secrets/missing", "fields": {"x": 1}}]')$$) as in_a_batch;
+select sqlstate_of($$select docstore.update('open/missing', '{"x": 2}')$$) as allowed_update_missing;
+reset role;
+select set_config('docstore.auth', '{"sub": "owner"}', true);
+set local role docstore_client;
+select sqlstate_of($$select docstore.update('secrets/missing', '{"x": 2}')$$) as owner_update_missing;
+select sqlstate_of($$select docstore.create('secrets/s1', '{"x": 2}')$$) as owner_create_existing;
+reset role;
+select path from docstore.entities where database_id = 'existdb' order by path;
+rollback;
+select docstore.drop_rules('existdb');
