@@ -11,9 +11,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::error::{CompileError, Span};
-use crate::parse::ast::{
-    Block, Expr, ExprKind, File, Function, PathPart, Segment, SegmentKind, Version,
-};
+use crate::parse::ast::{Block, Expr, ExprKind, File, Function, Segment, SegmentKind, Version};
 
 /// Deepest chain of function calls.
 pub const MAX_CALL_DEPTH: usize = 20;
@@ -268,45 +266,8 @@ fn no_recursion(source: &str, file: &File) -> Result<(), CompileError> {
 
 /// The plain calls `name(..)` in `e` (not methods, not namespaced functions), with spans.
 fn calls<'e>(e: &'e Expr, out: &mut Vec<(&'e str, Span)>) {
-    match &e.kind {
-        ExprKind::Call(name, args) => {
-            out.push((name, e.span));
-            args.iter().for_each(|a| calls(a, out));
-        }
-        ExprKind::Method(recv, _, args) => {
-            calls(recv, out);
-            args.iter().for_each(|a| calls(a, out));
-        }
-        ExprKind::Path(parts) => {
-            for p in parts {
-                if let PathPart::Expr(x) = p {
-                    calls(x, out);
-                }
-            }
-        }
-        ExprKind::List(items) => items.iter().for_each(|a| calls(a, out)),
-        ExprKind::Map(entries) => {
-            for (k, v) in entries {
-                calls(k, out);
-                calls(v, out);
-            }
-        }
-        ExprKind::Unary(_, x) | ExprKind::Is(x, _) | ExprKind::Member(x, _) => calls(x, out),
-        ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => {
-            calls(a, out);
-            calls(b, out);
-        }
-        ExprKind::Ternary(a, b, c) | ExprKind::Range(a, b, c) => {
-            calls(a, out);
-            calls(b, out);
-            calls(c, out);
-        }
-        ExprKind::Null
-        | ExprKind::Bool(_)
-        | ExprKind::Int(_)
-        | ExprKind::Float(_)
-        | ExprKind::Str(_)
-        | ExprKind::Bytes(_)
-        | ExprKind::Ident(_) => {}
+    if let ExprKind::Call(name, _) = &e.kind {
+        out.push((name, e.span));
     }
+    e.kind.for_each_child(|child| calls(child, out));
 }

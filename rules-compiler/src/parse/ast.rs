@@ -193,33 +193,55 @@ pub struct Expr {
 
 impl Expr {
     pub fn new(kind: ExprKind, span: Span) -> Expr {
-        let d = |e: &Expr| e.depth;
-        let children = match &kind {
-            ExprKind::Path(parts) => parts
-                .iter()
-                .map(|p| match p {
-                    PathPart::Segment(_) => 0,
-                    PathPart::Expr(e) => d(e),
-                })
-                .max()
-                .unwrap_or(0),
-            ExprKind::List(items) => items.iter().map(d).max().unwrap_or(0),
-            ExprKind::Map(entries) => entries
-                .iter()
-                .map(|(k, v)| d(k).max(d(v)))
-                .max()
-                .unwrap_or(0),
-            ExprKind::Unary(_, e) | ExprKind::Is(e, _) | ExprKind::Member(e, _) => d(e),
-            ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => d(a).max(d(b)),
-            ExprKind::Ternary(a, b, c) | ExprKind::Range(a, b, c) => d(a).max(d(b)).max(d(c)),
-            ExprKind::Call(_, args) => args.iter().map(d).max().unwrap_or(0),
-            ExprKind::Method(r, _, args) => args.iter().map(d).max().unwrap_or(0).max(d(r)),
-            _ => 0,
-        };
+        let mut children = 0;
+        kind.for_each_child(|e| children = children.max(e.depth));
         Expr {
             kind,
             span,
             depth: children.saturating_add(1),
+        }
+    }
+}
+
+impl ExprKind {
+    /// Call `f` on each direct subexpression, in source order (a method's receiver first).
+    pub fn for_each_child<'a>(&'a self, mut f: impl FnMut(&'a Expr)) {
+        match self {
+            ExprKind::Path(parts) => {
+                for p in parts {
+                    if let PathPart::Expr(e) = p {
+                        f(e);
+                    }
+                }
+            }
+            ExprKind::List(items) | ExprKind::Call(_, items) => items.iter().for_each(f),
+            ExprKind::Map(entries) => {
+                for (k, v) in entries {
+                    f(k);
+                    f(v);
+                }
+            }
+            ExprKind::Unary(_, e) | ExprKind::Is(e, _) | ExprKind::Member(e, _) => f(e),
+            ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => {
+                f(a);
+                f(b);
+            }
+            ExprKind::Ternary(a, b, c) | ExprKind::Range(a, b, c) => {
+                f(a);
+                f(b);
+                f(c);
+            }
+            ExprKind::Method(r, _, args) => {
+                f(r);
+                args.iter().for_each(f);
+            }
+            ExprKind::Null
+            | ExprKind::Bool(_)
+            | ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Str(_)
+            | ExprKind::Bytes(_)
+            | ExprKind::Ident(_) => {}
         }
     }
 }
