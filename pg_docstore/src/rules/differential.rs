@@ -177,13 +177,7 @@ mod tests {
                 .unwrap();
             for _ in 0..4 {
                 cases += 1;
-                let mut data = serde_json::Map::new();
-                for f in ["a", "b", "c", "m"] {
-                    if rng.below(4) != 0 {
-                        data.insert(f.into(), value(&mut rng, 2));
-                    }
-                }
-                let data = Json::Object(data);
+                let data = document(&mut rng);
                 let auth: Option<Json> = match rng.below(3) {
                     0 => None,
                     1 => Some(serde_json::json!({"sub": "u1", "role": "admin"})),
@@ -233,17 +227,7 @@ mod tests {
                 }
             }
         }
-        assert!(
-            disagreements.is_empty(),
-            "{} of {cases} cases disagree, e.g.:\n{}",
-            disagreements.len(),
-            disagreements
-                .iter()
-                .take(5)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
+        assert_agree(&disagreements, cases, 5);
         // The generator must exercise both outcomes on many compiled rulesets, or this test
         // could not fail.
         assert!(compiled > 200, "only {compiled} of 400 conditions compiled");
@@ -435,6 +419,16 @@ mod tests {
         Json::Object(data)
     }
 
+    /// Fail with the first `shown` of `disagreements` (out of `cases`) if there are any.
+    fn assert_agree(disagreements: &[String], cases: usize, shown: usize) {
+        assert!(
+            disagreements.is_empty(),
+            "{} of {cases} cases disagree, e.g.:\n{}",
+            disagreements.len(),
+            disagreements[..shown.min(disagreements.len())].join("\n")
+        );
+    }
+
     #[pg_test]
     fn policy_and_evaluator_agree() {
         const DB: &str = "rulesdiff";
@@ -540,17 +534,7 @@ mod tests {
                 }
             }
         }
-        assert!(
-            disagreements.is_empty(),
-            "{} of {cases} cases disagree, e.g.:\n{}",
-            disagreements.len(),
-            disagreements
-                .iter()
-                .take(3)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
+        assert_agree(&disagreements, cases, 3);
         // Both outcomes on many installed rulesets, or this test could not fail.
         assert!(
             compiled > RULESETS / 2,
