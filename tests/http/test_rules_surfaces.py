@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -89,8 +90,10 @@ def headers(stack, tokens, who) -> dict:
 # --- the three surfaces: each answers True (allowed) or False (PERMISSION_DENIED) ---------
 
 
-def sql(stack, tokens, who, statement: str, *params) -> bool:
-    """`statement` as a psql user: docstore_client, authenticated with the caller's JWT."""
+@contextmanager
+def psql_user(stack, tokens, who):
+    """A transaction as a psql user of DB: docstore_client, authenticated with the caller's
+    JWT (unauthenticated for None)."""
     with psycopg.connect(stack.cluster.url()) as conn:
         conn.execute("select set_config('docstore.database', %s, true)", (DB,))
         # The secret authenticate() verifies with; a superuser-only setting (docs/rules.md).
@@ -98,6 +101,12 @@ def sql(stack, tokens, who, statement: str, *params) -> bool:
         conn.execute("set local role docstore_client")
         if who:
             conn.execute("select docstore.authenticate(%s)", (tokens[who],))
+        yield conn
+
+
+def sql(stack, tokens, who, statement: str, *params) -> bool:
+    """`statement` as a psql user (`psql_user`)."""
+    with psql_user(stack, tokens, who) as conn:
         try:
             conn.execute(statement, params or None).fetchall()
         except psycopg.errors.InsufficientPrivilege as e:
@@ -184,11 +193,7 @@ def test_reads_are_decided_alike_on_every_surface(stack, client, world):
     # Plain SQL is the one deviation: the RLS policy filters rows by the same list rule
     # instead of refusing the statement. Members see the message; the others see nothing.
     for who in CALLERS:
-        with psycopg.connect(stack.cluster.url()) as conn:
-            conn.execute("select set_config('docstore.jwt_secret', %s, true)", (stack.jwt_secret,))
-            conn.execute("set local role docstore_client")
-            if who:
-                conn.execute("select docstore.authenticate(%s)", (tokens[who],))
+        with psql_user(stack, tokens, who) as conn:
             paths = conn.execute(
                 "select path from docstore.entities where database_id = %s and path like %s",
                 (DB, f"rooms/{room}/messages/%"),
