@@ -117,11 +117,7 @@ impl Rules {
     ) -> Result<(), DocstoreError> {
         let lookups = Lookups { database, batch };
         let several = self.writes.len() > 1;
-        let mut budget = if several {
-            Budget::batch()
-        } else {
-            Budget::single()
-        };
+        let mut budget = budget(several);
         for w in self.writes {
             decide(
                 &self.ruleset,
@@ -180,11 +176,7 @@ impl Rules {
             after,
         };
         let lookups = Lookups { database, batch };
-        let mut budget = if several {
-            Budget::batch()
-        } else {
-            Budget::single()
-        };
+        let mut budget = budget(several);
         decide(
             &self.ruleset,
             database,
@@ -194,6 +186,15 @@ impl Rules {
             &mut budget,
             pg_time,
         )
+    }
+}
+
+/// The lookup budget of a request: 10 distinct documents, 20 for a batch of several writes.
+fn budget(several: bool) -> Budget {
+    if several {
+        Budget::batch()
+    } else {
+        Budget::single()
     }
 }
 
