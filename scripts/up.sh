@@ -73,7 +73,7 @@ shared_preload_libraries = 'pg_docstore'
 # The sidecar's replication slot holds WAL until the sidecar confirms it. A sidecar that is
 # down (or stuck) must not fill the disk: past 4GB of WAL (about 600,000 document creates at
 # 6.8 KB each, hours of development traffic) Postgres invalidates the slot, and the sidecar
-# recreates it and sends every stream a typed reset (DESIGN.md section 5).
+# recreates it and sends every stream a typed reset (docs/architecture.md).
 max_slot_wal_keep_size = 4GB
 CONF
   grep -q "^include_if_exists = 'docstore.conf'" "${PGDATA}/postgresql.conf" ||

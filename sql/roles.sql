@@ -1,4 +1,4 @@
--- Roles and the change publication (docs/storage.md, "Roles"; DESIGN.md sections 5 and 6).
+-- Roles and the change publication (docs/storage.md, "Roles"; docs/listen.md and docs/rules.md).
 -- Loaded last, when every docstore function exists.
 
 -- docstore_client: what requests from end users run as (the sidecar does SET ROLE to it).
@@ -26,7 +26,7 @@ grant execute on all functions in schema docstore to docstore_client;
 revoke execute on function docstore.create_database(text), docstore.drop_database(text)
     from public, docstore_client;
 
--- The change stream's publication (DESIGN.md section 5). A publication cannot be a member of
+-- The change stream's publication (docs/architecture.md). A publication cannot be a member of
 -- an extension, so `drop extension` leaves it behind, empty (its table went with the
 -- extension): a later `create extension` adds the new entities table to it.
 do $$
@@ -40,7 +40,7 @@ begin
     end if;
 end $$;
 
--- Security rules (DESIGN.md section 6). Rules are for administrators to set; the functions
+-- Security rules (docs/rules.md). Rules are for administrators to set; the functions
 -- that write them and the trigger's are not for clients.
 revoke execute on function docstore.set_rules(text, text), docstore.drop_rules(text),
     docstore.rules_install(), docstore.rules_changed()

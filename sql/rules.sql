@@ -1,4 +1,4 @@
--- Security rules (DESIGN.md section 6, docs/rules.md): the stored rulesets, the primitives the
+-- Security rules (docs/rules.md): the stored rulesets, the primitives the
 -- compiled SQL calls, and the function behind the row-level-security policy (roles.sql creates
 -- the policies, which name the docstore_client role).
 

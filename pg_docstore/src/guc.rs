@@ -1,6 +1,6 @@
 //! Settings: `docstore.database` selects the Firestore database of the session;
 //! `docstore.auth` and `docstore.request` carry the caller's identity and request for the
-//! rules (DESIGN.md section 6).
+//! rules (docs/rules.md).
 
 use std::cell::RefCell;
 use std::ffi::CString;

@@ -1,4 +1,4 @@
-//! `docstore-rules`: Firestore security rules for pg_docstore (DESIGN.md section 6).
+//! `docstore-rules`: Firestore security rules for pg_docstore (docs/rules.md).
 //!
 //! The pipeline, one module per stage:
 //! [`lex`] -> [`parse`] (a Pratt parser, spans on every node) -> [`check`] (structure,

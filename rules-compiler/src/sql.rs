@@ -45,7 +45,7 @@ pub struct MethodSql {
     /// A boolean expression, never NULL (errors deny).
     pub expression: String,
     /// Distinct `get()`/`exists()` argument expressions in it (the extension refuses
-    /// more than 10, 20 for batch writes, as DESIGN.md section 6 says).
+    /// more than 10, 20 for batch writes, as docs/rules.md says).
     pub lookups: usize,
 }
 

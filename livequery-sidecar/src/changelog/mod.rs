@@ -1,5 +1,5 @@
 //! Stage 2: the changelog — committed transactions kept for the snapshot hand-off and for
-//! positions, bounded in time and bytes (DESIGN.md section 5, "Exact snapshot hand-off").
+//! positions, bounded in time and bytes (docs/architecture.md, "Exact snapshot hand-off").
 //!
 //! Pure: no I/O, time is passed in. One task owns the [`Changelog`].
 //!

@@ -1,4 +1,4 @@
-//! The visibility rule of the snapshot hand-off (DESIGN.md section 5).
+//! The visibility rule of the snapshot hand-off (docs/architecture.md).
 //!
 //! A new target reads `pg_current_snapshot()` in the transaction of its initial query. A
 //! decoded transaction applies to the target iff its xid is not visible in that snapshot:

@@ -1,6 +1,6 @@
 //! What Postgres learns about a request: `docstore.auth` (the caller's claims) and
 //! `docstore.request` (JSON `{"method", "httpMethod", "path", "time", "query"}`), read by the
-//! security rules (DESIGN.md section 6).
+//! security rules (docs/rules.md).
 
 use docstore_core::Timestamp;
 use serde_json::{json, Value as Json};

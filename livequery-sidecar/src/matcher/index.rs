@@ -1,5 +1,5 @@
 //! Predicate indexes: which targets a write can concern, found by lookups whose cost grows
-//! with the matches, not with the number of targets (DESIGN.md section 5, "Matching and
+//! with the matches, not with the number of targets (docs/architecture.md, "Matching and
 //! scale"; InvaliDB's index inside each matching cell).
 //!
 //! Every query target is placed once, under its *scope* (a collection path, or a collection

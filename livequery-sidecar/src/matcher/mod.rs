@@ -1,5 +1,5 @@
 //! Stage 3: live targets matched against committed transactions with docstore-core's matcher
-//! (DESIGN.md section 5, "Streams, targets and positions" and "Matching and scale").
+//! (docs/architecture.md, "Streams, targets and positions" and "Matching and scale").
 //!
 //! A [`Matcher`] owns the targets of one database by [`TargetId`]: queries (text or
 //! structured, every shape core validates) and single documents. Each committed transaction
@@ -11,7 +11,7 @@
 //! `target` (what each target keeps and how it changes), `delta` (documents, changes and the
 //! diff of two results).
 //!
-//! How the session drives it (the hand-off of DESIGN.md section 5):
+//! How the session drives it (the hand-off of docs/architecture.md):
 //! 1. [`TargetSpec::fetch_query`] gives the query to run in the target's snapshot (whole
 //!    documents, `offset + limit + slack` rows; run it as
 //!    `docstore.run_query(docstore_core::query::to_structured(&q))`); [`Matcher::add_target`]

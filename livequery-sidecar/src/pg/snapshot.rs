@@ -1,4 +1,4 @@
-//! The initial reads of live targets (DESIGN.md section 5, "Exact snapshot hand-off"): one
+//! The initial reads of live targets (docs/architecture.md, "Exact snapshot hand-off"): one
 //! `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` transaction under the caller's auth, in
 //! which every target's rows are read and `pg_current_snapshot()` with the WAL insert
 //! position are taken.

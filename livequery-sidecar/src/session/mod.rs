@@ -1,4 +1,4 @@
-//! Stage 4: listen streams (DESIGN.md section 5, "Streams, targets and positions").
+//! Stage 4: listen streams (docs/architecture.md, "Streams, targets and positions").
 //!
 //! One hub task ([`hub`]) owns the [`Changelog`](crate::changelog::Changelog), one
 //! [`Matcher`](crate::matcher::Matcher) per database and every stream; it is fed by the

@@ -4,7 +4,7 @@
 //! `docstore.entities` into document changes; `transaction` assembles Begin .. Commit into
 //! [`Transaction`]s; `replication` is the [`ChangeSource`] over a replication connection
 //! (pgwire-replication), `supervisor` the one that reconnects with backoff and replaces a
-//! lost slot; `heartbeat` moves the position when nothing is written. DESIGN.md section 5.
+//! lost slot; `heartbeat` moves the position when nothing is written. docs/architecture.md.
 //!
 //! A delete carries only the key (`database_id`, encoded `name`): its path is decoded from
 //! the name (`docstore_core::encoding::decode_name`). An update that leaves the TOASTed

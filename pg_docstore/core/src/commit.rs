@@ -1,4 +1,4 @@
-//! The commit format (DESIGN section 4, `docstore.commit(writes jsonb)` and the HTTP
+//! The commit format (docs/http.md and docs/storage.md: `docstore.commit(writes jsonb)` and the HTTP
 //! `:commit` body): a JSON array of
 //! `{"create": path, "data": {..}}`, `{"set": path, "data": {..}, "merge": bool}`,
 //! `{"update": path, "fields": {..}}`, `{"delete": path}`, each with an optional

@@ -1,4 +1,4 @@
-//! The commit format (DESIGN section 4): what `docstore.commit(writes)` and the HTTP `:commit`
+//! The commit format (docs/storage.md): what `docstore.commit(writes)` and the HTTP `:commit`
 //! body parse to, and every malformed item's message and kind (the messages are the ones
 //! pg_docstore/tests/regress/expected/preconditions.out shows).
 #![allow(clippy::unwrap_used, clippy::panic)]

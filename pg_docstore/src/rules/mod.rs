@@ -1,4 +1,4 @@
-//! Security rules in the extension (DESIGN.md section 6), on top of the pure crate
+//! Security rules in the extension (docs/rules.md), on top of the pure crate
 //! `docstore-rules`:
 //! - the stored rulesets (`docstore.rules`, one per database id), compiled once per backend
 //!   and change of the table ([`cache`]);

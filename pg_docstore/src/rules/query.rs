@@ -1,4 +1,4 @@
-//! The `list` check of a client's query (DESIGN.md section 6, docs/rules.md): rules are not
+//! The `list` check of a client's query (docs/rules.md): rules are not
 //! filters. A query by a client (`pg::owner::caller_writes_as_client`) on a database with rules
 //! is decided once, before anything is read, by `docstore_rules::list::decide_query` against
 //! the query's constraints; a query that could return a denied document fails with

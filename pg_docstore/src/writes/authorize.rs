@@ -1,4 +1,4 @@
-//! Authorization of a batch (DESIGN.md section 6).
+//! Authorization of a batch (docs/rules.md).
 //!
 //! Two kinds of caller write documents:
 //! - roles with rights on `docstore.entities` (superusers, the owner, roles granted DML):

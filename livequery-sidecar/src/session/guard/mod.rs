@@ -1,5 +1,5 @@
-//! Stage 4b: security rules on live queries (DESIGN.md sections 5 and 6, docs/listen.md
-//! "Security rules").
+//! Stage 4b: security rules on live queries (docs/listen.md, "Security rules", and
+//! docs/rules.md).
 //!
 //! A target's first read already runs as the caller through the extension (the `list` check
 //! of its query, or the `get` rule of its document). This stage decides what the hub sends

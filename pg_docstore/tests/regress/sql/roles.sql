@@ -1,5 +1,5 @@
 -- docstore_client, the protected settings, the publication and the database catalog
--- (docs/storage.md, "Roles and settings"; DESIGN.md sections 5 and 6).
+-- (docs/storage.md, "Roles and settings"; docs/listen.md and docs/rules.md).
 
 -- docstore_client exists, cannot log in, and has exactly these table rights
 select rolname, rolcanlogin, rolsuper from pg_roles where rolname = 'docstore_client';
