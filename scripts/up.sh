@@ -38,6 +38,9 @@ install_extension() {
   local sudo_flag=()
   [ "$(id -u)" -eq 0 ] || sudo_flag=(--sudo)
   (cd "${ROOT}" && cargo pgrx install --release -p pg_docstore --pg-config "${PG_CONFIG}" "${sudo_flag[@]}" >/dev/null)
+  # The full scripts of released versions (pgrx installs the current one and the upgrade
+  # scripts pg_docstore--A--B.sql): scripts/upgrade.sh creates a database at an old version.
+  as_root install -m 644 "${ROOT}"/pg_docstore/sql/archive/pg_docstore--*.sql "$(installed_sql_dir)/"
   after="$(fingerprint "$(installed_library)")"
   LIBRARY_CHANGED=0
   [ "${before}" = "${after}" ] || LIBRARY_CHANGED=1
