@@ -15,11 +15,17 @@ else
   mapfile -t tests < <(test_names "${REGRESS_DIR}/sql" sql setup.sql)
 fi
 
-fresh_database docstore_regress
-# The tests drive index builds by hand (index_build_step, CALL build_indexes): no background
-# builder in this database (scripts/builder.sh tests that one).
-"${PSQL[@]}" -d postgres -qc "alter database docstore_regress set docstore.auto_build_indexes = off"
+# DOCSTORE_REGRESS_DATABASE: run in that existing database instead (scripts/upgrade.sh, in a
+# database brought to this version by ALTER EXTENSION UPDATE, with the same setting).
+database="${DOCSTORE_REGRESS_DATABASE:-}"
+if [ -z "${database}" ]; then
+  database=docstore_regress
+  fresh_database "${database}"
+  # The tests drive index builds by hand (index_build_step, CALL build_indexes): no background
+  # builder in this database (scripts/builder.sh tests that one).
+  "${PSQL[@]}" -d postgres -qc "alter database ${database} set docstore.auto_build_indexes = off"
+fi
 mkdir -p "${OUT_DIR}"
 "${PG_REGRESS}" --use-existing --host=127.0.0.1 --port="${DOCSTORE_PG_PORT}" --user=postgres \
-  --dbname=docstore_regress --inputdir="${REGRESS_DIR}" --outputdir="${OUT_DIR}" \
+  --dbname="${database}" --inputdir="${REGRESS_DIR}" --outputdir="${OUT_DIR}" \
   --bindir="${PG_BIN}" setup "${tests[@]}"
