@@ -2,13 +2,17 @@
 # The live-query oracle campaign, long (tests/live/oracle.py): random documents, subscriptions
 # and transactions (SQL and HTTP) under faults (sidecar SIGKILL, Postgres restart, dropped
 # connections resumed by Last-Event-ID, a slow reader), on a throwaway cluster and sidecar of
-# its own; then every subscriber's state is compared with a fresh :runQuery.
-# Usage: scripts/oracle.sh [seconds (default 600)] [seed (default: random, printed)]
+# its own, the fault plan repeated for SECONDS; then a quiet period and the checks (every
+# subscriber's state against a fresh :runQuery, no missed transaction, ...).
+# Usage: scripts/oracle.sh [seconds (default 600; 0: the short campaign of make test)] [seed]
+# The seed is fresh unless given here or in DOCSTORE_SEED / DOCSTORE_ORACLE_SEED; it is printed
+# at the start and with every failure.
 # DOCSTORE_ORACLE_FAULTS=0 runs without faults; DOCSTORE_ORACLE_STRICT=0 only counts a target
-# behind its stream's other targets (the requery freeze, fixed) instead of failing; DOCSTORE_KEEP_LOGS=1 keeps the cluster and sidecar logs.
+# behind its stream's other targets (the requery freeze, fixed) instead of failing;
+# DOCSTORE_KEEP_LOGS=1 keeps the cluster and sidecar logs.
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 [ -x .venv/bin/python ] || bash scripts/venv.sh
 cargo build --release --quiet -p docstore-sidecar
 export DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar"
-exec .venv/bin/python tests/live/oracle.py "${1:-600}" "${2:-${DOCSTORE_ORACLE_SEED:-0}}"
+exec .venv/bin/python tests/live/oracle.py "${1:-600}" "${2:-0}"

@@ -1,23 +1,35 @@
-"""The live-query oracle (issue 12 item 6): random documents, random subscriptions, random
-multi-document transactions through SQL and HTTP, and faults (the sidecar killed with SIGKILL,
-Postgres restarted, connections dropped and resumed with Last-Event-ID, a client too slow to
-read). Every subscriber builds its state only from the events it receives; the checks:
+"""The live-query oracle (issue 12 item 6, issue 23 item 2): random documents, random
+subscriptions, random multi-document transactions through SQL and HTTP, and faults (the
+sidecar killed with SIGKILL, Postgres restarted fast and immediate, connections dropped and
+resumed with Last-Event-ID, a client too slow to read). Every subscriber builds its state
+only from the events it receives. The checks (CHECKS, one pytest test each in
+test_oracle.py; each also fails when it covered less than it states, see `Campaign.report`):
 
-- while running, after every event: each `change` applies exactly (an `added` of a present
-  document, a `removed`/`modified` of an absent one, or a wrong index is a failure); every
-  document a target shows is the version the stream's `__all` target (every document of the
-  campaign) shows at that position, so no two targets of a stream are ever at different
-  positions; the `__all` target's changes in one event are exactly one transaction's writes
-  (all of its sets and updates, the deletes of documents it held, nothing else): no
-  transaction is ever split; positions never go back, and two change events never share one;
-- a transaction is never delivered twice on a stream, and a stream that was never reset saw
-  every committed transaction (0 missed);
-- after quiescence (writers stopped, every stream past the WAL position after the last
-  write), every target's state equals a fresh `:runQuery` of its query, in order.
+- writes: every write commits or fails as its path expects (EXPECTED_SQL, EXPECTED_HTTP:
+  contention, a missing document); an internal error (XX000, HTTP 500) or any other status
+  fails, and an outcome in doubt (a lost connection, 503) is allowed only during a fault;
+- shapes: every query shape subscribed is served (indexes are created as asked), or refused
+  with a reason in REFUSED_SHAPES (counted and printed);
+- events, while running: each `change` applies exactly (an `added` of a present document, a
+  `removed`/`modified` of an absent one, or a wrong index is a failure); every document a
+  target shows is the version the stream's `__all` target (every document of the campaign)
+  shows at that position; the `__all` target's changes in one event are exactly one
+  transaction's writes (never split or mixed); positions never go back, two change events
+  never share one, no transaction is delivered twice;
+- missed: every transaction committed after a stream's last snapshot of `__all` (its first
+  one, or the one after its last reset) arrived on it; a transaction counts as after the
+  snapshot when the WAL position read before it started is past the snapshot's position;
+- quiet: at the end, faults and writers stopped, every stream reaches the final WAL
+  position by its events;
+- states: then every target's state equals a fresh `:runQuery` (or document read);
+- faults: every planned fault ran, and the stack served writes again after it.
 
-Run: `python tests/live/oracle.py SECONDS SEED` (scripts/oracle.sh), or through pytest
-(tests/live/test_oracle.py). The seed (DOCSTORE_ORACLE_SEED) decides the documents,
-queries, transactions and the fault schedule; thread timing is the machine's.
+The short campaign (pytest, `make test`) is bounded by counts (FAULT_PLAN, SHORT_TXNS, GAP,
+TAIL), the long one (scripts/oracle.sh SECONDS) repeats the fault plan for SECONDS. No check
+depends on the machine's speed: every wait is for an event or a state, bounded by BOUND
+seconds, and reaching the bound fails the run. The seed (fresh per run, printed at the start
+and with every failure; DOCSTORE_SEED or DOCSTORE_ORACLE_SEED replays it) decides the
+documents, queries, transactions and the order of the faults; thread timing is the machine's.
 """
 
 from __future__ import annotations
@@ -85,42 +97,95 @@ def random_doc(rng: random.Random, txn: str) -> dict[str, Any]:
     return doc
 
 
-def random_query(rng: random.Random) -> str:
-    """A query of one of the shapes the planner serves and the matcher keeps live."""
+def random_query(rng: random.Random) -> tuple[str, str]:
+    """A query of one of the shapes the planner serves and the matcher keeps live, and the
+    shape's name (a refused shape fails the run unless it is in `REFUSED_SHAPES`)."""
     s = rng.choice(SOURCES)
     a = rng.randrange(10)
     w1, w2 = rng.sample(WORDS, 2)
     t1, t2 = rng.sample(TAGS, 2)
     shapes = [
-        f"select * from {s} where a = {a}",
-        f"select * from {s} where a > {a}",
-        f"select * from {s} where a <= {a}",
-        f"select * from {s} where a != {a}",
-        f"select * from {s} where b in ('{w1}', '{w2}')",
-        f"select * from {s} where b not in ('{w1}', '{w2}')",
-        f"select * from {s} where tags array_contains '{t1}'",
-        f"select * from {s} where tags array_contains_any ('{t1}', '{t2}')",
-        f"select * from {s} where a = {a} or b = '{w1}'",
-        f"select * from {s} where b = '{w1}' and a >= {a}",
-        f"select * from {s} order by a desc limit {rng.randrange(1, 6)}",
-        f"select * from {s} order by a limit {rng.randrange(1, 5)} offset {rng.randrange(4)}",
-        f"select * from {s} where b = '{w1}' order by a limit {rng.randrange(1, 4)}",
-        f"select * from {s} order by a limit last {rng.randrange(1, 5)}",
-        f"select * from {s} order by c desc limit last {rng.randrange(1, 4)} offset 1",
-        f"select * from {s} order by a start after ({a}) end at ({min(9, a + 3)})",
-        f"select * from {s} order by c desc, a start at ({rng.randrange(100)}) limit 4",
-        f"select * from {s} where b = '{w1}' order by c limit 3",
-        f"select count(*), sum(a), avg(c) from {s} where b = '{w1}'",
-        f"select count(*) as n from {s} where a >= {a}",
-        f"select sum(c) as total, count(*) from {s} order by a limit 5",
+        ("eq", f"select * from {s} where a = {a}"),
+        ("gt", f"select * from {s} where a > {a}"),
+        ("le", f"select * from {s} where a <= {a}"),
+        ("ne", f"select * from {s} where a != {a}"),
+        ("in", f"select * from {s} where b in ('{w1}', '{w2}')"),
+        ("not in", f"select * from {s} where b not in ('{w1}', '{w2}')"),
+        ("array_contains", f"select * from {s} where tags array_contains '{t1}'"),
+        (
+            "array_contains_any",
+            f"select * from {s} where tags array_contains_any ('{t1}', '{t2}')",
+        ),
+        ("or", f"select * from {s} where a = {a} or b = '{w1}'"),
+        ("eq and range", f"select * from {s} where b = '{w1}' and a >= {a}"),
+        ("order desc limit", f"select * from {s} order by a desc limit {rng.randrange(1, 6)}"),
+        (
+            "order limit offset",
+            f"select * from {s} order by a limit {rng.randrange(1, 5)} offset {rng.randrange(4)}",
+        ),
+        (
+            "eq order limit",
+            f"select * from {s} where b = '{w1}' order by a limit {rng.randrange(1, 4)}",
+        ),
+        ("limit last", f"select * from {s} order by a limit last {rng.randrange(1, 5)}"),
+        (
+            "limit last offset",
+            f"select * from {s} order by c desc limit last {rng.randrange(1, 4)} offset 1",
+        ),
+        (
+            "cursors",
+            f"select * from {s} order by a start after ({a}) end at ({min(9, a + 3)})",
+        ),
+        (
+            "two orders cursor",
+            f"select * from {s} order by c desc, a start at ({rng.randrange(100)}) limit 4",
+        ),
+        ("eq order other field", f"select * from {s} where b = '{w1}' order by c limit 3"),
+        ("aggregations", f"select count(*), sum(a), avg(c) from {s} where b = '{w1}'"),
+        ("count alias", f"select count(*) as n from {s} where a >= {a}"),
+        ("aggregations limit", f"select sum(c) as total, count(*) from {s} order by a limit 5"),
     ]
     return rng.choice(shapes)
 
 
-def random_target(rng: random.Random) -> dict[str, str]:
+# Query shapes the server may refuse, each with the reason; any other refusal fails the run.
+# Refusals are counted per shape and printed.
+REFUSED_SHAPES: dict[str, str] = {}
+
+
+def random_target(rng: random.Random) -> tuple[dict[str, str], str]:
+    """A target and its shape's name."""
     if rng.random() < 0.15:
-        return {"document": rng.choice(POOL)}
-    return {"sql": random_query(rng)}
+        return {"document": rng.choice(POOL)}, "document"
+    shape, sql = random_query(rng)
+    return {"sql": sql}, shape
+
+
+# The failures each write path expects (anything else, an internal error above all, fails
+# the run): (SQLSTATE, a word of the message) of the SQL writers' two paths (statements one
+# by one, docstore.commit), (HTTP status, canonical code) of :commit.
+CONTENTION = "contention: a conflict with a concurrent transaction"
+EXPECTED_SQL = {
+    "sql statements": {
+        ("40001", ""): CONTENTION,
+        ("40P01", ""): "deadlock: two transactions update the same documents in other orders",
+        ("P0002", "not found"): "docstore.update of a document that does not exist",
+    },
+    "sql batch": {
+        ("40001", ""): CONTENTION,
+        ("40P01", ""): "deadlock: two transactions update the same documents in other orders",
+        ("55000", "precondition failed"): "an update (precondition exists) of a missing document",
+    },
+}
+EXPECTED_HTTP = {
+    (409, "ABORTED"): CONTENTION,
+    (400, "FAILED_PRECONDITION"): "an update (precondition exists) of a missing document",
+}
+# Outcomes left unknown (the transaction may or may not have committed), allowed only while
+# a fault runs or recovers: a lost connection (no SQLSTATE), Postgres shutting down or
+# starting (class 57, 08), the sidecar unreachable or without a database (503 UNAVAILABLE).
+IN_DOUBT_SQL_CLASSES = ("57", "08")
+IN_DOUBT_HTTP = {(503, "UNAVAILABLE")}
 
 
 @dataclass
@@ -129,6 +194,13 @@ class Txn:
     via: str
     writes: list[tuple[str, str, dict | None]]  # (kind, path, data/fields)
     outcome: str = "pending"  # committed | failed | unknown
+    # A WAL position read before the transaction started (None when it could not be read):
+    # its commit lies past it, so a stream whose snapshot is at an earlier position must
+    # deliver it.
+    lo: int | None = None
+    # A WAL position read after it committed (None when it could not be read): its commit
+    # lies before it, so a stream that reached it must have delivered it.
+    hi: int | None = None
 
     @property
     def sets(self) -> set[str]:
@@ -209,7 +281,7 @@ class Stack:
         self.proc = subprocess.Popen(
             [str(self.binary)], env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + BOUND
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise OracleFailure(f"the sidecar exited with {self.proc.returncode}")
@@ -240,7 +312,7 @@ class Stack:
                 mode,
                 "-w",
                 "-t",
-                "60",
+                str(BOUND),
                 "restart",
             ]
         )
@@ -294,10 +366,19 @@ class Subscriber:
     last_change: int = -1
     seen: set[str] = field(default_factory=set)  # transactions since the last reset
     never_reset: bool = True
+    # The position of the first snapshot of `__all` since the last reset (None before it):
+    # every transaction committed after it must arrive, unless a later snapshot (a requery's,
+    # docs/listen.md: the stream sends nothing meanwhile) may hold it: (the position reached
+    # before it, its position) of each.
+    baseline: int | None = None
+    resnapshots: list[tuple[int, int]] = field(default_factory=list)
+    # What the stream did, for the report of a missed transaction: (position, what).
+    trace: list[tuple[int, str]] = field(default_factory=list)
     events: int = 0
     resets: dict[str, int] = field(default_factory=dict)
     resumes: int = 0
     connects: int = 0
+    drops: int = 0
     drop: threading.Event = field(default_factory=threading.Event)
     pause: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -305,12 +386,12 @@ class Subscriber:
     suspect: dict[str, str] = field(default_factory=dict)
     recent: deque = field(default_factory=lambda: deque(maxlen=6))
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, check: str = "events") -> None:
         self.failures += 1
         if self.failures > 3:
             return
         self.oracle.fail(
-            f"stream {self.name} (event {self.events}, last id {self.last_id}): {message}"
+            check, f"stream {self.name} (event {self.events}, last id {self.last_id}): {message}"
         )
         if self.failures == 1:
             self.oracle.dump(
@@ -398,6 +479,9 @@ class Subscriber:
         if tid in self.seen:
             self.fail(f"transaction {tid} delivered twice")
         self.seen.add(tid)
+        self.oracle.count("deliveries checked")
+        self.trace.append((self.position, tid))
+        self.oracle.positions[tid] = self.position
 
     def check_consistency(self) -> None:
         """Every document a target shows is the version `__all` shows now. A target that
@@ -430,6 +514,11 @@ class Subscriber:
                     break
 
     def on_event(self, kind: str, event_id: str | None, data: str) -> None:
+        with self.oracle.progress:
+            self.handle_event(kind, event_id, data)
+            self.oracle.progress.notify_all()
+
+    def handle_event(self, kind: str, event_id: str | None, data: str) -> None:
         self.events += 1
         self.recent.append((kind, event_id, data))
         self.oracle.count("events")
@@ -437,7 +526,11 @@ class Subscriber:
             self.last_id = event_id
         payload = json.loads(data) if data else {}
         pos = position_of(event_id) if event_id else self.position
+        if kind in ("reset", "snapshot"):
+            self.trace.append((pos, f"{kind} {payload.get('reason', '')}"))
         if kind == "reset":
+            # What this stream reached before the reset must have arrived.
+            self.oracle.check_missed(self, upto=self.position)
             reason = payload.get("reason", "?")
             self.resets[reason] = self.resets.get(reason, 0) + 1
             self.oracle.count(f"reset:{reason}")
@@ -445,11 +538,14 @@ class Subscriber:
             self.suspect = {}
             self.seen = set()
             self.never_reset = False
+            self.baseline = None
+            self.resnapshots = []
             self.last_change = -1
             self.position = 0
             return
         if pos < self.position:
             self.fail(f"position went back from {self.position:x} to {pos:x} ({kind})")
+        reached = self.position
         self.position = pos
         if kind == "heartbeat":
             return
@@ -469,6 +565,12 @@ class Subscriber:
                 )
                 if self.suspect.pop(target, None) is not None:
                     self.oracle.count("requery freezes (targets behind their stream)")
+                if target == "__all":
+                    if self.baseline is None:
+                        self.baseline = pos
+                    else:
+                        self.resnapshots.append((reached, pos))
+                        self.oracle.count("snapshots without a reset (requeries)")
             deltas = payload.get("changes", [])
         else:
             deltas = payload.get("targets", [])
@@ -520,6 +622,7 @@ class Subscriber:
             headers["Last-Event-ID"] = self.last_id
             self.resumes += 1
         self.connects += 1
+        self.trace.append((self.position, f"connect (Last-Event-ID {self.last_id})"))
         with client.stream("POST", LISTEN, json=self.body(), headers=headers) as r:
             if r.status_code != 200:
                 r.read()
@@ -539,6 +642,7 @@ class Subscriber:
                     kind, event_id, data = "message", None, []
                     if self.drop.is_set():
                         self.drop.clear()
+                        self.drops += 1
                         self.oracle.count("drops")
                         return
                     continue
@@ -561,29 +665,90 @@ def paths(docs: list[dict]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # The campaign
 
+# The short campaign (tests/live/test_oracle.py, `make test`) is bounded by counts, not by
+# time: every kind of fault this many times (in a shuffled order), GAP committed transactions
+# before each fault, and at the end TAIL committed transactions after every stream holds its
+# last snapshot, SHORT_TXNS at least in all. The long run (scripts/oracle.sh) repeats the
+# fault plan until its seconds have passed.
+FAULT_PLAN = {"drop": 2, "slow": 1, "sidecar": 1, "postgres fast": 1, "postgres immediate": 1}
+SHORT_TXNS = 800
+GAP = 40
+TAIL = 80
+# Every wait is for an event or a state, bounded by BOUND seconds; reaching the bound fails
+# the run (it never stands for "the machine is done by now").
+BOUND = 300
+# The slow reader's burst: large documents only its stream follows, written until the
+# sidecar reports a lagged session; this many without one fails the run.
+SLOW_MAX_WRITES = 20000
+
+# The checks, one pytest test each (tests/live/test_oracle.py). Each fails on a failure of
+# its kind and when it covered less than it states (see `Campaign.report`).
+CHECKS = {
+    "writes": "every write committed or failed as its kind expects (EXPECTED_SQL, "
+    "EXPECTED_HTTP; in doubt only during a fault)",
+    "shapes": "every query shape was served, or refused with an allow-listed reason",
+    "events": "every event applied exactly: no split, mixed, duplicated or reordered transaction",
+    "missed": "every transaction committed after a stream's last snapshot arrived on it "
+    "(streams that were reset included)",
+    "quiet": "faults and writers stopped, every stream reached the final position by its events",
+    "states": "every target's state built from events equals a fresh query",
+    "faults": "every planned fault ran and the stack recovered from it",
+}
+
+
+class Abort(Exception):
+    """A wait reached its bound or too much failed: the run stops, its checks report."""
+
+
+def lsn_value(text: str) -> int:
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def campaign_seed() -> int:
+    """DOCSTORE_ORACLE_SEED, else DOCSTORE_SEED, else a fresh one."""
+    for name in ("DOCSTORE_ORACLE_SEED", "DOCSTORE_SEED"):
+        value = os.environ.get(name)
+        if value and int(value):
+            return int(value)
+    return random.randrange(1, 2**31)
+
 
 class Campaign:
-    def __init__(self, seed: int, seconds: float, streams: int = 6, faults: bool = True) -> None:
+    def __init__(
+        self, seed: int, seconds: float | None = None, streams: int = 6, faults: bool = True
+    ) -> None:
         self.seed = seed
         self.seconds = seconds
         self.rng = random.Random(seed)
         self.n_streams = streams
         self.faults = faults
-        self.failures: list[str] = []
+        self.failures: dict[str, list[str]] = {check: [] for check in CHECKS}
         self.counts: dict[str, int] = {}
         self.txns: dict[str, Txn] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
+        # Notified at every event, transaction and count: the waits below wait on it.
+        self.progress = threading.Condition(self.lock)
         self.stop = threading.Event()
-        self.paused = threading.Event()  # writers hold while the stack restarts
         self.dirs: list[str] = []
         self.stack: Stack | None = None
-        self.schedule: list[str] = []
+        self.subs: list[Subscriber] = []
+        self.shapes: dict[str, str] = {}  # query -> shape
+        self.positions: dict[str, int] = {}  # transaction -> its position (as delivered)
+        self.planned: dict[str, int] = {}
+        # Odd while a fault runs or the stack recovers from it: a write that overlaps an odd
+        # value or a change may end in doubt.
+        self.fault_seq = 0
         self.strict = os.environ.get("DOCSTORE_ORACLE_STRICT", "1") != "0"
+        self.started = time.monotonic()
 
-    def fail(self, message: str) -> None:
+    def fail(self, check: str, message: str) -> None:
         with self.lock:
-            if len(self.failures) < 50:
-                self.failures.append(message)
+            if len(self.failures[check]) < 50:
+                self.failures[check].append(message)
+
+    def failed(self) -> int:
+        return sum(len(v) for v in self.failures.values())
 
     def dump(self, text: str) -> None:
         """Details of a failure, in the kept log directory."""
@@ -592,29 +757,58 @@ class Campaign:
                 f.write(text + "\n\n")
 
     def count(self, name: str, n: int = 1) -> None:
-        with self.lock:
+        with self.progress:
             self.counts[name] = self.counts.get(name, 0) + n
+            self.progress.notify_all()
+
+    def wait_until(self, predicate: Any, what: str, check: str) -> None:
+        """Wait until `predicate()` (read under the campaign's lock) holds; BOUND seconds
+        without it fail `check` and abort the run."""
+        with self.progress:
+            if (
+                self.progress.wait_for(lambda: predicate() or self.failed() >= 20, timeout=BOUND)
+                and not self.failed() >= 20
+            ):
+                return
+        if self.failed() < 20:
+            self.fail(check, f"waited {BOUND} s for {what}")
+        raise Abort(what)
+
+    def committed(self) -> int:
+        return self.counts.get("transactions", 0)
+
+    def await_transactions(self, n: int, what: str) -> None:
+        goal = self.committed() + n
+        self.wait_until(lambda: self.committed() >= goal, f"{n} transactions {what}", "writes")
 
     # -- set-up -----------------------------------------------------------------------------
 
-    def ensure_indexes(self, query: str) -> bool:
-        """Run the query once; create the indexes it asks for and wait until READY. False
-        when the query is refused for another reason."""
+    def ensure_indexes(self, query: str, shape: str) -> bool:
+        """Run the query once; create the indexes it asks for and wait until READY. A
+        refusal of another kind fails the run unless its shape is in REFUSED_SHAPES."""
         for _ in range(6):
             try:
                 self.stack.sql("select count(*) from docstore.query(%s)", query)
                 return True
             except psycopg.Error as e:
-                if e.sqlstate != "55000":
-                    self.count("queries refused")
-                    print(f"oracle: query refused ({e.sqlstate}): {query}: {e}", file=sys.stderr)
+                if e.sqlstate != "55000" or "create_index" not in str(e):
+                    if shape in REFUSED_SHAPES:
+                        self.count(f"refused shape (allowed): {shape}")
+                    else:
+                        self.fail(
+                            "shapes",
+                            f"query shape {shape!r} refused ({e.sqlstate}): {query}: {e} "
+                            "(allow-list it in REFUSED_SHAPES with the reason, or fix it)",
+                        )
                     return False
                 m = re.search(r"(docstore\.create_index\(.*?\));?\s*$", str(e), re.S | re.M)
                 if not m:
-                    raise OracleFailure(f"55000 without a create_index call: {e}") from e
+                    self.fail("shapes", f"55000 without a create_index call: {query}: {e}")
+                    return False
                 self.stack.sql("select " + m.group(1))
                 self.stack.sql("call docstore.build_indexes()")
                 self.count("indexes")
+        self.fail("shapes", f"query shape {shape!r} still needs an index after 6 builds: {query}")
         return False
 
     def make_subscribers(self) -> list[Subscriber]:
@@ -623,13 +817,15 @@ class Campaign:
         for n in range(self.n_streams):
             targets: dict[str, dict[str, str]] = {"__all": {"sql": ALL}}
             for k in range(self.rng.randrange(2, 7)):
-                t = random_target(self.rng)
+                t, shape = random_target(self.rng)
                 q = t.get("sql")
                 if q is not None:
                     if q not in checked:
-                        checked[q] = self.ensure_indexes(q)
+                        checked[q] = self.ensure_indexes(q, shape)
                     if not checked[q]:
                         continue
+                    self.shapes[q] = shape
+                    self.count("query targets")
                 targets[f"q{k}"] = t
             if n == 0:
                 # The slow reader's own target, outside `__all`: its burst (see `fault`)
@@ -640,46 +836,72 @@ class Campaign:
 
     # -- writers ----------------------------------------------------------------------------
 
-    def new_txn(self, rng: random.Random, via: str, k: int) -> Txn:
+    def new_txn(self, rng: random.Random, via: str, k: int, lo: int | None) -> Txn:
         txn = random_txn(rng, f"{via}-{k}", via)
+        txn.lo = lo
         with self.lock:
             self.txns[txn.id] = txn
         return txn
 
+    def in_fault(self, seq: int) -> bool:
+        """Whether a fault ran during a write that started when `fault_seq` was `seq`."""
+        return seq % 2 == 1 or self.fault_seq != seq
+
+    def committed_txn(self, txn: Txn, via: str) -> None:
+        txn.outcome = "committed"
+        self.count(f"committed: {via}")
+        self.count("transactions")
+
+    def sql_failure(self, txn: Txn | None, via: str, e: psycopg.Error, seq: int) -> None:
+        state = e.sqlstate
+        label = txn.id if txn else "(connecting)"
+        expected = EXPECTED_SQL.get(via, {})
+        if txn is not None and any(state == st and word in str(e) for st, word in expected):
+            txn.outcome = "failed"
+            self.count(f"expected failure: {via} {state}")
+            return
+        if txn is not None:
+            txn.outcome = "unknown"
+        if (state is None or state[:2] in IN_DOUBT_SQL_CLASSES) and self.in_fault(seq):
+            self.count(f"in doubt during a fault: {via} {state or 'connection lost'}")
+            return
+        self.fail("writes", f"{via} transaction {label} failed with {state}: {e}")
+
     def sql_writer(self, seed: int, name: str) -> None:
         rng = random.Random(seed)
         k = 0
-        conn = None
+        conn: psycopg.Connection | None = None
         while not self.stop.is_set():
-            if self.paused.is_set():
-                time.sleep(0.05)
-                continue
+            seq = self.fault_seq
+            txn = None
+            via = "sql"
             try:
-                if conn is None or conn.closed:
+                if conn is None:
                     conn = psycopg.connect(self.stack.cluster.url(), autocommit=True)
-                txn = self.new_txn(rng, name, k)
+                lo = lsn_value(conn.execute("select pg_current_wal_lsn()::text").fetchone()[0])
+                txn = self.new_txn(rng, name, k, lo)
                 k += 1
+                batch = rng.random() < 0.3
+                via = "sql batch" if batch else "sql statements"
+                with conn.transaction():
+                    if batch:
+                        body = [sql_batch_write(w) for w in txn.writes]
+                        conn.execute("select docstore.commit(%s)", (json.dumps(body),))
+                    else:
+                        for kind, path, data in txn.writes:
+                            run_sql_write(conn, kind, path, data)
+                self.committed_txn(txn, via)
                 try:
-                    with conn.transaction():
-                        if rng.random() < 0.3:
-                            batch = [sql_batch_write(w) for w in txn.writes]
-                            conn.execute("select docstore.commit(%s)", (json.dumps(batch),))
-                        else:
-                            for kind, path, data in txn.writes:
-                                run_sql_write(conn, kind, path, data)
-                    txn.outcome = "committed"
-                    self.count("transactions")
-                    self.count("sql transactions")
-                except psycopg.OperationalError:
-                    txn.outcome = "unknown"
-                    conn = None
-                    time.sleep(0.2)
+                    row = conn.execute("select pg_current_wal_lsn()::text").fetchone()
+                    txn.hi = lsn_value(row[0])
                 except psycopg.Error:
-                    txn.outcome = "failed"
-                    self.count("failed transactions")
-            except psycopg.OperationalError:
-                conn = None
-                time.sleep(0.2)
+                    conn.close()
+                    conn = None
+            except psycopg.Error as e:
+                self.sql_failure(txn, via, e, seq)
+                if conn is not None and (conn.closed or conn.broken):
+                    conn.close()
+                    conn = None
             time.sleep(rng.random() * 0.04)
         if conn is not None:
             conn.close()
@@ -687,84 +909,213 @@ class Campaign:
     def http_writer(self, seed: int) -> None:
         rng = random.Random(seed)
         k = 0
-        with httpx.Client(base_url=self.stack.url, timeout=10) as client:
+        lsn_conn: psycopg.Connection | None = None
+        with httpx.Client(base_url=self.stack.url, timeout=BOUND) as client:
             while not self.stop.is_set():
-                if self.paused.is_set():
-                    time.sleep(0.05)
-                    continue
-                txn = self.new_txn(rng, "http", k)
+                seq = self.fault_seq
+                lo = None
+                try:
+                    if lsn_conn is None:
+                        lsn_conn = psycopg.connect(self.stack.cluster.url(), autocommit=True)
+                    row = lsn_conn.execute("select pg_current_wal_lsn()::text").fetchone()
+                    lo = lsn_value(row[0])
+                except psycopg.Error as e:
+                    if lsn_conn is not None:
+                        lsn_conn.close()
+                    lsn_conn = None
+                    if not self.in_fault(seq):
+                        self.fail("writes", f"reading the WAL position failed outside a fault: {e}")
+                txn = self.new_txn(rng, "http", k, lo)
                 k += 1
                 body = {"writes": [http_write(w) for w in txn.writes]}
                 try:
                     r = client.post(COMMIT, json=body, headers=self.stack.admin)
-                except httpx.HTTPError:
+                except httpx.HTTPError as e:
                     txn.outcome = "unknown"
-                    time.sleep(0.2)
+                    if self.in_fault(seq):
+                        self.count(f"in doubt during a fault: http {type(e).__name__}")
+                    else:
+                        self.fail("writes", f"http transaction {txn.id}: {e!r}")
+                    time.sleep(0.1)  # the sidecar is down: do not spin
                     continue
                 if r.status_code == 200:
-                    txn.outcome = "committed"
-                    self.count("transactions")
-                    self.count("http transactions")
-                elif r.status_code in (400, 404, 409):
-                    txn.outcome = "failed"
-                    self.count("failed transactions")
+                    self.committed_txn(txn, "http")
+                    try:
+                        if lsn_conn is not None:
+                            row = lsn_conn.execute("select pg_current_wal_lsn()::text").fetchone()
+                            txn.hi = lsn_value(row[0])
+                    except psycopg.Error:
+                        lsn_conn.close()
+                        lsn_conn = None
                 else:
-                    txn.outcome = "unknown"
-                    time.sleep(0.2)
+                    try:
+                        code = r.json().get("code")
+                    except ValueError:
+                        code = None
+                    key = (r.status_code, code)
+                    if key in EXPECTED_HTTP:
+                        txn.outcome = "failed"
+                        self.count(f"expected failure: http {r.status_code} {code}")
+                    else:
+                        txn.outcome = "unknown"
+                        if key in IN_DOUBT_HTTP and self.in_fault(seq):
+                            self.count(f"in doubt during a fault: http {r.status_code} {code}")
+                        else:
+                            self.fail(
+                                "writes",
+                                f"http transaction {txn.id} answered {r.status_code}: "
+                                f"{r.text[:400]}",
+                            )
                 time.sleep(rng.random() * 0.04)
+        if lsn_conn is not None:
+            lsn_conn.close()
 
     # -- faults -----------------------------------------------------------------------------
 
-    def fault(self, subs: list[Subscriber]) -> None:
-        if not self.schedule:
-            self.schedule = ["drop", "drop", "slow", "sidecar", "postgres"]
-            self.rng.shuffle(self.schedule)
-        kind = self.schedule.pop()
+    def fault(self, kind: str, subs: list[Subscriber]) -> None:
+        self.fault_seq += 1
+        try:
+            self.run_fault(kind, subs)
+            self.recover(kind)
+        finally:
+            self.fault_seq += 1
+        self.count(f"faults:{kind}")
+
+    def run_fault(self, kind: str, subs: list[Subscriber]) -> None:
         if kind == "drop":
             s = self.rng.choice(subs)
+            drops = s.drops
             s.drop.set()
-            self.count("faults:drop")
+            self.wait_until(lambda: s.drops > drops, f"stream {s.name} to drop", "faults")
         elif kind == "slow":
             s = subs[0]
+            resets = sum(s.resets.values())
             before = self.stack.metric("docstore_session_resets_total", 'reason="lagged"')
             s.pause.set()
-            # A burst of large documents only the slow reader's stream follows: more than
-            # its socket, the server's write buffer and its queue can hold.
-            pad = "p" * 1200
-            with psycopg.connect(self.stack.cluster.url(), autocommit=True) as conn:
-                for i in range(2500):
-                    if self.stop.is_set():
-                        break
-                    conn.execute(
-                        "select docstore.set(%s, %s::jsonb)",
-                        (f"pads/p{i % 50:02d}", json.dumps({"n": i, "pad": pad})),
-                    )
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline and not self.stop.is_set():
-                time.sleep(0.25)
-                now = self.stack.metric("docstore_session_resets_total", 'reason="lagged"')
-                if now > before:
-                    self.count("faults:slow lagged")
-                    break
-            else:
-                self.count("faults:slow not lagged")
-            s.pause.clear()
+            try:
+                # A burst of large documents only the slow reader's stream follows, until
+                # its socket, the server's write buffer and its queue are full: the sidecar
+                # resets the session {lagged}.
+                pad = "p" * 1200
+                lagged = False
+                with psycopg.connect(self.stack.cluster.url(), autocommit=True) as conn:
+                    for i in range(SLOW_MAX_WRITES):
+                        conn.execute(
+                            "select docstore.set(%s, %s::jsonb)",
+                            (f"pads/p{i % 50:02d}", json.dumps({"n": i, "pad": pad})),
+                        )
+                        if i % 100 == 99:
+                            now = self.stack.metric(
+                                "docstore_session_resets_total", 'reason="lagged"'
+                            )
+                            if now > before:
+                                lagged = True
+                                break
+                if not lagged:
+                    self.fail("faults", f"the slow reader never lagged ({SLOW_MAX_WRITES} writes)")
+            finally:
+                s.pause.clear()
+            # The slow reader reads what was buffered, reconnects and is reset.
+            self.wait_until(
+                lambda: sum(s.resets.values()) > resets and self.ready(s),
+                "the slow reader's reset and snapshot",
+                "faults",
+            )
         elif kind == "sidecar":
             with self.stack.lock:
                 self.stack.kill_sidecar()
-                time.sleep(self.rng.random())
+                time.sleep(self.rng.random())  # a random downtime, not a wait for anything
                 self.stack.start_sidecar()
-            self.count("faults:sidecar SIGKILL")
         else:
-            # Alternating, a clean shutdown first: `fast` waits for the sidecar's walsender
-            # (it hung once), `immediate` is a crash with recovery.
-            done = sum(v for k, v in self.counts.items() if k.startswith("faults:postgres"))
-            mode = "fast" if done % 2 == 0 else "immediate"
+            # `fast` waits for the sidecar's walsender (it hung once), `immediate` is a
+            # crash with recovery.
             with self.stack.lock:
-                self.stack.restart_postgres(mode)
-            self.count(f"faults:postgres restart {mode}")
+                self.stack.restart_postgres(kind.split()[1])
+
+    def recover(self, kind: str) -> None:
+        """The stack serves writes again: a probe through each path commits (documents
+        outside every target). Polled, bounded by BOUND (a failure when reached)."""
+        deadline = time.monotonic() + BOUND
+        probe = {"writes": [{"set": "probes/http", "data": {"after": kind}}]}
+        sql_ok = http_ok = False
+        while not (sql_ok and http_ok):
+            if not http_ok:
+                try:
+                    r = httpx.post(
+                        f"{self.stack.url}{COMMIT}",
+                        json=probe,
+                        headers=self.stack.admin,
+                        timeout=30,
+                    )
+                    http_ok = r.status_code == 200
+                except httpx.HTTPError:
+                    pass
+            if not sql_ok:
+                try:
+                    self.stack.sql("select docstore.set('probes/sql', '{}'::jsonb)")
+                    sql_ok = True
+                except psycopg.Error:
+                    pass
+            if time.monotonic() > deadline:
+                self.fail("faults", f"the stack did not serve writes {BOUND} s after {kind}")
+                raise Abort(kind)
+            if not (sql_ok and http_ok):
+                time.sleep(0.1)
 
     # -- the end ----------------------------------------------------------------------------
+
+    def check_missed(self, s: Subscriber, upto: int | None) -> None:
+        """Every transaction committed after the stream's last snapshot of `__all` arrived on
+        it: at a reset, those it had passed (committed before `upto`, by their `hi`); at the
+        end, every one. A transaction that may have committed while a requery held the stream
+        (after the position the stream had reached, before the requery's snapshot) may be in
+        that snapshot instead of in a change (docs/listen.md), and is excused."""
+        if s.baseline is None:
+            return
+        base = s.baseline
+        after = [
+            t
+            for t in self.txns.values()
+            if t.outcome == "committed"
+            and t.lo is not None
+            and t.lo > base
+            and (upto is None or (t.hi is not None and t.hi <= upto))
+        ]
+        required = {
+            t.id
+            for t in after
+            if not any(t.lo < q and (t.hi is None or t.hi > held) for held, q in s.resnapshots)
+        }
+        self.count("missed check: in a requery snapshot", len({t.id for t in after} - required))
+        when = "at the end" if upto is None else f"at a reset (reached {upto:x})"
+        self.count("missed check: transactions", len(required))
+        if upto is not None:
+            self.count("missed check: transactions before a reset", len(required))
+        if not s.never_reset:
+            self.count("missed check: transactions after a reset", len(required))
+        missed = required - s.seen
+        if missed:
+            self.dump_missed(s, missed)
+            s.fail(
+                f"{when}: snapshot at {base:x}, missed {len(missed)} of {len(required)} "
+                "transactions committed after it: "
+                + ", ".join(f"{t} (lo {self.txns[t].lo:x})" for t in sorted(missed)[:10])
+                + f"; requery snapshots (held after, at) {[f'{h:x} {q:x}' for h, q in s.resnapshots]}",
+                check="missed",
+            )
+
+    def dump_missed(self, s: Subscriber, missed: set[str]) -> None:
+        """The stream's connects, resets, snapshots and transactions around what it missed."""
+        at = sorted(p for p in (self.positions.get(t, 0) for t in missed) if p)
+        lines = [
+            f"stream {s.name} missed {sorted(missed)}; their positions on other streams "
+            + ", ".join(f"{t}@{self.positions.get(t, 0):x}" for t in sorted(missed))
+        ]
+        for pos, what in s.trace:
+            near = bool(at) and at[0] - 0x40000 <= pos <= at[-1] + 0x40000
+            if near or what.startswith(("connect", "reset", "snapshot")):
+                lines.append(f"  {pos:x} {what}")
+        self.dump("\n".join(lines))
 
     def fresh(self, client: httpx.Client, target: dict[str, str]) -> Any:
         if "document" in target:
@@ -783,63 +1134,94 @@ class Campaign:
             return rows[0]["aggregation"]
         return rows
 
-    def quiesce_and_compare(self, subs: list[Subscriber]) -> None:
-        lsn = self.stack.sql("select pg_current_wal_lsn()::text")[0][0]
-        hi, lo = lsn.split("/")
-        target_pos = (int(hi, 16) << 32) | int(lo, 16)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            behind = [
-                s
-                for s in subs
-                if s.position < target_pos or any(s.state.get(t) is None for t in s.targets)
-            ]
-            if not behind:
-                break
-            time.sleep(0.2)
-        else:
-            for s in behind:
-                self.fail(
-                    f"stream {s.name} never reached {lsn} (at {s.position:x}; targets without "
-                    f"state: {[t for t in s.targets if s.state.get(t) is None]}; connects "
-                    f"{s.connects}, resumes {s.resumes}, resets {s.resets}, last id {s.last_id})"
-                )
-                self.dump(
-                    f"stream {s.name} never reached {lsn}; recent events:\n"
-                    + "\n".join(f"{k} {i} {d[:300]}" for k, i, d in s.recent)
-                )
-            return
-        committed = {t.id for t in self.txns.values() if t.outcome == "committed"} - {"seed"}
-        for s in subs:
-            for message in s.suspect.values():
-                self.fail(f"stream {s.name} at quiescence: {message}")
-            s.stop.set()
-            if s.never_reset:
-                missed = committed - s.seen
-                if missed:
+    def ready(self, s: Subscriber) -> bool:
+        return s.baseline is not None and all(s.state.get(t) is not None for t in s.targets)
+
+    def quiet_period(self, subs: list[Subscriber]) -> None:
+        """Faults and writers stopped: every stream reaches the WAL position after the last
+        write by its events (heartbeats carry positions), then the checks run."""
+        final = lsn_value(self.stack.sql("select pg_current_wal_lsn()::text")[0][0])
+        try:
+            self.wait_until(
+                lambda: all(s.position >= final and self.ready(s) for s in subs),
+                f"every stream to reach {final:x}",
+                "quiet",
+            )
+        except Abort:
+            for s in subs:
+                if s.position < final or not self.ready(s):
                     self.fail(
-                        f"stream {s.name} missed {len(missed)} transactions: {sorted(missed)[:10]}"
+                        "quiet",
+                        f"stream {s.name} at {s.position:x}, targets without state "
+                        f"{[t for t in s.targets if s.state.get(t) is None]}; connects "
+                        f"{s.connects}, resumes {s.resumes}, resets {s.resets}",
                     )
-        with httpx.Client(base_url=self.stack.url, timeout=30) as client:
+                    self.dump(
+                        f"stream {s.name} never reached {final:x}; recent events:\n"
+                        + "\n".join(f"{k} {i} {d[:300]}" for k, i, d in s.recent)
+                    )
+            raise
+        self.count("streams at the final position", len(subs))
+        with self.lock:
+            for s in subs:
+                s.stop.set()
+            for s in subs:
+                for message in s.suspect.values():
+                    self.fail("events", f"stream {s.name} at quiescence: {message}")
+                self.check_missed(s, upto=None)
+                self.count("missed check: streams", 1)
+                if not s.never_reset:
+                    self.count("missed check: streams after a reset", 1)
+        with httpx.Client(base_url=self.stack.url, timeout=BOUND) as client:
             for s in subs:
                 for t, spec in s.targets.items():
-                    want = self.fresh(client, spec)
+                    try:
+                        want = self.fresh(client, spec)
+                    except httpx.HTTPError as e:
+                        self.fail("states", f"the fresh query of {s.name} {t} ({spec}) failed: {e}")
+                        continue
                     got = s.state.get(t)
                     if got != want:
                         self.fail(
+                            "states",
                             f"stream {s.name} target {t} ({spec}): built from events\n  {got}\n"
-                            f"but a fresh query gives\n  {want}"
+                            f"but a fresh query gives\n  {want}",
                         )
                     self.count("targets compared")
 
     # -- the run ----------------------------------------------------------------------------
 
-    def run(self) -> dict[str, int]:
+    def plan(self) -> list[str]:
+        kinds = [k for k, n in FAULT_PLAN.items() for _ in range(n)] if self.faults else []
+        self.rng.shuffle(kinds)
+        for k in kinds:
+            self.planned[k] = self.planned.get(k, 0) + 1
+        return kinds
+
+    def drive(self, subs: list[Subscriber]) -> None:
+        """The faults, between transactions; then TAIL transactions after every stream holds
+        its last snapshot (the missed check's material for streams that were reset)."""
+        while True:
+            kinds = self.plan()
+            for kind in kinds:
+                self.await_transactions(GAP, f"before the fault {kind}")
+                self.fault(kind, subs)
+            if not kinds:
+                self.await_transactions(GAP, "(no faults)")
+            if self.seconds is None or time.monotonic() - self.started >= self.seconds:
+                break
+        self.wait_until(
+            lambda: all(self.ready(s) for s in subs), "every stream's snapshot", "quiet"
+        )
+        self.await_transactions(TAIL, "after every stream's last snapshot")
+        goal = SHORT_TXNS
+        self.wait_until(lambda: self.committed() >= goal, f"{goal} transactions", "writes")
+
+    def run(self) -> Campaign:
         keep = bool(os.environ.get("DOCSTORE_KEEP_LOGS"))
-        ok = False
         try:
             self.stack = Stack(self.dirs)
-            subs = self.make_subscribers()
+            subs = self.subs = self.make_subscribers()
             # Some documents before the streams open: the first snapshots are not empty.
             seeder = random.Random(self.seed + 7)
             for p in POOL[::2]:
@@ -850,47 +1232,141 @@ class Campaign:
             threads = [threading.Thread(target=s.run, daemon=True) for s in subs]
             for t in threads:
                 t.start()
-            deadline = time.monotonic() + 60
-            while any(s.state.get("__all") is None for s in subs):
-                if time.monotonic() > deadline:
-                    raise OracleFailure("the streams did not open")
-                time.sleep(0.1)
             writers = [
                 threading.Thread(target=self.sql_writer, args=(self.seed + 1, "sqlA"), daemon=True),
                 threading.Thread(target=self.sql_writer, args=(self.seed + 2, "sqlB"), daemon=True),
                 threading.Thread(target=self.http_writer, args=(self.seed + 3,), daemon=True),
             ]
-            for w in writers:
-                w.start()
-            end = time.monotonic() + self.seconds
-            while time.monotonic() < end and len(self.failures) < 10:
-                time.sleep(self.rng.uniform(1.5, 4))
-                if self.faults and time.monotonic() < end:
-                    self.fault(subs)
-            self.stop.set()
-            for w in writers:
-                w.join(timeout=30)
-            # A restart that left the stack down would hang everything below.
-            if self.stack.proc is None or self.stack.proc.poll() is not None:
-                self.stack.start_sidecar()
-            self.quiesce_and_compare(subs)
+            quiet = False
+            try:
+                self.wait_until(lambda: all(self.ready(s) for s in subs), "the streams", "quiet")
+                for w in writers:
+                    w.start()
+                self.drive(subs)
+                quiet = True
+            except Abort:
+                pass
+            except (OracleFailure, subprocess.CalledProcessError, psycopg.Error) as e:
+                # The stack did not come back from a fault (or the run could not drive it).
+                self.fail("faults", f"the run stopped: {e!r}")
+            finally:
+                self.stop.set()
+                for w in writers:
+                    if w.is_alive() or w.ident is not None:
+                        w.join(timeout=BOUND)
+                        if w.is_alive():
+                            self.fail("writes", f"a writer did not stop in {BOUND} s")
+                            quiet = False
+            if quiet:
+                try:
+                    self.quiet_period(subs)
+                except Abort:
+                    pass
             for s in subs:
                 s.stop.set()
                 self.count("resumes", s.resumes)
             for t in threads:
-                t.join(timeout=35)
-            ok = not self.failures
+                t.join(timeout=BOUND)
         finally:
             if self.stack is not None:
-                self.stack.close(keep or not ok)
-        if self.failures:
-            raise OracleFailure(
-                f"DOCSTORE_ORACLE_SEED={self.seed}: {len(self.failures)} failures "
-                f"(logs in {self.dirs}):\n"
-                + "\n".join(self.failures[:20])
-                + f"\ncounts: {self.counts}"
-            )
-        return self.counts
+                self.stack.close(keep or self.failed() > 0)
+        return self
+
+    # -- the report -------------------------------------------------------------------------
+
+    def report(self) -> dict[str, list[str]]:
+        """Each check's problems: its failures, and what it covered below the minimum it
+        states. Empty lists everywhere: the run is green."""
+        c = self.counts.get
+        n = self.n_streams
+        targets = sum(len(s.targets) for s in self.subs)
+        resets = sum(v for k, v in self.counts.items() if k.startswith("reset:"))
+        need: dict[str, list[tuple[str, int, int]]] = {
+            "writes": [
+                ("committed transactions", c("transactions", 0), SHORT_TXNS),
+                (
+                    "committed through SQL",
+                    c("committed: sql statements", 0) + c("committed: sql batch", 0),
+                    GAP,
+                ),
+                ("committed through HTTP", c("committed: http", 0), GAP),
+            ],
+            "shapes": [("query targets", c("query targets", 0), n)],
+            "events": [
+                ("events", c("events", 0), SHORT_TXNS),
+                ("transaction deliveries checked", c("deliveries checked", 0), SHORT_TXNS),
+            ],
+            "missed": [
+                ("streams checked", c("missed check: streams", 0), n),
+                ("streams checked after a reset", c("missed check: streams after a reset", 0), 1),
+                (
+                    "transactions checked after a reset",
+                    c("missed check: transactions after a reset", 0),
+                    TAIL // 2,
+                ),
+                ("transactions checked", c("missed check: transactions", 0), n * TAIL // 2),
+            ],
+            "quiet": [("streams at the final position", c("streams at the final position", 0), n)],
+            "states": [("targets compared", c("targets compared", 0), max(targets, n))],
+            "faults": [
+                *((f"faults:{k}", c(f"faults:{k}", 0), v) for k, v in self.planned.items()),
+                ("resets seen", resets, 1 if self.faults else 0),
+                ("reset:lagged", c("reset:lagged", 0), 1 if self.planned.get("slow") else 0),
+            ],
+        }
+        out = {}
+        for check in CHECKS:
+            problems = list(self.failures[check])
+            for what, got, want in need[check]:
+                if got < want:
+                    problems.append(f"covered {got} {what}, fewer than the {want} it states")
+            out[check] = problems
+        return out
+
+    def summary(self) -> str:
+        c = self.counts.get
+        resets = {k[6:]: v for k, v in self.counts.items() if k.startswith("reset:")}
+        faults = {k[7:]: v for k, v in self.counts.items() if k.startswith("faults:")}
+        expected = {k: v for k, v in self.counts.items() if k.startswith(("expected", "in doubt"))}
+        prefix = "refused shape (allowed): "
+        refused = {
+            k[len(prefix) :]: f"{v}x, {REFUSED_SHAPES.get(k[len(prefix) :])}"
+            for k, v in self.counts.items()
+            if k.startswith(prefix)
+        }
+        lines = [
+            f"oracle: seed {self.seed} (replay: DOCSTORE_SEED={self.seed}), "
+            f"{time.monotonic() - self.started:.0f} s",
+            f"  streams checked {c('missed check: streams', 0)} of {self.n_streams}, resets seen "
+            f"{sum(resets.values())} {resets}, targets compared {c('targets compared', 0)}",
+            f"  transactions committed {c('transactions', 0)} (sql statements "
+            f"{c('committed: sql statements', 0)}, sql batch {c('committed: sql batch', 0)}, "
+            f"http {c('committed: http', 0)}); events {c('events', 0)}, transaction "
+            f"deliveries checked (one transaction per event, none twice) "
+            f"{c('deliveries checked', 0)}",
+            f"  missed check: {c('missed check: transactions', 0)} transaction deliveries "
+            f"required on {c('missed check: streams', 0)} streams; after a reset "
+            f"{c('missed check: transactions after a reset', 0)} on "
+            f"{c('missed check: streams after a reset', 0)} streams; checked at resets (up to "
+            f"the position reached) {c('missed check: transactions before a reset', 0)}; "
+            f"{c('snapshots without a reset (requeries)', 0)} requery snapshots, "
+            f"{c('missed check: in a requery snapshot', 0)} transactions excused by one",
+            f"  faults {faults} (planned {self.planned})",
+            f"  expected write failures {expected or 'none'}",
+            f"  query targets {c('query targets', 0)}; refused query shapes (allow-list: "
+            f"{sorted(REFUSED_SHAPES) or 'empty'}): {refused or 'none'}",
+        ]
+        return "\n".join(lines)
+
+    def problems_text(self) -> str:
+        report = self.report()
+        out = []
+        for check, problems in report.items():
+            for p in problems[:20]:
+                out.append(f"[{check}] {p}")
+        if out:
+            out.append(f"(replay: DOCSTORE_SEED={self.seed}; logs in {self.dirs})")
+        return "\n".join(out)
 
 
 def run_sql_write(conn: psycopg.Connection, kind: str, path: str, data: dict | None) -> None:
@@ -920,27 +1396,23 @@ def http_write(w: tuple[str, str, dict | None]) -> dict:
 
 
 def main() -> int:
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60
-    seed = (
-        int(sys.argv[2])
-        if len(sys.argv) > 2
-        else int(os.environ.get("DOCSTORE_ORACLE_SEED", "0") or 0)
-    )
-    if not seed:
-        seed = random.randrange(1, 2**31)
-    print(f"oracle: seed {seed}, {seconds:.0f} s", flush=True)
-    started = time.monotonic()
-    try:
-        faults = os.environ.get("DOCSTORE_ORACLE_FAULTS", "1") != "0"
-        counts = Campaign(seed, seconds, faults=faults).run()
-    except OracleFailure as e:
-        print(f"oracle: FAILED\n{e}", flush=True)
-        return 1
+    """`oracle.py [SECONDS [SEED]]`: SECONDS 0 or absent runs the short campaign (bounded by
+    counts); a SEED of 0 or absent takes campaign_seed()."""
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 0
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 and int(sys.argv[2]) else campaign_seed()
     print(
-        f"oracle: passed, seed {seed}, {time.monotonic() - started:.0f} s: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+        f"oracle: seed {seed} (replay: DOCSTORE_SEED={seed}), "
+        + (f"{seconds:.0f} s" if seconds else "the short campaign"),
         flush=True,
     )
+    faults = os.environ.get("DOCSTORE_ORACLE_FAULTS", "1") != "0"
+    campaign = Campaign(seed, seconds or None, faults=faults).run()
+    print(campaign.summary(), flush=True)
+    problems = campaign.problems_text()
+    if problems:
+        print(f"oracle: FAILED, seed {seed}\n{problems}", flush=True)
+        return 1
+    print(f"oracle: passed, seed {seed}: every check ran ({', '.join(CHECKS)})", flush=True)
     return 0
 
 

@@ -9,7 +9,7 @@ import threading
 
 import httpx
 import pytest
-from oracle import LISTEN, Stack
+from oracle import BOUND, LISTEN, Stack
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def wait_for(out: list, pred, what: str, seen: int = 0) -> tuple[str, dict]:
     """The first event from index `seen` on that `pred` accepts."""
     import time
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + BOUND
     while time.monotonic() < deadline:
         while seen < len(out):
             ev = out[seen]
@@ -135,7 +135,7 @@ def test_a_fast_shutdown_is_not_held_up_by_the_sidecar(live_stack):
                 "fast",
                 "-w",
                 "-t",
-                "20",
+                str(BOUND),
                 "restart",
             ]
         )
