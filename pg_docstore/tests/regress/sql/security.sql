@@ -17,6 +17,8 @@ service cloud.firestore { match /databases/{database}/documents { match /{d=**} 
 set docstore.database = 'secure';
 select count(*) as seeded from (select docstore.set('people/p' || i,
   jsonb_build_object('ssn', 'ssn-' || i, 'n', i)) from generate_series(1, 8) i) s;
+-- a composite index (CREATING: writes maintain it, so they read its definition as the owner)
+select docstore.create_index('people', '[{"field": "ssn"}, {"field": "n", "order": "desc"}]') is not null as indexed;
 begin;
 set local role docstore_client;
 select sqlstate_of($$select path from docstore.query('select * from /people where ssn = "ssn-3"')$$) as fake_pg_class;
