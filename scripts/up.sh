@@ -84,6 +84,9 @@ CONF
 }
 
 start_cluster() {
+  # Postgres runs with RUST_BACKTRACE=1, as from a developer's shell: the extension must keep
+  # Rust backtraces out of the errors clients read (the regression test `security` checks it).
+  export RUST_BACKTRACE=1
   if cluster_running; then
     if [ "${LIBRARY_CHANGED}" = 1 ]; then
       say "the extension library changed: restarting the cluster"

@@ -10,25 +10,25 @@
 create function docstore.wait_for_older_transactions(since timestamptz, timeout interval default '10 minutes')
 returns void language plpgsql as $$
 declare
-    deadline timestamptz := clock_timestamp() + timeout;
+    deadline timestamptz := pg_catalog.clock_timestamp() + timeout;
 begin
     loop
         -- pg_stat_activity is read once per transaction and then cached: drop the cached copy,
         -- or a transaction seen open at the first look would be waited for forever.
-        perform pg_stat_clear_snapshot();
+        perform pg_catalog.pg_stat_clear_snapshot();
         exit when not exists (
-            select 1 from pg_stat_activity
-            where pid <> pg_backend_pid()
-              and datname = current_database()
+            select 1 from pg_catalog.pg_stat_activity
+            where pid <> pg_catalog.pg_backend_pid()
+              and datname = pg_catalog.current_database()
               and backend_type = 'client backend'
               and xact_start < since
         );
-        if clock_timestamp() > deadline then
+        if pg_catalog.clock_timestamp() > deadline then
             raise exception 'transactions older than the index change are still open after %', timeout
                 using errcode = '55000',
                       hint = 'Find them in pg_stat_activity (xact_start), end them, and call docstore.build_indexes() again.';
         end if;
-        perform pg_sleep(0.05);
+        perform pg_catalog.pg_sleep(0.05);
     end loop;
 end $$;
 

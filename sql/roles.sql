@@ -6,7 +6,7 @@
 -- databases (or again after a drop), so the role is created only when missing and never dropped.
 do $$
 begin
-    if not exists (select from pg_roles where rolname = 'docstore_client') then
+    if not exists (select from pg_catalog.pg_roles where rolname = 'docstore_client') then
         create role docstore_client nologin;
     end if;
 end $$;
@@ -31,9 +31,9 @@ revoke execute on function docstore.create_database(text), docstore.drop_databas
 -- extension): a later `create extension` adds the new entities table to it.
 do $$
 begin
-    if not exists (select from pg_publication where pubname = 'docstore_changes') then
+    if not exists (select from pg_catalog.pg_publication where pubname = 'docstore_changes') then
         create publication docstore_changes for table docstore.entities;
-    elsif not exists (select from pg_publication_tables
+    elsif not exists (select from pg_catalog.pg_publication_tables
                       where pubname = 'docstore_changes'
                         and schemaname = 'docstore' and tablename = 'entities') then
         alter publication docstore_changes add table docstore.entities;

@@ -3,3 +3,57 @@
 -- naming the change, until 0.2.0 is tagged. scripts/upgrade.sh checks that a 0.1.0 database
 -- brought up to date by this script has the schema of a fresh 0.2.0 install.
 \echo Use "ALTER EXTENSION pg_docstore UPDATE" to load this file. \quit
+
+-- Security hardening (issue 24, extension side): rules_lookup, a SECURITY DEFINER function,
+-- gets a fixed search_path; set_rules and drop_rules default to the session's database
+-- (docstore.database) instead of '(default)'; wait_for_older_transactions names its catalogs
+-- with pg_catalog.
+CREATE OR REPLACE FUNCTION docstore."rules_lookup"(
+	"kind" TEXT, /* & str */
+	"path" jsonb, /* TypedJsonb */
+	"request_database" TEXT /* & str */
+) RETURNS jsonb /* Option < TypedJsonb > */
+STRICT STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rules_lookup_wrapper';
+
+CREATE OR REPLACE FUNCTION docstore."set_rules"(
+	"source" TEXT, /* & str */
+	"database" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS VOID /* Result < (), ErrorReport > */
+VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'set_rules_wrapper';
+
+CREATE OR REPLACE FUNCTION docstore."drop_rules"(
+	"database" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS bool /* Result < bool, ErrorReport > */
+VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'drop_rules_wrapper';
+
+create or replace function docstore.wait_for_older_transactions(since timestamptz, timeout interval default '10 minutes')
+returns void language plpgsql as $$
+declare
+    deadline timestamptz := pg_catalog.clock_timestamp() + timeout;
+begin
+    loop
+        -- pg_stat_activity is read once per transaction and then cached: drop the cached copy,
+        -- or a transaction seen open at the first look would be waited for forever.
+        perform pg_catalog.pg_stat_clear_snapshot();
+        exit when not exists (
+            select 1 from pg_catalog.pg_stat_activity
+            where pid <> pg_catalog.pg_backend_pid()
+              and datname = pg_catalog.current_database()
+              and backend_type = 'client backend'
+              and xact_start < since
+        );
+        if pg_catalog.clock_timestamp() > deadline then
+            raise exception 'transactions older than the index change are still open after %', timeout
+                using errcode = '55000',
+                      hint = 'Find them in pg_stat_activity (xact_start), end them, and call docstore.build_indexes() again.';
+        end if;
+        perform pg_catalog.pg_sleep(0.05);
+    end loop;
+end $$;

@@ -150,6 +150,23 @@ impl From<DocstoreError> for ErrorReport {
     }
 }
 
+/// Keep Rust backtraces out of the errors clients read. pgrx re-raises a Postgres error that
+/// interrupted our code (an SPI statement refused, cancelled or timed out) with a Rust
+/// backtrace of the call in its DETAIL whenever `std::backtrace::Backtrace::capture` is on,
+/// which `RUST_BACKTRACE=1` in the postmaster's environment turns on (developers' shells often
+/// set it): the client would read the extension's internals instead of the error's own detail.
+/// Capturing is turned off for the process (`RUST_LIB_BACKTRACE=0` takes precedence over
+/// `RUST_BACKTRACE` for captured backtraces) unless `RUST_LIB_BACKTRACE` is set explicitly, the
+/// documented way to debug the extension with backtraces (docs/storage.md, "Access: whose
+/// rights a query uses"). Called from `_PG_init`, before anything could capture one.
+pub fn keep_backtraces_out_of_errors() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // Postgres processes are single-threaded, and _PG_init runs before any code of ours
+        // could read the environment from another thread.
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
+}
+
 /// The [`PgSqlErrorCode`] of a five-character SQLSTATE (Postgres' `MAKE_SQLSTATE`); anything
 /// that is not one is `ERRCODE_INTERNAL_ERROR`.
 pub fn sql_error_code(sqlstate: &str) -> PgSqlErrorCode {

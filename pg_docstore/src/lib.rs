@@ -44,6 +44,7 @@ pgrx::extension_sql_file!("../../sql/roles.sql", name = "roles", finalize);
 
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    errors::keep_backtraces_out_of_errors();
     guc::init();
     pg::catalog_cache::register();
     pg::names::register();

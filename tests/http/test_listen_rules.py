@@ -130,6 +130,8 @@ def ended_by_permission(listener: Listener) -> list[dict]:
     last = events[-1]
     assert last["event"] == "reset", events
     assert last["data"]["reason"] == "permission", last
+    # the same text whatever the rules read (docs/rules.md, "What a denial tells")
+    assert last["data"]["message"] == "the security rules no longer allow this stream", last
     return events
 
 

@@ -2,6 +2,8 @@
 database decides the sidecar's client requests, which run as docstore_client with the JWT's
 claims in docstore.auth; the admin key bypasses the rules."""
 
+import json
+
 import pytest
 
 DB = "rulestest"
@@ -43,6 +45,42 @@ def test_writes_are_decided_by_the_rules(stack, client, rules):
     # the admin key bypasses the rules
     r = client.put(stack.doc("users/u2", db=DB), json={"owner": "x"}, headers=stack.admin)
     assert r.status_code == 200, r.text
+
+
+def test_a_denied_write_reads_the_same_whether_the_document_exists(stack, client, rules):
+    # docs/rules.md, "What a denial tells": a set is decided as a create or an update by
+    # whether its document exists, so a denial naming either (or the rule lines that failed)
+    # would tell the client what the rules hide. PUT (whole and merge) and :commit answer the
+    # same body, whatever the path, for an existing and a missing document.
+    r = client.put(stack.doc("users/u2", db=DB), json={"owner": "u2"}, headers=stack.admin)
+    assert r.status_code == 200, r.text
+    u1 = stack.bearer(stack.token({"sub": "u1"}))
+
+    def denials(path):
+        bodies = []
+        for method, url, params, body in [
+            ("PUT", stack.doc(path, db=DB), {}, {"owner": "u1"}),
+            ("PUT", stack.doc(path, db=DB), {"merge": "true"}, {"owner": "u1"}),
+            (
+                "POST",
+                f"/v1/databases/{DB}:commit",
+                {},
+                {"writes": [{"set": path, "data": {"owner": "u1"}}]},
+            ),
+        ]:
+            r = client.request(method, url, params=params, json=body, headers=u1)
+            assert r.status_code == 403, (method, path, r.text)
+            assert r.json()["code"] == "PERMISSION_DENIED"
+            bodies.append(json.dumps(r.json(), sort_keys=True).replace(path, "<path>"))
+        return bodies
+
+    existing, missing = denials("users/u2"), denials("users/u3")
+    assert existing == missing
+    assert not any(word in text for text in existing for word in ("create", "update", "line"))
+    # nothing was written
+    r = client.get(stack.doc("users/u2", db=DB), headers=stack.admin)
+    assert r.json()["data"] == {"owner": "u2"}
+    assert client.get(stack.doc("users/u3", db=DB), headers=stack.admin).status_code == 404
 
 
 def test_reads_are_decided_by_the_rules(stack, client, rules):

@@ -205,7 +205,7 @@ fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport>
                 let docs = client.update(
                     "select e.name, e.path, e.data from docstore.entities e, docstore.indexes i \
                      where i.id = $3 and e.database_id = $1 and e.collection_id = $2 \
-                       and e.name > coalesce(i.backfill_cursor, ''::bytea) \
+                       and e.name > coalesce(i.backfill_cursor, ''::pg_catalog.bytea) \
                      order by e.name limit $4 for share of e",
                     None,
                     &[

@@ -135,7 +135,10 @@ fn rules_set(database: &str) -> bool {
 /// the caller's row-level security hides. NULL (an error, as in the evaluator) for anything
 /// that is not a document path of `request_database`. Not executable by clients
 /// (`roles.sql`): only the SECURITY DEFINER policy function `docstore.rules_policy` calls it.
+/// Its search_path is fixed, as every definer's must be (the caller's would otherwise decide
+/// what its statements' unqualified names mean).
 #[pg_extern(stable, strict, parallel_safe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
 fn rules_lookup(kind: &str, path: TypedJsonb, request_database: &str) -> Option<TypedJsonb> {
     let Val::Path(segments) = prim::from_json(&arg(&path)?)? else {
         return None;
@@ -165,9 +168,14 @@ fn rules_lookup(kind: &str, path: TypedJsonb, request_database: &str) -> Option<
     out(Some(value))
 }
 
-fn valid_database(id: &str) -> Result<(), DocstoreError> {
+/// The database a function names, or (NULL, its default) the session's
+/// (`docstore.database`), as the document functions use.
+fn database_or_session(id: Option<&str>) -> Result<String, DocstoreError> {
+    let Some(id) = id else {
+        return guc::database_id();
+    };
     if is_valid_database_id(id) {
-        Ok(())
+        Ok(id.to_owned())
     } else {
         Err(DocstoreError::InvalidArgument(format!(
             "'{id}' is not a valid database id: {DATABASE_ID_RULE}"
@@ -175,7 +183,8 @@ fn valid_database(id: &str) -> Result<(), DocstoreError> {
     }
 }
 
-/// Replace the security rules of a database (default `(default)`): compiled first (42601 for
+/// Replace the security rules of a database (default: the session's, `docstore.database`, as
+/// for the document functions; `(default)` when unset): compiled first (42601 for
 /// syntax, 0A000 for what is not supported, with line:column and the source line; nothing
 /// changes on error), then stored in `docstore.rules`, whose trigger regenerates the
 /// row-level-security function in the same transaction. Administrators only.
@@ -186,31 +195,32 @@ fn valid_database(id: &str) -> Result<(), DocstoreError> {
 ///   match /users/{uid} { allow read, write: if request.auth.uid == uid; } } }$$);
 /// ```
 #[pg_extern(volatile)]
-fn set_rules(source: &str, database: default!(&str, "'(default)'")) -> Result<(), ErrorReport> {
-    valid_database(database)?;
+fn set_rules(source: &str, database: default!(Option<&str>, "NULL")) -> Result<(), ErrorReport> {
+    let database = database_or_session(database)?;
     crate::rules::compile(source)?;
     Spi::connect_mut(|client| -> Result<(), DocstoreError> {
         client.update(
             "insert into docstore.rules (database_id, source) values ($1, $2) \
              on conflict (database_id) do update set source = excluded.source, updated_at = now()",
             None,
-            &[database.into(), source.into()],
+            &[database.as_str().into(), source.into()],
         )?;
         Ok(())
     })?;
     Ok(())
 }
 
-/// Remove the rules of a database: it is open again (every request allowed). Administrators only.
+/// Remove the rules of a database (default: the session's, as for [`set_rules`]): it is open
+/// again (every request allowed). Administrators only.
 #[pg_extern(volatile)]
-fn drop_rules(database: default!(&str, "'(default)'")) -> Result<bool, ErrorReport> {
-    valid_database(database)?;
+fn drop_rules(database: default!(Option<&str>, "NULL")) -> Result<bool, ErrorReport> {
+    let database = database_or_session(database)?;
     let removed = Spi::connect_mut(|client| -> Result<usize, DocstoreError> {
         Ok(client
             .update(
                 "delete from docstore.rules where database_id = $1 returning 1",
                 None,
-                &[database.into()],
+                &[database.as_str().into()],
             )?
             .len())
     })?;

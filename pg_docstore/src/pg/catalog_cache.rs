@@ -37,7 +37,11 @@ pub fn register() {
 
 fn catalog_oid(client: &SpiClient<'_>) -> Result<pg_sys::Oid, DocstoreError> {
     let oid = client
-        .select("select 'docstore.indexes'::regclass::oid", Some(1), &[])?
+        .select(
+            "select 'docstore.indexes'::pg_catalog.regclass::pg_catalog.oid",
+            Some(1),
+            &[],
+        )?
         .first()
         .get_one::<pg_sys::Oid>()?
         .ok_or_else(|| DocstoreError::Internal("docstore.indexes is missing".into()))?;

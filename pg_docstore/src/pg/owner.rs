@@ -5,6 +5,12 @@
 //! security applies) runs as the caller. The guard restores the caller on drop, which also
 //! runs when a Postgres error unwinds through us, and it marks the switch as a local user-id
 //! change so the security context is as strict as in a SECURITY DEFINER function.
+//!
+//! Statements run as the owner still resolve names with the caller's search_path, where the
+//! caller's temporary schema comes first for relations and types: they name every table with
+//! its schema and every type and catalog with `pg_catalog.` (a temporary domain `text` whose
+//! check calls the caller's function would otherwise run that function as the owner;
+//! functions and operators are never looked up in the temporary schema).
 
 use std::cell::Cell;
 
@@ -17,7 +23,9 @@ thread_local! {
     static OWNER: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
 }
 
-/// The owner of `docstore.index_entries` (looked up once per backend).
+/// The owner of `docstore.index_entries` (looked up once per backend). Every name is
+/// qualified: a temporary table `pg_class` of the caller's session comes first in its
+/// search_path and must not decide whom [`AsOwner`] becomes.
 fn owner(client: &SpiClient<'_>) -> Result<pg_sys::Oid, DocstoreError> {
     let known = OWNER.with(Cell::get);
     if known != pg_sys::InvalidOid {
@@ -25,7 +33,8 @@ fn owner(client: &SpiClient<'_>) -> Result<pg_sys::Oid, DocstoreError> {
     }
     let oid = client
         .select(
-            "select relowner from pg_class where oid = 'docstore.index_entries'::regclass",
+            "select relowner from pg_catalog.pg_class \
+             where oid = 'docstore.index_entries'::pg_catalog.regclass",
             Some(1),
             &[],
         )?

@@ -164,7 +164,7 @@ impl Documents for Lookups<'_> {
 /// Decide one request; a denial is PERMISSION_DENIED (42501).
 ///
 /// # Errors
-/// [`DocstoreError::PermissionDenied`] with the evaluator's reason.
+/// [`DocstoreError::PermissionDenied`] as [`denied`] words it.
 pub fn decide(
     ruleset: &Ruleset,
     request: &Request,
@@ -174,6 +174,34 @@ pub fn decide(
 ) -> Result<(), DocstoreError> {
     match eval::evaluate(ruleset, request, stored, documents, budget) {
         eval::Decision::Allow => Ok(()),
-        eval::Decision::Deny(reason) => Err(DocstoreError::PermissionDenied(reason)),
+        eval::Decision::Deny(reason) => Err(denied(request, &reason, "")),
     }
+}
+
+/// A denial as the client sees it: the kind of access (`get`, `list`, or `write` for every
+/// create, update and delete) and the path, never the evaluator's reason. Which rules ran and
+/// how each failed depends on the stored documents (a `set` is decided as `create` or
+/// `update` by whether its document exists; a rule reading `resource` fails differently on a
+/// missing document), so the reason would tell a client what the rules hide (docs/rules.md,
+/// "What a denial tells"). The reason goes to the server log only (`LOG_SERVER_ONLY`, never
+/// sent to a client, whatever its `client_min_messages`). `suffix` is appended to the
+/// client's message (a fixed text, nothing read from the data).
+pub fn denied(request: &Request, reason: &str, suffix: &str) -> DocstoreError {
+    let access = match request.method {
+        Method::Get => "get",
+        Method::List => "list",
+        Method::Create | Method::Update | Method::Delete => "write",
+    };
+    pgrx::ereport!(
+        pgrx::PgLogLevel::LOG_SERVER_ONLY,
+        pgrx::PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!(
+            "pg_docstore: a client was denied in database {}: {reason}",
+            request.database
+        )
+    );
+    DocstoreError::PermissionDenied(format!(
+        "the security rules deny '{access}' on {}{suffix}",
+        request.path
+    ))
 }

@@ -24,7 +24,7 @@ use crate::pg::time::transaction_start;
 /// allowed; run it while the guard (statements as the owner) lives.
 ///
 /// # Errors
-/// [`DocstoreError::PermissionDenied`] (42501) naming the rules that failed; a malformed
+/// [`DocstoreError::PermissionDenied`] (42501) as [`super::denied`] words it; a malformed
 /// `docstore.auth`; SPI errors; a stored ruleset that no longer compiles.
 pub fn authorize(
     client: &SpiClient<'_>,
@@ -54,8 +54,10 @@ pub fn authorize(
     );
     match decision {
         Decision::Allow => Ok(Some(owner)),
-        Decision::Deny(reason) => Err(DocstoreError::PermissionDenied(format!(
-            "{reason} (rules are not filters: the query itself must prove its list rule)"
-        ))),
+        Decision::Deny(reason) => Err(super::denied(
+            &request,
+            &reason,
+            " (rules are not filters: the query itself must prove its list rule)",
+        )),
     }
 }

@@ -79,14 +79,14 @@ pub fn index_config_in(
 ) -> Result<IndexConfig, DocstoreError> {
     let sql = match states {
         States::Maintained => {
-            "select 'index' as kind, id, scope, fields, null::text as field_path from docstore.indexes \
+            "select 'index' as kind, id, scope, fields, null::pg_catalog.text as field_path from docstore.indexes \
                where database_id = $1 and collection_group = $2 and state in ('CREATING', 'READY') \
              union all \
              select 'exemption', null, null, null, field_path from docstore.field_exemptions \
                where database_id = $1 and collection_group = $2"
         }
         States::Usable => {
-            "select 'index' as kind, id, scope, fields, null::text as field_path from docstore.indexes \
+            "select 'index' as kind, id, scope, fields, null::pg_catalog.text as field_path from docstore.indexes \
                where database_id = $1 and collection_group = $2 and state = 'READY' \
              union all \
              select 'exemption', null, null, null, field_path from docstore.field_exemptions \

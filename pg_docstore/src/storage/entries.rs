@@ -66,7 +66,7 @@ pub fn insert_missing(
         return Ok(());
     }
     let sql = "insert into docstore.index_entries (database_id, key, name) \
-               select $1, k, n from unnest($2::bytea[], $3::bytea[]) as u(k, n) on conflict do nothing";
+               select $1, k, n from unnest($2::pg_catalog.bytea[], $3::pg_catalog.bytea[]) as u(k, n) on conflict do nothing";
     let stmt = plan(client, sql, &[TEXT, BYTEA_ARRAY, BYTEA_ARRAY])?;
     client.update(&*stmt, None, &[database.into(), keys.into(), names.into()])?;
     Ok(())

@@ -224,11 +224,15 @@ impl Hub {
             match action {
                 Action::Deliver(frame, logged) => self.deliver(id, frame, logged),
                 Action::Deny(reason) => {
+                    // The reason (which rules failed, and how) depends on the documents the
+                    // rules read, a deleted one included: the log keeps it, the client reads
+                    // the same text whatever happened (docs/rules.md, "What a denial tells").
+                    tracing::info!(stream = %id, %reason, "the security rules denied a stream");
                     self.guard.forget(id);
                     self.close(
                         id,
                         ResetReason::Permission,
-                        &format!("the security rules no longer allow this stream: {reason}"),
+                        "the security rules no longer allow this stream",
                     );
                 }
                 Action::Fetch {

@@ -17,8 +17,8 @@ pub extern "C-unwind" fn docstore_build_worker(arg: pg_sys::Datum) {
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
     let enabled = BackgroundWorker::transaction(|| {
         Spi::get_one::<bool>(
-            "select exists (select from pg_extension where extname = 'pg_docstore') \
-                    and current_setting('docstore.auto_build_indexes')::boolean",
+            "select exists (select from pg_catalog.pg_extension where extname = 'pg_docstore') \
+                    and pg_catalog.current_setting('docstore.auto_build_indexes')::pg_catalog.bool",
         )
     });
     if !matches!(enabled, Ok(Some(true))) {
