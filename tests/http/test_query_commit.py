@@ -80,6 +80,35 @@ def test_large_result_is_streamed(stack, client, coll):
     assert rows[0]["path"] == f"{coll}/d00001" and rows[-1]["data"]["i"] == 5000
 
 
+def test_first_rows_leave_before_the_result_is_read(stack, client, coll):
+    # 80 MB of documents: more than the socket buffers between Postgres and the client, so the
+    # statement is still running after the first chunk while the client does not read; and more
+    # than work_mem, so a result collected before its first row is sent (a set-returning
+    # function in FROM) would sit in a temporary file. Called in the select list, the extension
+    # produces rows a batch at a time: no temporary file exists.
+    stack.sql(
+        "select count(docstore.set(%s || '/d' || lpad(i::text, 5, '0'), "
+        "jsonb_build_object('i', i, 'pad', repeat('x', 2000)))) from generate_series(1, 40000) i",
+        coll,
+    )
+    with client.stream(
+        "POST", RUN, headers=stack.admin, json={"sql": f"select * from /{coll}"}
+    ) as r:
+        assert r.status_code == 200
+        chunks = r.iter_raw()
+        first = next(chunks)
+        assert first.startswith(b'[\n{"path":"' + f"{coll}/d00001".encode())
+        running = stack.sql(
+            "select state from pg_stat_activity where true "
+            "and query like '%%docstore.query%%' and pid <> pg_backend_pid()"
+        )
+        assert running == [("active",)], running
+        assert stack.sql("select count(*) from pg_ls_tmpdir()") == [(0,)]
+        rest = b"".join(chunks)
+    rows = json.loads(first + rest)
+    assert len(rows) == 40000 and rows[-1]["data"]["i"] == 40000
+
+
 def test_commit_batch(stack, client, coll):
     client.put(stack.doc(f"{coll}/b"), json={"n": 1}, headers=stack.admin)
     r = client.post(
