@@ -299,3 +299,31 @@ def test_error_after_the_header_ends_the_array_with_an_error_item(stack, coll):
     assert set(rows[-1]) == {"error"}, rows[-1]
     assert rows[-1]["error"]["code"] in ("UNAVAILABLE", "INTERNAL")
     assert "docstore.query" not in json.dumps(rows[-1])
+
+
+def test_max_query_results_caps_a_client_query(stack, client):
+    """docstore.set_database_options(db, max_query_results => 2): a client's query over the
+    cap gets its first 2 rows, then a RESOURCE_EXHAUSTED error item ends the answer; a query
+    within it (a limit) is whole, and the admin key is not capped."""
+    db = "capped-http"
+    stack.sql("select docstore.create_database(%s)", db)
+    try:
+        for name in "abc":
+            r = client.put(stack.doc(f"c/{name}", db), headers=stack.admin, json={})
+            assert r.status_code == 200, r.text
+        stack.sql("select docstore.set_database_options(%s, 2)", db)
+        run = f"/v1/databases/{db}:runQuery"
+        user = stack.bearer(stack.token({"sub": "u1"}))
+        r = client.post(run, headers=user, json={"sql": "select * from /c"})
+        assert r.status_code == 200, r.text
+        rows = r.json()
+        assert [row["path"] for row in rows[:2]] == ["c/a", "c/b"]
+        assert rows[2]["error"]["code"] == "RESOURCE_EXHAUSTED"
+        assert "max_query_results" in rows[2]["error"]["message"]
+        assert len(rows) == 3
+        r = client.post(run, headers=user, json={"sql": "select * from /c limit 2"})
+        assert [row["path"] for row in r.json()] == ["c/a", "c/b"]
+        r = client.post(run, headers=stack.admin, json={"sql": "select * from /c"})
+        assert len(r.json()) == 3
+    finally:
+        stack.sql("select docstore.drop_database(%s)", db)
