@@ -23,7 +23,8 @@ grant execute on all functions in schema docstore to docstore_client;
 
 -- Managing databases is for administrators (the extension's owner and superusers), as is
 -- creating indexes (which needs the rights on docstore.indexes that clients lack).
-revoke execute on function docstore.create_database(text), docstore.drop_database(text)
+revoke execute on function docstore.create_database(text), docstore.drop_database(text),
+    docstore.set_database_options(text, bigint)
     from public, docstore_client;
 
 -- The change stream's publication (docs/architecture.md). A publication cannot be a member of

@@ -86,10 +86,12 @@ create table docstore.field_exemptions (
 
 -- The Firestore databases that exist (the sidecar answers 404 for any other id). The SQL
 -- functions work for any valid id (`set docstore.database`); docstore.create_database and
--- docstore.drop_database keep this list.
+-- docstore.drop_database keep this list. max_query_results: the most documents one client query
+-- may return (NULL: no cap), set by docstore.set_database_options (docs/storage.md).
 create table docstore.databases (
-    id         text collate "C" primary key,
-    created_at timestamptz not null default now()
+    id                text collate "C" primary key,
+    created_at        timestamptz not null default now(),
+    max_query_results bigint check (max_query_results > 0)
 );
 insert into docstore.databases (id) values ('(default)');
 

@@ -95,6 +95,7 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         listen_queue: 1,
         listen_replay: 1,
         statement_timeout_ms: 0,
+        query_write_timeout_ms: 0,
     };
     let verifier = Verifier::from_config(&config).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();

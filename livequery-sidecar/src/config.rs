@@ -110,7 +110,21 @@ pub struct Config {
         default_value_t = DEFAULT_STATEMENT_TIMEOUT_MS
     )]
     pub statement_timeout_ms: u64,
+
+    /// Longest the sidecar waits, in milliseconds, for a client to take the next chunk of a
+    /// streamed query answer (`:runQuery`, GET of a collection). A client that stops reading
+    /// for longer has its response aborted (the body ends without its final chunk), and the
+    /// transaction is rolled back and its Postgres connection released. 0: no limit.
+    #[arg(
+        long,
+        env = "DOCSTORE_QUERY_WRITE_TIMEOUT_MS",
+        default_value_t = DEFAULT_QUERY_WRITE_TIMEOUT_MS
+    )]
+    pub query_write_timeout_ms: u64,
 }
+
+/// Default `--query-write-timeout-ms`: 30 s, as the statement timeout.
+pub const DEFAULT_QUERY_WRITE_TIMEOUT_MS: u64 = 30_000;
 
 /// Default `--statement-timeout-ms`: 30 s.
 pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
@@ -138,6 +152,7 @@ impl std::fmt::Debug for Config {
             .field("listen_queue", &self.listen_queue)
             .field("listen_replay", &self.listen_replay)
             .field("statement_timeout_ms", &self.statement_timeout_ms)
+            .field("query_write_timeout_ms", &self.query_write_timeout_ms)
             .finish()
     }
 }

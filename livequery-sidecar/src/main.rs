@@ -88,6 +88,8 @@ async fn run(config: Config) -> Result<(), String> {
         db,
         verifier,
         max_body_bytes: config.max_body_bytes,
+        query_write_timeout: (config.query_write_timeout_ms > 0)
+            .then(|| std::time::Duration::from_millis(config.query_write_timeout_ms)),
         metrics: Some(metrics),
         session,
     });

@@ -57,3 +57,16 @@ begin
         perform pg_catalog.pg_sleep(0.05);
     end loop;
 end $$;
+
+-- A per-database cap on the documents of a client query (docstore.set_database_options).
+alter table docstore.databases
+    add column max_query_results bigint check (max_query_results > 0);
+-- pg_docstore::api::databases::set_database_options
+CREATE  FUNCTION docstore."set_database_options"(
+	"id" TEXT, /* &str */
+	"max_query_results" bigint /* core::option::Option<i64> */
+) RETURNS VOID /* core::result::Result<(), pgrx_pg_sys::submodules::panic::ErrorReport> */
+VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'set_database_options_wrapper';
+revoke execute on function docstore.set_database_options(text, bigint) from public;

@@ -13,7 +13,7 @@
 //! | already exists | 23505 |
 //! | failed precondition | 55000 |
 //! | contention (REPEATABLE READ conflict) | 40001 |
-//! | too large (document, nesting, index entry count or size) | 54000 |
+//! | too large (document, nesting, index entries, a client query over max_query_results) | 54000 |
 //! | query syntax | 42601 (message has line and column) |
 //! | missing index | 55000 (message has the `create_index` call) |
 //! | a query no index layout can serve | 0A000 |
@@ -76,6 +76,11 @@ pub enum DocstoreError {
     Rules(docstore_rules::CompileError),
     #[error("permission denied: {0}")]
     PermissionDenied(String),
+    #[error(
+        "the query returns more than {0} documents, this database's max_query_results \
+         (docstore.set_database_options): narrow it or add a limit"
+    )]
+    ResultTooLarge(u64),
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
     #[error("internal error: {0}")]
@@ -109,6 +114,7 @@ impl DocstoreError {
             DocstoreError::PreconditionFailed { .. } => ErrorKind::FailedPrecondition,
             DocstoreError::Rules(e) => e.error_kind(),
             DocstoreError::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            DocstoreError::ResultTooLarge(_) => ErrorKind::TooLarge,
             DocstoreError::Unauthenticated(_) => ErrorKind::Unauthenticated,
             DocstoreError::Contention { .. } => ErrorKind::Aborted,
             DocstoreError::Internal(_) | DocstoreError::Spi(_) => ErrorKind::Internal,
@@ -246,6 +252,7 @@ mod tests {
             (DocstoreError::Contention { path: "c/d".into() }, "40001"),
             (DocstoreError::PermissionDenied("x".into()), "42501"),
             (DocstoreError::Unauthenticated("x".into()), "28000"),
+            (DocstoreError::ResultTooLarge(10), "54000"),
             (DocstoreError::Internal("x".into()), "XX000"),
             (
                 DocstoreError::InWrite {

@@ -55,6 +55,7 @@ def test_help_documents_every_flag(stack):
         ("--pool-size", None),
         ("--shared-connections", "DOCSTORE_SHARED_CONNECTIONS"),
         ("--statement-timeout-ms", "DOCSTORE_STATEMENT_TIMEOUT_MS"),
+        ("--query-write-timeout-ms", "DOCSTORE_QUERY_WRITE_TIMEOUT_MS"),
     ):
         assert flag in out.stdout, flag
         if env:
@@ -201,6 +202,64 @@ def test_statement_timeout_ends_a_blocked_request_with_deadline_exceeded(stack, 
         assert r.json()["data"] == {"v": 2}
     finally:
         holder.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_query_write_timeout_releases_a_slow_readers_connection(stack, tmp_path):
+    """A client that stops reading a large :runQuery answer (a raw socket with a small receive
+    buffer) does not keep its pooled connection: after --query-write-timeout-ms the sidecar
+    drops the response (it ends without its final chunk) and the one connection of the pool
+    serves the next request; no transaction stays open."""
+    import socket
+
+    admin = "k" * 20
+    proc, url = start(
+        stack,
+        tmp_path,
+        stack.cluster.url(),
+        "--pool-size",
+        "1",
+        "--shared-connections",
+        "0",
+        "--query-write-timeout-ms",
+        "300",
+        "--admin-key",
+        admin,
+    )
+    stack.sql(
+        "select count(docstore.set('slowread/d' || lpad(i::text, 5, '0'), "
+        "jsonb_build_object('pad', repeat('x', 2000)))) from generate_series(1, 40000) i"
+    )
+    port = int(url.rsplit(":", 1)[1])
+    slow = socket.socket()
+    try:
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(("127.0.0.1", port))
+        body = b'{"sql": "select * from /slowread"}'
+        slow.sendall(
+            b"POST /v1/databases/(default):runQuery HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: Bearer {admin}\r\nContent-Type: application/json\r\n".encode()
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert slow.recv(1024).startswith(b"HTTP/1.1 200")
+        # The slow client stops reading. The pool's only connection serves this request once
+        # the sidecar has dropped the stalled answer.
+        r = httpx.get(
+            url + stack.doc("slowread/d00001"),
+            headers={"Authorization": f"Bearer {admin}"},
+            timeout=120,
+        )
+        assert r.status_code == 200, r.text
+        rest = b""
+        while chunk := slow.recv(1 << 20):
+            rest += chunk
+        assert not rest.endswith(b"0\r\n\r\n")  # aborted: no final chunk
+        open_tx = [b for b in stack.sidecar_backends() if b[1] and b[1].startswith("idle in")]
+        assert open_tx == []
+    finally:
+        slow.close()
         proc.kill()
         proc.wait()
 

@@ -80,6 +80,35 @@ def test_large_result_is_streamed(stack, client, coll):
     assert rows[0]["path"] == f"{coll}/d00001" and rows[-1]["data"]["i"] == 5000
 
 
+def test_first_rows_leave_before_the_result_is_read(stack, client, coll):
+    # 80 MB of documents: more than the socket buffers between Postgres and the client, so the
+    # statement is still running after the first chunk while the client does not read; and more
+    # than work_mem, so a result collected before its first row is sent (a set-returning
+    # function in FROM) would sit in a temporary file. Called in the select list, the extension
+    # produces rows a batch at a time: no temporary file exists.
+    stack.sql(
+        "select count(docstore.set(%s || '/d' || lpad(i::text, 5, '0'), "
+        "jsonb_build_object('i', i, 'pad', repeat('x', 2000)))) from generate_series(1, 40000) i",
+        coll,
+    )
+    with client.stream(
+        "POST", RUN, headers=stack.admin, json={"sql": f"select * from /{coll}"}
+    ) as r:
+        assert r.status_code == 200
+        chunks = r.iter_raw()
+        first = next(chunks)
+        assert first.startswith(b'[\n{"path":"' + f"{coll}/d00001".encode())
+        running = stack.sql(
+            "select state from pg_stat_activity where true "
+            "and query like '%%docstore.query%%' and pid <> pg_backend_pid()"
+        )
+        assert running == [("active",)], running
+        assert stack.sql("select count(*) from pg_ls_tmpdir()") == [(0,)]
+        rest = b"".join(chunks)
+    rows = json.loads(first + rest)
+    assert len(rows) == 40000 and rows[-1]["data"]["i"] == 40000
+
+
 def test_commit_batch(stack, client, coll):
     client.put(stack.doc(f"{coll}/b"), json={"n": 1}, headers=stack.admin)
     r = client.post(
@@ -270,3 +299,31 @@ def test_error_after_the_header_ends_the_array_with_an_error_item(stack, coll):
     assert set(rows[-1]) == {"error"}, rows[-1]
     assert rows[-1]["error"]["code"] in ("UNAVAILABLE", "INTERNAL")
     assert "docstore.query" not in json.dumps(rows[-1])
+
+
+def test_max_query_results_caps_a_client_query(stack, client):
+    """docstore.set_database_options(db, max_query_results => 2): a client's query over the
+    cap gets its first 2 rows, then a RESOURCE_EXHAUSTED error item ends the answer; a query
+    within it (a limit) is whole, and the admin key is not capped."""
+    db = "capped-http"
+    stack.sql("select docstore.create_database(%s)", db)
+    try:
+        for name in "abc":
+            r = client.put(stack.doc(f"c/{name}", db), headers=stack.admin, json={})
+            assert r.status_code == 200, r.text
+        stack.sql("select docstore.set_database_options(%s, 2)", db)
+        run = f"/v1/databases/{db}:runQuery"
+        user = stack.bearer(stack.token({"sub": "u1"}))
+        r = client.post(run, headers=user, json={"sql": "select * from /c"})
+        assert r.status_code == 200, r.text
+        rows = r.json()
+        assert [row["path"] for row in rows[:2]] == ["c/a", "c/b"]
+        assert rows[2]["error"]["code"] == "RESOURCE_EXHAUSTED"
+        assert "max_query_results" in rows[2]["error"]["message"]
+        assert len(rows) == 3
+        r = client.post(run, headers=user, json={"sql": "select * from /c limit 2"})
+        assert [row["path"] for row in r.json()] == ["c/a", "c/b"]
+        r = client.post(run, headers=stack.admin, json={"sql": "select * from /c"})
+        assert len(r.json()) == 3
+    finally:
+        stack.sql("select docstore.drop_database(%s)", db)

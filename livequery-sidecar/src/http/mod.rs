@@ -34,6 +34,8 @@ pub struct AppState {
     pub db: Db,
     pub verifier: Verifier,
     pub max_body_bytes: usize,
+    /// `--query-write-timeout-ms` (`None`: no limit).
+    pub query_write_timeout: Option<std::time::Duration>,
     /// The Prometheus recorder's handle (`None` when another recorder is installed, as in
     /// tests that build several routers in one process).
     pub metrics: Option<PrometheusHandle>,

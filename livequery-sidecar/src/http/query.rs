@@ -246,10 +246,51 @@ async fn stream(
         )
             .into_response());
     }
-    let body = futures_util::stream::unfold(streaming, |mut s| async move {
-        s.next_chunk()
-            .await
-            .map(|chunk| (Ok::<Bytes, Infallible>(chunk), s))
+    let Some(write_timeout) = state.query_write_timeout else {
+        let body = futures_util::stream::unfold(streaming, |mut s| async move {
+            s.next_chunk()
+                .await
+                .map(|chunk| (Ok::<Bytes, Infallible>(chunk), s))
+        });
+        return Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from_stream(body),
+        )
+            .into_response());
+    };
+    // The rows are read by a task that hands each chunk over within the write timeout: a
+    // client that stops reading (hyper stops polling the body) makes the hand-over time out,
+    // and the task drops the query (its `RequestTx` cancels the statement and takes the
+    // connection out of the pool, which rolls back) instead of holding a pooled connection.
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(1);
+    let complete = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = complete.clone();
+    tokio::spawn(async move {
+        let mut s = streaming;
+        while let Some(chunk) = s.next_chunk().await {
+            if sender.send_timeout(chunk, write_timeout).await.is_err() {
+                tracing::info!("a query answer was not read within the write timeout: dropped");
+                return;
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+    });
+    // Ended by the task before the last chunk: an error, so hyper aborts the response (no
+    // final chunk) rather than end it as if it were complete.
+    let body = futures_util::stream::unfold(Some(receiver), move |receiver| {
+        let complete = complete.clone();
+        async move {
+            let mut receiver = receiver?;
+            match receiver.recv().await {
+                Some(chunk) => Some((Ok(chunk), Some(receiver))),
+                None if complete.load(std::sync::atomic::Ordering::Acquire) => None,
+                None => Some((
+                    Err(std::io::Error::other("query answer write timeout")),
+                    None,
+                )),
+            }
+        }
     });
     Ok((
         StatusCode::OK,

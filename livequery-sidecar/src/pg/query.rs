@@ -1,6 +1,8 @@
 //! Queries: `docstore.query(text)` and `docstore.run_query(structured)`, read row by row
 //! (`query_raw`: rows arrive as Postgres sends them, so the sidecar's memory does not grow
-//! with the result).
+//! with the result). The function is called in the select list, not in FROM: there Postgres
+//! asks it for one row at a time and sends each as it comes, where a function in FROM is
+//! first run to the end into a tuplestore (docs/storage.md).
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, RowStream};
@@ -43,11 +45,13 @@ pub async fn start(tx: &RequestTx, input: QueryInput<'_>) -> Result<RowStream, P
     let client = tx.client()?;
     let (sql, param): (&str, &(dyn ToSql + Sync)) = match &input {
         QueryInput::Sql(text) => (
-            "select path, data, update_time from docstore.query($1)",
+            "select (r).path, (r).data, (r).update_time \
+             from (select docstore.query($1) as r offset 0) q",
             text,
         ),
         QueryInput::Structured(json) => (
-            "select path, data, update_time from docstore.run_query($1::jsonb)",
+            "select (r).path, (r).data, (r).update_time \
+             from (select docstore.run_query($1::jsonb) as r offset 0) q",
             &JsonText(json),
         ),
     };

@@ -76,3 +76,38 @@ fn drop_database(id: &str) -> Result<bool, ErrorReport> {
     })?;
     Ok(listed)
 }
+
+/// Set a database's options (administrators only). `max_query_results`: the most documents one
+/// client query may return (a larger result fails with 54000, RESOURCE_EXHAUSTED over HTTP,
+/// after the rows before it); NULL removes the cap (the default, as in Firestore). Fails with
+/// 22023 when the catalog does not list the database or for a cap below 1.
+///
+/// ```sql
+/// select docstore.set_database_options('(default)', max_query_results => 10000);
+/// ```
+#[pg_extern(volatile)]
+fn set_database_options(id: &str, max_query_results: Option<i64>) -> Result<(), ErrorReport> {
+    valid(id)?;
+    if max_query_results.is_some_and(|m| m < 1) {
+        return Err(DocstoreError::InvalidArgument(
+            "max_query_results must be at least 1, or NULL for no cap".into(),
+        )
+        .into());
+    }
+    let updated = Spi::connect_mut(|client| -> Result<usize, DocstoreError> {
+        Ok(client
+            .update(
+                "update docstore.databases set max_query_results = $2 where id = $1 returning id",
+                None,
+                &[id.into(), max_query_results.into()],
+            )?
+            .len())
+    })?;
+    if updated == 0 {
+        return Err(DocstoreError::InvalidArgument(format!(
+            "database '{id}' is not in docstore.databases (docstore.create_database)"
+        ))
+        .into());
+    }
+    Ok(())
+}

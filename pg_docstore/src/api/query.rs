@@ -24,28 +24,96 @@ pub(crate) type Rows = TableIterator<
     ),
 >;
 
+/// The rows of a query, read as they are asked for: each batch of the executor runs in its own
+/// SPI connection when the rows of the previous one are returned, so the backend holds one
+/// batch, whatever the result size. Called in the select list (`select docstore.query(...)`),
+/// Postgres asks for rows one at a time; in FROM it collects them into a tuplestore first
+/// (which spills to disk past `work_mem`). See docs/storage.md.
+struct LazyRows {
+    run: executor::Run,
+    /// The rules of a client's query were checked at the start: its batches read as the owner.
+    as_owner: bool,
+    rows: std::vec::IntoIter<executor::ResultRow>,
+    /// Rows returned so far, and the database's cap on them (0: none).
+    returned: u64,
+    cap: u64,
+    done: bool,
+}
+
+impl LazyRows {
+    fn next_row(&mut self) -> Result<Option<Row>, DocstoreError> {
+        loop {
+            if let Some(row) = self.rows.next() {
+                self.returned += 1;
+                if self.cap > 0 && self.returned > self.cap {
+                    return Err(DocstoreError::ResultTooLarge(self.cap));
+                }
+                let time = if row.update_time == 0 && row.path.is_empty() {
+                    None
+                } else {
+                    Some(to_timestamptz(row.update_time)?)
+                };
+                return Ok(Some((row.path, row.data, time)));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            let (run, as_owner) = (&mut self.run, self.as_owner);
+            let batch = Spi::connect(|client| {
+                let _owner = as_owner
+                    .then(|| crate::pg::owner::AsOwner::new(client))
+                    .transpose()?;
+                run.next_batch(client)
+            })?;
+            match batch {
+                Some(rows) => self.rows = rows.into_iter(),
+                None => self.done = true,
+            }
+        }
+    }
+}
+
+type Row = (String, JsonbOut, Option<TimestampWithTimeZone>);
+
+impl Iterator for LazyRows {
+    type Item = Row;
+
+    fn next(&mut self) -> Option<Row> {
+        match self.next_row() {
+            Ok(row) => row,
+            Err(e) => {
+                // Raises the Postgres error: does not return.
+                ErrorReport::from(e).report(PgLogLevel::ERROR);
+                None
+            }
+        }
+    }
+}
+
 fn rows_of(
     text: &str,
     parse: impl FnOnce(&str) -> Result<Query, DocstoreError>,
 ) -> Result<Rows, DocstoreError> {
     let database = database_id()?;
-    let (rows, _) = Spi::connect(|client| {
+    let (prepared, as_owner, cap) = Spi::connect(|client| {
         let prepared = executor::prepare(client, &database, text, parse)?;
         // A client's query on a database with rules: its `list` is decided once here, then
-        // it reads as the owner (no per-row policy).
-        let _checked = crate::rules::query::authorize(client, &database, &prepared.0)?;
-        executor::run(client, &database, &prepared.0, &prepared.1)
+        // it reads as the owner (no per-row policy), batch after batch.
+        let checked = crate::rules::query::authorize(client, &database, &prepared.0)?;
+        let cap = crate::storage::databases::max_query_results(client, &database)?;
+        Ok::<_, DocstoreError>((prepared, checked.is_some(), cap))
     })?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let time = if row.update_time == 0 && row.path.is_empty() {
-            None
-        } else {
-            Some(to_timestamptz(row.update_time)?)
-        };
-        out.push((row.path, row.data, time));
-    }
-    Ok(TableIterator::new(out))
+    let mut rows = LazyRows {
+        run: executor::Run::new(&database, prepared),
+        as_owner,
+        rows: Vec::new().into_iter(),
+        returned: 0,
+        cap,
+        done: false,
+    };
+    // The first batch is read now, so an error of the query itself is this call's error.
+    let first = rows.next_row()?;
+    Ok(TableIterator::new(first.into_iter().chain(rows)))
 }
 
 /// Run a query in the text dialect (docs/query.md). Aggregation queries return one row with
@@ -123,7 +191,7 @@ fn explain(text: &str, run: default!(bool, false)) -> Result<TypedJsonb, ErrorRe
             // branches of a zig-zag join, candidates re-checked away): administrators' only.
             let for_client = crate::pg::owner::caller_writes_as_client();
             let _checked = crate::rules::query::authorize(client, &database, &parsed)?;
-            let (_, stats) = executor::run(client, &database, &parsed, &plan)?;
+            let stats = executor::run(client, &database, std::rc::Rc::new((parsed, plan)))?;
             let analyze = if for_client {
                 serde_json::json!({ "results": stats.results })
             } else {

@@ -6,7 +6,7 @@ use pgrx::spi::SpiClient;
 
 use docstore_core::encoding::encode_segments;
 use docstore_core::plan::{
-    collection_bounds, key_matches, name_order_key, next_agreed, order_key, scan_bounds,
+    collection_bounds, key_matches, name_order_key, next_agreed, order_key, scan_bounds, Branch,
     CollectionScan, JoinRow, KeyCheck, KeyRange, Plan, Scan, StepError,
 };
 use docstore_core::ResourcePath;
@@ -107,37 +107,36 @@ impl Ranges {
     }
 }
 
-/// The rows of one scan that pass its key filters, from `Ranges`.
-pub struct ScanRows<'p> {
-    scan: &'p Scan,
-    ranges: Ranges,
-}
-
-impl ScanRows<'_> {
-    /// The first passing row at the current position (not consumed).
-    fn current(&mut self, client: &SpiClient<'_>) -> Result<Option<Row>, DocstoreError> {
-        while let Some(key) = self.ranges.peek(client)? {
-            let position = order_key(self.scan, &key).map_err(key_error)?;
-            match key_matches(self.scan, &position) {
-                KeyCheck::Fail => self.ranges.advance(),
-                check => {
-                    return Ok(Some(Row {
-                        key: position,
-                        recheck: check == KeyCheck::Recheck,
-                    }))
-                }
+/// The first row of `ranges` at its current position that passes the key filters of `scan`
+/// (not consumed).
+fn current(
+    scan: &Scan,
+    ranges: &mut Ranges,
+    client: &SpiClient<'_>,
+) -> Result<Option<Row>, DocstoreError> {
+    while let Some(key) = ranges.peek(client)? {
+        let position = order_key(scan, &key).map_err(key_error)?;
+        match key_matches(scan, &position) {
+            KeyCheck::Fail => ranges.advance(),
+            check => {
+                return Ok(Some(Row {
+                    key: position,
+                    recheck: check == KeyCheck::Recheck,
+                }))
             }
         }
-        Ok(None)
     }
+    Ok(None)
 }
 
-/// A branch's rows in the plan's order.
-pub enum BranchStream<'p> {
+/// A branch's rows in the plan's order. It owns its state (no borrow of the plan), so a query
+/// can be read across several calls of a set-returning function.
+pub enum BranchStream {
     Join {
-        plan: &'p Plan,
-        definitions: &'p [Scan],
-        scans: Vec<ScanRows<'p>>,
+        /// The branch's index in `plan.branches`.
+        branch: usize,
+        /// One stream per scan of the branch, in the order of its definitions.
+        scans: Vec<Ranges>,
         /// Where the lead resumes: past the last row returned.
         resume: Option<Vec<u8>>,
         done: bool,
@@ -153,25 +152,23 @@ pub struct Listing {
     under: Option<ResourcePath>,
 }
 
-impl<'p> BranchStream<'p> {
-    pub fn scans(plan: &'p Plan, scans: &'p [Scan], database: &str, batch: i64) -> Self {
+impl BranchStream {
+    pub fn scans(plan: &Plan, branch: usize, scans: &[Scan], database: &str, batch: i64) -> Self {
         let rows = scans
             .iter()
-            .map(|scan| ScanRows {
-                scan,
-                ranges: Ranges::new(
+            .map(|scan| {
+                Ranges::new(
                     Source::Entries,
                     database,
                     Vec::new(),
                     scan_bounds(plan, scan),
                     scan.backward,
                     batch,
-                ),
+                )
             })
             .collect();
         BranchStream::Join {
-            plan,
-            definitions: scans,
+            branch,
             scans: rows,
             resume: None,
             done: false,
@@ -206,8 +203,22 @@ impl<'p> BranchStream<'p> {
         })
     }
 
+    /// Whether the stream can yield a document name twice: a join whose scans read several
+    /// key ranges (an `in` or `array-contains-any` value list) can; a listing and single-range
+    /// scans cannot.
+    pub fn may_repeat(&self) -> bool {
+        match self {
+            BranchStream::Listing { .. } => false,
+            BranchStream::Join { scans, .. } => scans.iter().any(|r| r.streams.len() > 1),
+        }
+    }
+
     /// The next row, consumed.
-    pub fn next(&mut self, client: &SpiClient<'_>) -> Result<Option<Row>, DocstoreError> {
+    pub fn next(
+        &mut self,
+        plan: &Plan,
+        client: &SpiClient<'_>,
+    ) -> Result<Option<Row>, DocstoreError> {
         match self {
             BranchStream::Listing { ranges, filter } => {
                 while let Some(name) = ranges.peek(client)? {
@@ -231,8 +242,7 @@ impl<'p> BranchStream<'p> {
                 Ok(None)
             }
             BranchStream::Join {
-                plan,
-                definitions,
+                branch,
                 scans,
                 resume,
                 done,
@@ -240,14 +250,19 @@ impl<'p> BranchStream<'p> {
                 if *done {
                     return Ok(None);
                 }
+                let Some(Branch::Scans(definitions)) = plan.branches.get(*branch) else {
+                    return Err(DocstoreError::Internal(
+                        "branch stream without its scans".into(),
+                    ));
+                };
                 let step = next_agreed(plan, definitions, resume.as_deref(), |s, seek| {
-                    let Some(scan) = scans.get_mut(s) else {
+                    let (Some(ranges), Some(scan)) = (scans.get_mut(s), definitions.get(s)) else {
                         return Ok(None);
                     };
                     if let Some(target) = seek {
-                        scan.ranges.seek(target);
+                        ranges.seek(target);
                     }
-                    scan.current(client)
+                    current(scan, ranges, client)
                 });
                 match step {
                     Ok(Some((row, after))) => {
@@ -272,7 +287,7 @@ impl<'p> BranchStream<'p> {
             BranchStream::Listing { ranges, .. } => ranges.stats(),
             BranchStream::Join { scans, .. } => {
                 scans.iter().fold(ScanStats::default(), |acc, s| {
-                    let st = s.ranges.stats();
+                    let st = s.stats();
                     ScanStats {
                         queries: acc.queries + st.queries,
                         rows: acc.rows + st.rows,
