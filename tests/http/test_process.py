@@ -55,6 +55,16 @@ def test_help_documents_every_flag(stack):
         ("--pool-size", None),
         ("--shared-connections", "DOCSTORE_SHARED_CONNECTIONS"),
         ("--statement-timeout-ms", "DOCSTORE_STATEMENT_TIMEOUT_MS"),
+        ("--allowed-hosts", "DOCSTORE_ALLOWED_HOSTS"),
+        ("--cors-origins", "DOCSTORE_CORS_ORIGINS"),
+        ("--header-timeout-ms", "DOCSTORE_HEADER_TIMEOUT_MS"),
+        ("--body-timeout-ms", "DOCSTORE_BODY_TIMEOUT_MS"),
+        ("--idle-timeout-ms", "DOCSTORE_IDLE_TIMEOUT_MS"),
+        ("--max-connections", "DOCSTORE_MAX_CONNECTIONS"),
+        ("--max-connections-per-client", "DOCSTORE_MAX_CONNECTIONS_PER_CLIENT"),
+        ("--max-streams", "DOCSTORE_MAX_STREAMS"),
+        ("--max-streams-per-caller", "DOCSTORE_MAX_STREAMS_PER_CALLER"),
+        ("--max-targets-per-stream", "DOCSTORE_MAX_TARGETS_PER_STREAM"),
     ):
         assert flag in out.stdout, flag
         if env:
