@@ -10,6 +10,7 @@ Environment:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -279,3 +280,43 @@ def client(stack):
 def coll() -> str:
     """A collection id no other test uses."""
     return "c" + uuid.uuid4().hex[:12]
+
+
+@contextlib.contextmanager
+def own_sidecar(stack, *flags: str, slot: str | None = None):
+    """A sidecar of the test's own on the test cluster, started with `flags`; yields its URL.
+
+    Without `slot` it serves no live queries (`--live false`); with one, its live queries use
+    that slot (dropped afterwards)."""
+    port = free_port()
+    log = Path(stack.cluster.dir) / f"sidecar-{port}.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
+    env.update(
+        {
+            "DOCSTORE_DATABASE_URL": stack.cluster.url(),
+            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
+            "DOCSTORE_ADMIN_KEY": stack.admin_key,
+            "DOCSTORE_JWT_SECRET": stack.jwt_secret,
+        }
+    )
+    live = ["--slot", slot] if slot else ["--live", "false"]
+    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    proc = subprocess.Popen(
+        [binary, *live, *flags], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, log)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if slot:
+            stack.sql(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
+                "where slot_name = %s and not active",
+                slot,
+            )

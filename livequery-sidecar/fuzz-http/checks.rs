@@ -96,6 +96,16 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         listen_replay: 1,
         statement_timeout_ms: 0,
         query_write_timeout_ms: 0,
+        allowed_hosts: Vec::new(),
+        cors_origins: Vec::new(),
+        header_timeout_ms: 1000,
+        body_timeout_ms: 1000,
+        idle_timeout_ms: 1000,
+        max_connections: 1,
+        max_connections_per_client: 1,
+        max_streams: 1,
+        max_streams_per_caller: 1,
+        max_targets_per_stream: 1,
     };
     let verifier = Verifier::from_config(&config).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();

@@ -121,6 +121,63 @@ pub struct Config {
         default_value_t = DEFAULT_QUERY_WRITE_TIMEOUT_MS
     )]
     pub query_write_timeout_ms: u64,
+
+    /// Host names the API answers besides localhost, 127.0.0.1 and [::1] (any port), comma
+    /// separated; `*`: any. A request naming another Host is refused (400), so a web page
+    /// whose DNS name was rebound to this address cannot reach the API. Checked when the
+    /// sidecar listens on a loopback address or this list is set.
+    #[arg(long, env = "DOCSTORE_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// Browser origins allowed to call the API cross-origin (`https://app.example.com`, comma
+    /// separated; `*`: any). None by default: no CORS headers are sent.
+    #[arg(long, env = "DOCSTORE_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
+    /// Milliseconds a connection may take to send a request's headers, counted from when it
+    /// waits for a request (after connecting, or after the previous response); a connection
+    /// over it is closed without an answer.
+    #[arg(long, env = "DOCSTORE_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+
+    /// Milliseconds a request's body may take to arrive, counted from the end of its headers;
+    /// a late body is answered 408 DEADLINE_EXCEEDED and the connection closed.
+    #[arg(long, env = "DOCSTORE_BODY_TIMEOUT_MS", default_value_t = 60_000)]
+    pub body_timeout_ms: u64,
+
+    /// Milliseconds a connection may stay idle (nothing read or written while the server waits
+    /// on it: a silent socket, a client that stopped sending or reading) before it is closed.
+    #[arg(long, env = "DOCSTORE_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+
+    /// Most open connections; a connection over it is answered 429 RESOURCE_EXHAUSTED and
+    /// closed.
+    #[arg(long, env = "DOCSTORE_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+
+    /// Most open connections from one client address (429 RESOURCE_EXHAUSTED over it).
+    #[arg(
+        long,
+        env = "DOCSTORE_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = 256
+    )]
+    pub max_connections_per_client: usize,
+
+    /// Most listen streams, connected or waiting for a resume (429 RESOURCE_EXHAUSTED over
+    /// it).
+    #[arg(long, env = "DOCSTORE_MAX_STREAMS", default_value_t = 10_000)]
+    pub max_streams: usize,
+
+    /// Most listen streams of one caller: a JWT's subject, or for anonymous callers and tokens
+    /// without `sub` the client address (429 RESOURCE_EXHAUSTED over it). The admin key has
+    /// no per-caller cap.
+    #[arg(long, env = "DOCSTORE_MAX_STREAMS_PER_CALLER", default_value_t = 100)]
+    pub max_streams_per_caller: usize,
+
+    /// Most targets on one listen stream, over all its requests (429 RESOURCE_EXHAUSTED over
+    /// it).
+    #[arg(long, env = "DOCSTORE_MAX_TARGETS_PER_STREAM", default_value_t = 1_000)]
+    pub max_targets_per_stream: usize,
 }
 
 /// Default `--query-write-timeout-ms`: 30 s, as the statement timeout.
@@ -153,6 +210,19 @@ impl std::fmt::Debug for Config {
             .field("listen_replay", &self.listen_replay)
             .field("statement_timeout_ms", &self.statement_timeout_ms)
             .field("query_write_timeout_ms", &self.query_write_timeout_ms)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("cors_origins", &self.cors_origins)
+            .field("header_timeout_ms", &self.header_timeout_ms)
+            .field("body_timeout_ms", &self.body_timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("max_connections", &self.max_connections)
+            .field(
+                "max_connections_per_client",
+                &self.max_connections_per_client,
+            )
+            .field("max_streams", &self.max_streams)
+            .field("max_streams_per_caller", &self.max_streams_per_caller)
+            .field("max_targets_per_stream", &self.max_targets_per_stream)
             .finish()
     }
 }
@@ -181,5 +251,16 @@ mod tests {
         let config =
             Config::try_parse_from(["docstore-sidecar", "--statement-timeout-ms", "0"]).unwrap();
         assert_eq!(config.statement_timeout_ms, 0);
+        let config = Config::try_parse_from([
+            "docstore-sidecar",
+            "--allowed-hosts",
+            "sidecar,api.example",
+            "--cors-origins",
+            "https://app.example",
+        ])
+        .unwrap();
+        assert_eq!(config.allowed_hosts, ["sidecar", "api.example"]);
+        assert_eq!(config.cors_origins, ["https://app.example"]);
+        assert!(config.max_targets_per_stream >= 1_000);
     }
 }

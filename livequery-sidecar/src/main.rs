@@ -7,10 +7,12 @@ use std::time::Duration;
 use clap::Parser;
 use docstore_sidecar::changelog::Limits;
 use docstore_sidecar::config::Config;
+use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
+use docstore_sidecar::http::server::ServerLimits;
 use docstore_sidecar::http::{self, auth::Verifier, AppState};
 use docstore_sidecar::matcher::MatcherConfig;
 use docstore_sidecar::pg::Db;
-use docstore_sidecar::session::{Session, Settings};
+use docstore_sidecar::session::{Session, Settings, StreamCaps};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -79,6 +81,11 @@ async fn run(config: Config) -> Result<(), String> {
                 replay: config.listen_replay,
                 limits: Limits::default(),
                 matcher: MatcherConfig::default(),
+                caps: StreamCaps {
+                    streams: config.max_streams,
+                    per_caller: config.max_streams_per_caller,
+                    targets: config.max_targets_per_stream,
+                },
             },
         ))
     } else {
@@ -93,7 +100,18 @@ async fn run(config: Config) -> Result<(), String> {
         metrics: Some(metrics),
         session,
     });
-    http::serve(state, listener)
+    let exposure = http::Exposure {
+        limits: ServerLimits {
+            header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
+            body_timeout: Duration::from_millis(config.body_timeout_ms.max(1)),
+            idle_timeout: Duration::from_millis(config.idle_timeout_ms.max(1)),
+            max_connections: config.max_connections,
+            max_connections_per_client: config.max_connections_per_client,
+        },
+        hosts: HostPolicy::new(config.listen, &config.allowed_hosts),
+        cors: CorsPolicy::new(&config.cors_origins),
+    };
+    http::serve(state, listener, exposure)
         .await
         .map_err(|e| format!("server: {e}"))
 }

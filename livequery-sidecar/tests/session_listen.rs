@@ -14,7 +14,7 @@ use docstore_sidecar::matcher::{MatcherConfig, TargetSpec};
 use docstore_sidecar::pg::{Db, RunAs};
 use docstore_sidecar::session::events::parse_token;
 use docstore_sidecar::session::{
-    Caller, Connection, Frame, Resumed, Session, Settings, TargetRequest,
+    Caller, Connection, Frame, Resumed, Session, Settings, StreamCaps, TargetRequest,
 };
 use serde_json::Value as Json;
 use tokio_postgres::NoTls;
@@ -94,6 +94,7 @@ fn streams_snapshot_change_and_resume() {
                     replay: 64,
                     limits: Limits::default(),
                     matcher: MatcherConfig::default(),
+                    caps: StreamCaps::default(),
                 },
             );
             exec(
@@ -103,6 +104,7 @@ fn streams_snapshot_change_and_resume() {
             .await;
             let caller = Caller {
                 key: "admin".into(),
+                quota: None,
                 run_as: RunAs::Admin,
             };
             let targets = vec![

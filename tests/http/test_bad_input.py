@@ -223,7 +223,7 @@ def test_client_disconnect_during_blocked_write(stack, coll):
         s = socket.create_connection((u.hostname, u.port))
         s.sendall(
             (
-                f"PUT {stack.doc(path)} HTTP/1.1\r\nHost: x\r\n"
+                f"PUT {stack.doc(path)} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 f"Authorization: Bearer {stack.admin_key}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
             ).encode()
@@ -259,7 +259,7 @@ def test_client_disconnect_during_streamed_query(stack, client, coll):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.sendall(
         (
-            f"POST /v1/databases/(default):runQuery HTTP/1.1\r\nHost: x\r\n"
+            f"POST /v1/databases/(default):runQuery HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"Authorization: Bearer {stack.admin_key}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()

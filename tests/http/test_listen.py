@@ -436,7 +436,7 @@ def test_a_slow_client_gets_reset_lagged(stack, coll, small_queue_sidecar):
     sock.connect(("127.0.0.1", small_queue_sidecar))
     path = f"{LISTEN}?sql={quote(f'select * from /{coll}')}"
     request = (
-        f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {stack.admin_key}\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {stack.admin_key}\r\n"
         "Connection: close\r\n\r\n"
     )
     sock.sendall(request.encode())

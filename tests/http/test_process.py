@@ -56,6 +56,16 @@ def test_help_documents_every_flag(stack):
         ("--shared-connections", "DOCSTORE_SHARED_CONNECTIONS"),
         ("--statement-timeout-ms", "DOCSTORE_STATEMENT_TIMEOUT_MS"),
         ("--query-write-timeout-ms", "DOCSTORE_QUERY_WRITE_TIMEOUT_MS"),
+        ("--allowed-hosts", "DOCSTORE_ALLOWED_HOSTS"),
+        ("--cors-origins", "DOCSTORE_CORS_ORIGINS"),
+        ("--header-timeout-ms", "DOCSTORE_HEADER_TIMEOUT_MS"),
+        ("--body-timeout-ms", "DOCSTORE_BODY_TIMEOUT_MS"),
+        ("--idle-timeout-ms", "DOCSTORE_IDLE_TIMEOUT_MS"),
+        ("--max-connections", "DOCSTORE_MAX_CONNECTIONS"),
+        ("--max-connections-per-client", "DOCSTORE_MAX_CONNECTIONS_PER_CLIENT"),
+        ("--max-streams", "DOCSTORE_MAX_STREAMS"),
+        ("--max-streams-per-caller", "DOCSTORE_MAX_STREAMS_PER_CALLER"),
+        ("--max-targets-per-stream", "DOCSTORE_MAX_TARGETS_PER_STREAM"),
     ):
         assert flag in out.stdout, flag
         if env:
@@ -238,7 +248,7 @@ def test_query_write_timeout_releases_a_slow_readers_connection(stack, tmp_path)
         slow.connect(("127.0.0.1", port))
         body = b'{"sql": "select * from /slowread"}'
         slow.sendall(
-            b"POST /v1/databases/(default):runQuery HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v1/databases/(default):runQuery HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             + f"Authorization: Bearer {admin}\r\nContent-Type: application/json\r\n".encode()
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body

@@ -262,7 +262,7 @@ def test_error_after_the_header_ends_the_array_with_an_error_item(stack, coll):
     s = socket.create_connection((u.hostname, u.port), timeout=60)
     s.sendall(
         (
-            f"POST {RUN} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            f"POST {RUN} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
             f"Authorization: Bearer {stack.admin_key}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()

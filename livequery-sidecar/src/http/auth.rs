@@ -244,11 +244,19 @@ impl Verifier {
     /// # Errors
     /// 401 UNAUTHENTICATED for a header that is not `Bearer <token>`, or a token that is not
     /// the admin key and not a valid JWT (bad signature, expired, not yet valid, wrong
-    /// algorithm or key, wrong issuer or audience).
+    /// algorithm or key, wrong issuer or audience); 400 INVALID_ARGUMENT for more than one
+    /// `Authorization` header (one credential per request, never one of them chosen).
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
-        let Some(value) = headers.get(header::AUTHORIZATION) else {
+        let mut values = headers.get_all(header::AUTHORIZATION).iter();
+        let Some(value) = values.next() else {
             return Ok(Principal::Anonymous);
         };
+        if values.next().is_some() {
+            return Err(ApiError::invalid_argument(
+                "the request has more than one Authorization header",
+            )
+            .with_hint("send one Authorization header"));
+        }
         let bad = |why: &str| {
             ApiError::unauthenticated(format!("invalid credentials: {why}")).with_hint(
                 "send Authorization: Bearer <JWT> or the admin key, or no Authorization header",

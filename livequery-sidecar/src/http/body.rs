@@ -46,8 +46,9 @@ fn too_large(limit: usize) -> ApiError {
 /// 413 before sending anything.
 ///
 /// # Errors
-/// 413 RESOURCE_EXHAUSTED over the limit; 400 INVALID_ARGUMENT when the client's body
-/// stream fails.
+/// 413 RESOURCE_EXHAUSTED over the limit; 408 DEADLINE_EXCEEDED when the body does not
+/// arrive within the server's body timeout; 400 INVALID_ARGUMENT when the client's body
+/// stream fails otherwise.
 ///
 /// # Cancel safety
 /// Reading only; dropping the future drops the partial body.
@@ -68,7 +69,13 @@ pub async fn read(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
-            ApiError::invalid_argument(format!("the request body could not be read: {e}"))
+            let e = e.into_inner();
+            match e.downcast_ref::<super::server::BodyTimeout>() {
+                Some(late) => late.to_api_error(),
+                None => {
+                    ApiError::invalid_argument(format!("the request body could not be read: {e}"))
+                }
+            }
         })?;
         seen = seen.saturating_add(chunk.len());
         if seen > limit.saturating_mul(2) {

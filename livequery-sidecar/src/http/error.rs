@@ -42,6 +42,11 @@ pub struct ApiError {
     pub message: String,
     pub detail: Option<String>,
     pub hint: Option<String>,
+    /// A status other than the table's for this code: 429 for a cap on connections, streams
+    /// or targets and 408 for a late request body (both still RESOURCE_EXHAUSTED /
+    /// DEADLINE_EXCEEDED), see docs/http.md.
+    #[serde(skip)]
+    pub status: Option<StatusCode>,
 }
 
 fn code_name<S: serde::Serializer>(code: &Code, s: S) -> Result<S::Ok, S::Error> {
@@ -73,7 +78,19 @@ impl ApiError {
             message: message.into(),
             detail: None,
             hint: None,
+            status: None,
         }
+    }
+
+    /// A refusal by a cap (connections, streams, targets): 429 RESOURCE_EXHAUSTED.
+    pub fn too_many(message: impl Into<String>) -> ApiError {
+        ApiError::new(Code::ResourceExhausted, message).with_status(StatusCode::TOO_MANY_REQUESTS)
+    }
+
+    /// The same error answered with `status` instead of the table's.
+    pub fn with_status(mut self, status: StatusCode) -> ApiError {
+        self.status = Some(status);
+        self
     }
 
     /// The same error with a hint.
@@ -105,9 +122,9 @@ impl ApiError {
         )
     }
 
-    /// The status of [`ApiError::code`].
+    /// The status of [`ApiError::code`] (or the one the error names).
     pub fn status(&self) -> StatusCode {
-        status_of(self.code)
+        self.status.unwrap_or_else(|| status_of(self.code))
     }
 
     /// This error as the JSON body of a response (also an item of a streamed array).
@@ -180,6 +197,7 @@ pub fn from_postgres(error: &tokio_postgres::Error) -> ApiError {
             message: db.message().to_owned(),
             detail: db.detail().map(str::to_owned),
             hint: db.hint().map(str::to_owned),
+            status: None,
         };
     }
     let code = kind.code();

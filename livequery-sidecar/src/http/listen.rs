@@ -8,10 +8,11 @@
 //! `?access_token=` for EventSource, which cannot set headers.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use docstore_core::Code;
@@ -60,6 +61,10 @@ impl From<SessionError> for ApiError {
             SessionError::NotFound(m) => ApiError::not_found(m),
             SessionError::PermissionDenied(m) => ApiError::new(Code::PermissionDenied, m),
             SessionError::InvalidArgument(m) => ApiError::invalid_argument(m),
+            SessionError::ResourceExhausted { limit, message } => {
+                super::server::count_limited(limit);
+                ApiError::too_many(message)
+            }
         }
     }
 }
@@ -140,19 +145,36 @@ fn authenticate(
     }
 }
 
-/// The owner key and run-as of a caller.
-fn caller(principal: &Principal, method: &Method, database: &str) -> Caller {
-    let key = match principal {
-        Principal::Admin => "admin".to_owned(),
-        Principal::Anonymous => "anonymous".to_owned(),
-        Principal::User(claims) => format!("user:{}", claims.get("sub").unwrap_or(&Json::Null)),
+/// The owner key, the key of the per-caller stream cap and the run-as of a caller.
+fn caller(principal: &Principal, request: &Request, database: &str) -> Caller {
+    let client = || {
+        request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or_else(
+                || "addr:unknown".to_owned(),
+                |c| format!("addr:{}", c.0.ip()),
+            )
+    };
+    let (key, quota) = match principal {
+        Principal::Admin => ("admin".to_owned(), None),
+        Principal::Anonymous => ("anonymous".to_owned(), Some(client())),
+        Principal::User(claims) => {
+            let sub = claims.get("sub").unwrap_or(&Json::Null);
+            let quota = match sub {
+                Json::String(sub) => format!("sub:{sub}"),
+                _ => client(),
+            };
+            (format!("user:{sub}"), Some(quota))
+        }
     };
     Caller {
         key,
+        quota,
         run_as: run_as(
             principal,
             RulesMethod::List,
-            method.as_str(),
+            request.method().as_str(),
             database,
             "",
             None,
@@ -338,7 +360,7 @@ async fn listen(
     let post = request.method() == Method::POST;
     let params = ListenParams::parse(request.uri().query(), post, last_event_id)?;
     let principal = authenticate(&state, request.headers(), params.access_token.as_deref())?;
-    let method = request.method().clone();
+    let caller = caller(&principal, &request, &database);
     let targets = if post {
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
@@ -348,7 +370,6 @@ async fn listen(
         params.targets
     };
     let resume = params.resume;
-    let caller = caller(&principal, &method, &database);
     let mut lead = None;
     if let Some((stream, position)) = resume {
         match session.resume(&stream, position, &caller.key).await? {
@@ -380,7 +401,7 @@ async fn add_targets(
     let session = running_session(&state)?;
     let access_token = access_token_only(request.uri().query())?;
     let principal = authenticate(&state, request.headers(), access_token.as_deref())?;
-    let caller = caller(&principal, request.method(), &database);
+    let caller = caller(&principal, &request, &database);
     body::require_json(request.headers())?;
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
@@ -402,7 +423,7 @@ async fn remove_target(
     let session = running_session(&state)?;
     let access_token = access_token_only(request.uri().query())?;
     let principal = authenticate(&state, request.headers(), access_token.as_deref())?;
-    let caller = caller(&principal, request.method(), "");
+    let caller = caller(&principal, &request, "");
     session.remove_target(&stream, &caller.key, &id).await?;
     Ok(json_ok(&json!({"stream": stream, "removed": id})))
 }

@@ -12,8 +12,10 @@ pub mod documents;
 pub mod error;
 pub mod listen;
 pub mod metrics;
+pub mod origin;
 pub mod query;
 pub mod resource;
+pub mod server;
 
 use std::sync::Arc;
 
@@ -186,26 +188,38 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
     }
 }
 
+/// How the server is exposed: its time limits and caps, the `Host` names it answers and
+/// the browser origins it allows.
+#[derive(Debug, Clone)]
+pub struct Exposure {
+    pub limits: server::ServerLimits,
+    pub hosts: origin::HostPolicy,
+    /// `None`: no CORS headers at all.
+    pub cors: Option<origin::CorsPolicy>,
+}
+
 /// Serve until SIGTERM or SIGINT, then finish the requests in flight.
 ///
 /// # Errors
-/// The listener could not be bound or failed.
+/// The listener failed.
 ///
 /// # Cancel safety
 /// Runs for the life of the process; dropping it stops serving at once.
-pub async fn serve(state: SharedState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // TCP_NODELAY: a streamed answer's chunks (and a response written in two parts) go out at
-    // once instead of waiting for the client's ACK of the previous segment (Nagle's algorithm
-    // against delayed ACKs can hold a segment for up to 40 ms).
-    let listener = listener.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-        }
-    });
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
+pub async fn serve(
+    state: SharedState,
+    listener: tokio::net::TcpListener,
+    exposure: Exposure,
+) -> std::io::Result<()> {
+    let mut app = router(state);
+    if let Some(cors) = exposure.cors {
+        app = app.layer(axum::middleware::from_fn_with_state(cors, origin::cors));
+    }
+    // Outermost: a request to a name this sidecar does not answer reaches nothing else.
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        exposure.hosts,
+        origin::check_host,
+    ));
+    server::serve(app, listener, exposure.limits, shutdown_signal()).await
 }
 
 async fn shutdown_signal() {

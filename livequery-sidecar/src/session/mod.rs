@@ -51,14 +51,42 @@ pub struct Settings {
     pub limits: Limits,
     /// Slack of sorted queries with a limit.
     pub matcher: MatcherConfig,
+    /// Bounds on streams and targets.
+    pub caps: StreamCaps,
 }
 
-/// Who opened a stream: its owner key (the same caller may resume it and change its
-/// targets) and how its reads run in Postgres.
+/// Bounds on listen streams (docs/listen.md, "Limits on streams and targets"): a stream over one is refused with
+/// [`SessionError::ResourceExhausted`].
+#[derive(Debug, Clone, Copy)]
+pub struct StreamCaps {
+    /// Most streams, connected or waiting for a resume.
+    pub streams: usize,
+    /// Most streams of one [`Caller::quota`].
+    pub per_caller: usize,
+    /// Most targets on one stream.
+    pub targets: usize,
+}
+
+impl Default for StreamCaps {
+    fn default() -> StreamCaps {
+        StreamCaps {
+            streams: 10_000,
+            per_caller: 100,
+            targets: 1_000,
+        }
+    }
+}
+
+/// Who opened a stream: its owner key (only the same caller, knowing the stream's
+/// unguessable id, may resume it and change its targets), whom its streams count against,
+/// and how its reads run in Postgres.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Caller {
     /// `admin`, `anonymous`, or `user:<sub>`.
     pub key: String,
+    /// The key of the per-caller stream cap (a JWT's subject, or the client address of an
+    /// anonymous caller); `None` (the admin key): no per-caller cap.
+    pub quota: Option<String>,
     pub run_as: RunAs,
 }
 
@@ -85,6 +113,13 @@ pub enum SessionError {
     PermissionDenied(String),
     #[error("{0}")]
     InvalidArgument(String),
+    /// A cap of [`StreamCaps`] (`limit` names it: `streams`, `streams_per_caller`,
+    /// `targets_per_stream`).
+    #[error("{message}")]
+    ResourceExhausted {
+        limit: &'static str,
+        message: String,
+    },
 }
 
 /// A connected stream, as the HTTP layer writes it out.

@@ -116,7 +116,51 @@ impl Hub {
                 "the stream has a target \"{dup}\" already"
             )));
         }
+        self.fits_targets(s.targets.len(), targets.len())
+    }
+
+    /// Whether `adding` targets fit on a stream with `has` targets.
+    fn fits_targets(&self, has: usize, adding: usize) -> Result<(), SessionError> {
+        let cap = self.settings.caps.targets;
+        if has.saturating_add(adding) > cap {
+            return Err(SessionError::ResourceExhausted {
+                limit: "targets_per_stream",
+                message: format!(
+                    "a stream holds at most {cap} targets (--max-targets-per-stream); it has {has}, the request adds {adding}"
+                ),
+            });
+        }
         Ok(())
+    }
+
+    /// Whether `caller` may open one more stream of `targets` targets.
+    fn admit(&self, caller: &Caller, targets: usize) -> Result<(), SessionError> {
+        let caps = self.settings.caps;
+        if self.streams.len() >= caps.streams {
+            return Err(SessionError::ResourceExhausted {
+                limit: "streams",
+                message: format!(
+                    "the sidecar holds {} listen streams, its most (--max-streams)",
+                    caps.streams
+                ),
+            });
+        }
+        if let Some(quota) = &caller.quota {
+            let mine = self
+                .streams
+                .values()
+                .filter(|s| s.caller.quota.as_ref() == Some(quota))
+                .count();
+            if mine >= caps.per_caller {
+                return Err(SessionError::ResourceExhausted {
+                    limit: "streams_per_caller",
+                    message: format!(
+                        "this caller holds {mine} listen streams, its most (--max-streams-per-caller); a closed stream is kept for its resume during the grace period"
+                    ),
+                });
+            }
+        }
+        self.fits_targets(0, targets)
     }
 
     fn remove(&mut self, stream: &str, caller: &str, target: &str) -> Result<(), SessionError> {
@@ -149,8 +193,17 @@ impl Hub {
         point: &ReadPoint,
         lead: Option<ResetReason>,
     ) -> Result<Connection, SessionError> {
-        let id = format!("{}-{:x}", self.instance, self.next_stream);
-        self.next_stream += 1;
+        if let Err(e) = self.admit(&caller, targets.len()) {
+            self.forget(grant);
+            return Err(e);
+        }
+        let id = match stream_id(&self.instance) {
+            Ok(id) => id,
+            Err(e) => {
+                self.forget(grant);
+                return Err(e);
+            }
+        };
         let (sender, frames) = mpsc::channel(self.settings.queue.max(1));
         let (closer, closed) = oneshot::channel();
         self.streams.insert(
@@ -219,6 +272,13 @@ impl Hub {
         let Some(stream) = self.streams.get_mut(id) else {
             return Err(SessionError::NotFound(format!("no stream {id}")));
         };
+        let cap = self.settings.caps.targets;
+        if stream.targets.len().saturating_add(targets.len()) > cap {
+            return Err(SessionError::ResourceExhausted {
+                limit: "targets_per_stream",
+                message: format!("a stream holds at most {cap} targets (--max-targets-per-stream)"),
+            });
+        }
         let matcher = self.matchers.entry(stream.database.clone()).or_default();
         let mut added = Vec::new();
         let mut failure = None;
@@ -274,6 +334,9 @@ impl Hub {
         Ok(())
     }
 
+    /// Resume stream `id`. A stream that is not here (ended, or an id this sidecar never
+    /// made) resets with `retention_passed` when the id carries this instance, `restart`
+    /// otherwise; another caller's stream with `permission`.
     fn resume(&mut self, id: &str, position: Lsn, caller: &str) -> Resumed {
         let Some(stream) = self.streams.get_mut(id) else {
             let reason = self.ended.get(id).copied().unwrap_or_else(|| {
@@ -327,4 +390,19 @@ impl Hub {
             closed,
         })
     }
+}
+
+/// A new stream id: `<instance>-<32 hex digits>`, 128 bits from the OS generator. Knowing the
+/// id is what lets a caller resume the stream and change its targets, so it cannot be
+/// guessed from other ids; the instance tells a restart from an expired stream.
+///
+/// # Errors
+/// UNAVAILABLE when the OS generator fails.
+pub(super) fn stream_id(instance: &str) -> Result<String, SessionError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        SessionError::Unavailable(format!("no random stream id: the OS generator failed: {e}"))
+    })?;
+    let random: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{instance}-{random}"))
 }

@@ -1,0 +1,399 @@
+//! The accept loop: hyper's HTTP/1 connections with time limits and connection caps, the
+//! router as their service, and graceful shutdown (docs/http.md, "Limits").
+//!
+//! - Headers: hyper's header read timeout, which runs from the moment a connection waits
+//!   for a request (after the accept, and after each response on a keep-alive connection)
+//!   to the end of the request's headers; the connection is then closed without an answer.
+//! - Body: a request's body must arrive within the body timeout, counted from the end of
+//!   its headers; a late body is answered 408 DEADLINE_EXCEEDED and the connection closed.
+//! - Idle: a connection on which nothing is read or written for the idle timeout while
+//!   hyper waits on it (a silent socket, a client that sends no more of its body or stops
+//!   reading its answer) is closed.
+//! - Caps: connections in total and per client address. A connection over a cap is answered
+//!   429 RESOURCE_EXHAUSTED to its first request and closed.
+//!
+//! Each refusal is counted in `docstore_http_limited_total{limit}`; the open connections are
+//! the gauge `docstore_http_connections`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{header, HeaderValue, Request};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use bytes::Bytes;
+use docstore_core::Code;
+use http_body::Frame;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+use tower::ServiceExt;
+
+use super::error::ApiError;
+
+/// The time limits and connection caps of the server (flags of `config`).
+#[derive(Debug, Clone, Copy)]
+pub struct ServerLimits {
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+    pub max_connections_per_client: usize,
+}
+
+/// Count a refusal by a limit.
+pub fn count_limited(limit: &'static str) {
+    metrics::counter!("docstore_http_limited_total", "limit" => limit).increment(1);
+}
+
+/// The connections open in total and per client address.
+#[derive(Default)]
+struct Connections {
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+/// A connection admitted under the caps; dropping it gives its place back.
+struct Admitted {
+    connections: Arc<Connections>,
+    client: IpAddr,
+}
+
+impl Connections {
+    /// Admit a connection of `client`, or name the cap it is over.
+    fn admit(
+        self: &Arc<Self>,
+        client: IpAddr,
+        limits: &ServerLimits,
+    ) -> Result<Admitted, &'static str> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let (total, per_client) = &mut *open;
+        if *total >= limits.max_connections {
+            return Err("connections");
+        }
+        let mine = per_client.entry(client).or_insert(0);
+        if *mine >= limits.max_connections_per_client {
+            return Err("connections_per_client");
+        }
+        *mine += 1;
+        *total += 1;
+        metrics::gauge!("docstore_http_connections").set(*total as f64);
+        Ok(Admitted {
+            connections: Arc::clone(self),
+            client,
+        })
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self
+            .connections
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (total, per_client) = &mut *open;
+        *total = total.saturating_sub(1);
+        if let Some(mine) = per_client.get_mut(&self.client) {
+            *mine = mine.saturating_sub(1);
+            if *mine == 0 {
+                per_client.remove(&self.client);
+            }
+        }
+        metrics::gauge!("docstore_http_connections").set(*total as f64);
+    }
+}
+
+/// A socket closed when nothing is read or written on it for `idle` while it is polled.
+struct Idle<S> {
+    inner: S,
+    idle: Duration,
+    last: Instant,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl<S> Idle<S> {
+    fn new(inner: S, idle: Duration) -> Idle<S> {
+        let now = Instant::now();
+        Idle {
+            inner,
+            idle,
+            last: now,
+            timer: Box::pin(tokio::time::sleep_until(now + idle)),
+        }
+    }
+
+    /// Whether the connection has been idle too long (registers the waker otherwise).
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let deadline = self.last + self.idle;
+            if deadline <= Instant::now() {
+                return true;
+            }
+            self.timer.as_mut().reset(deadline);
+        }
+    }
+
+    fn timed_out() -> io::Error {
+        count_limited("idle_timeout");
+        io::Error::new(io::ErrorKind::TimedOut, "the connection was idle too long")
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Idle<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    self.last = Instant::now();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(Self::timed_out())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Idle<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(result) => {
+                if result.as_ref().is_ok_and(|n| *n > 0) {
+                    self.last = Instant::now();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(Self::timed_out())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(result) => {
+                if result.as_ref().is_ok_and(|n| *n > 0) {
+                    self.last = Instant::now();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(Self::timed_out())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(Self::timed_out())),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The error of a request body that did not arrive within the body timeout.
+#[derive(Debug)]
+pub struct BodyTimeout(Duration);
+
+impl std::fmt::Display for BodyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request body did not arrive within {} ms (--body-timeout-ms)",
+            self.0.as_millis()
+        )
+    }
+}
+
+impl std::error::Error for BodyTimeout {}
+
+impl BodyTimeout {
+    /// The answer to a late body: 408 DEADLINE_EXCEEDED.
+    pub fn to_api_error(&self) -> ApiError {
+        ApiError::new(Code::DeadlineExceeded, self.to_string())
+            .with_status(axum::http::StatusCode::REQUEST_TIMEOUT)
+    }
+}
+
+/// A request body that fails with [`BodyTimeout`] once its deadline passes.
+struct Deadline {
+    inner: hyper::body::Incoming,
+    limit: Duration,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl http_body::Body for Deadline {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Pending => {
+                if self.timer.as_mut().poll(cx).is_ready() {
+                    count_limited("body_timeout");
+                    return Poll::Ready(Some(Err(Box::new(BodyTimeout(self.limit)))));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The answer of a connection over a cap: 429, then the connection closes.
+fn over_cap(limit: &'static str) -> Response {
+    let message = match limit {
+        "connections" => "the sidecar has too many open connections (--max-connections)",
+        _ => "this client address has too many open connections (--max-connections-per-client)",
+    };
+    let mut response = ApiError::new(Code::ResourceExhausted, message)
+        .with_status(axum::http::StatusCode::TOO_MANY_REQUESTS)
+        .with_hint("close idle connections, or retry later")
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Serve `router` on `listener` until `shutdown` completes, then finish the requests in
+/// flight.
+///
+/// # Errors
+/// Never today: accept errors (out of file descriptors) are logged and retried.
+///
+/// # Cancel safety
+/// Runs for the life of the process; dropping it stops accepting (connections in flight
+/// run on in their tasks).
+pub async fn serve(
+    router: Router,
+    listener: tokio::net::TcpListener,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let connections = Arc::new(Connections::default());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait for connections to close.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // TCP_NODELAY: a streamed answer's chunks (and a response written in two parts) go
+        // out at once instead of waiting for the client's ACK of the previous segment.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+        }
+        let io = TokioIo::new(Idle::new(stream, limits.idle_timeout));
+        match connections.admit(peer.ip(), &limits) {
+            Ok(admitted) => {
+                let service = connection_service(router.clone(), peer, limits.body_timeout);
+                let connection = graceful.watch(builder.serve_connection(io, service));
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        if e.is_timeout() {
+                            count_limited("header_timeout");
+                        }
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    drop(admitted);
+                });
+            }
+            Err(limit) => {
+                count_limited(limit);
+                let service = hyper::service::service_fn(move |_request| async move {
+                    Ok::<_, Infallible>(over_cap(limit))
+                });
+                let mut refusing = builder.clone();
+                refusing.keep_alive(false);
+                let connection = graceful.watch(refusing.serve_connection(io, service));
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+            }
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// The service of one connection: the router, with the client's address
+/// ([`ConnectInfo`]) and the body deadline on each request.
+fn connection_service(
+    router: Router,
+    peer: SocketAddr,
+    body_timeout: Duration,
+) -> impl hyper::service::Service<
+    Request<hyper::body::Incoming>,
+    Response = Response,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response, Infallible>> + Send,
+> + Clone {
+    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+        let router = router.clone();
+        let mut request = request.map(|inner| {
+            Body::new(Deadline {
+                inner,
+                limit: body_timeout,
+                timer: Box::pin(tokio::time::sleep(body_timeout)),
+            })
+        });
+        request.extensions_mut().insert(ConnectInfo(peer));
+        async move { router.oneshot(request).await }
+    })
+}
