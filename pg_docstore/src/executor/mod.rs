@@ -175,7 +175,9 @@ pub fn run(
     // Rows past the plan and the re-check so far: skipped by the offset, or kept.
     let mut accepted: u64 = 0;
     let mut pending: Vec<(ResourcePath, Vec<u8>, bool)> = Vec::new();
-    let mut finished = false;
+    // An empty window (`limit 0`, no offset) wants no row: stop before taking the first, which
+    // the check after each flush would otherwise let through.
+    let mut finished = window == Some(0);
     while !finished {
         // Next row of the merge (smallest head in the plan's order).
         let best = heads
