@@ -73,6 +73,9 @@ run_layer() {
 
 tally_total() {
   echo "total: ${TALLY_PASSED} passed, ${TALLY_FAILED} failed, ${TALLY_SKIPPED} skipped"
+  if [ "${TALLY_FAILED}" != 0 ] && [ -n "${DOCSTORE_SEED:-}" ]; then
+    echo "seed of this run: DOCSTORE_SEED=${DOCSTORE_SEED} (set it to replay the randomized tests)"
+  fi
 }
 
 # Record in the log that this layer leaves test $2 out (the caller passes cargo test's --skip)
