@@ -48,7 +48,7 @@ fingerprint_of() {
 a="$(fingerprint_of src)"; b="$(fingerprint_of dst)"
 [ "${a}" = "${b}" ] || die "the restored database differs: ${a} vs ${b}"
 case "${b}" in *"|0|"*) die "the restored database has no documents: ${b}" ;; esac
-say "documents, index entries, indexes, exemptions and databases are identical"
+check_passed "documents, index entries, indexes, exemptions and databases are identical"
 
 for q in "select * from /bk where a = 3 order by b desc limit 5" \
          "select count(*) from /bk where a >= 5" \
@@ -57,7 +57,7 @@ for q in "select * from /bk where a = 3 order by b desc limit 5" \
   qb="$(dst "select json_agg(r) from docstore.query('${q}') r")"
   [ "${qa}" = "${qb}" ] || die "query '${q}' answers differently after the restore"
 done
-say "queries answer the same"
+check_passed "queries answer the same"
 
 [ "$(dst "select count(*) from docstore.check_indexes()")" = 0 ] || die "check_indexes is not clean after the restore"
 [ "$(dst "select count(*) from pg_publication_tables where pubname = 'docstore_changes' and tablename = 'entities'")" = 1 ] ||
@@ -71,6 +71,5 @@ dst "select docstore.set('bk/new', '{\"a\": 3, \"b\": 1e9}')" >/dev/null
   "$(( $(src "select count(*) from docstore.query('select * from /bk where a = 3 order by b desc')") + 1 ))" ] ||
   die "a write after the restore is not found by a query"
 [ "$(dst "select count(*) from docstore.check_indexes()")" = 0 ] || die "check_indexes is not clean after writes"
-say "writes, index builds and queries keep working; the index id sequence was restored"
+check_passed "writes, index builds and queries keep working; the index id sequence was restored"
 "${PSQL[@]}" -d postgres -qc "drop database ${SRC}" -qc "drop database ${DST}"
-echo "4 passed, 0 failed"

@@ -27,7 +27,7 @@ wait_for() {
 
 id="$(sql "select docstore.create_index('bld', '[{\"field\": \"a\"}, {\"field\": \"b\", \"order\": \"desc\"}]')")"
 wait_for "select state || ' ' || documents_done from docstore.list_indexes() where id = ${id}" "READY ${DOCS}"
-say "index ${id} over ${DOCS} existing documents became READY with no CALL"
+check_passed "index ${id} over ${DOCS} existing documents became READY with no CALL"
 entries="$(sql "select count(*) from docstore.index_entries where get_byte(key, 0) = 3 and substring(key from 2 for 4) = int4send(${id})")"
 [ "${entries}" = "${DOCS}" ] || die "index ${id} has ${entries} entries, expected ${DOCS}"
 got="$(sql "select count(*) from docstore.query('select * from /bld where a = 3 order by b desc')")"
@@ -36,12 +36,13 @@ sql "select docstore.drop_index(${id})" >/dev/null
 wait_for "select count(*) from docstore.indexes where id = ${id}" 0
 entries="$(sql "select count(*) from docstore.index_entries where get_byte(key, 0) = 3 and substring(key from 2 for 4) = int4send(${id})")"
 [ "${entries}" = 0 ] || die "dropped index ${id} still has ${entries} entries"
-say "dropped index ${id}: definition and entries removed with no CALL"
+check_passed "dropped index ${id}: definition and entries removed with no CALL"
 # CALL still waits for (and finishes) whatever is pending
 id="$(sql "select docstore.create_index('bld', '[{\"field\": \"b\"}, {\"field\": \"a\"}]')")"
 sql "call docstore.build_indexes()" >/dev/null
 [ "$(sql "select state from docstore.list_indexes() where id = ${id}")" = READY ] || die "CALL returned before index ${id} was READY"
+check_passed "CALL docstore.build_indexes() returned with index ${id} READY"
 problems="$(sql "select count(*) from docstore.check_indexes()")"
 [ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems"
+check_passed "check_indexes is clean"
 "${PSQL[@]}" -d postgres -qc "drop database ${DB}"
-echo "3 passed, 0 failed"

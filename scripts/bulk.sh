@@ -17,7 +17,7 @@ locks="$(sql "show max_locks_per_transaction")"
 got="$(sql "select count(docstore.set('bulk/d' || i, jsonb_build_object('x', i))) from generate_series(1, ${DOCS}) i")"
 [ "${got}" = "${DOCS}" ] || die "set returned ${got} update times, expected ${DOCS}"
 [ "$(sql "select count(*) from docstore.entities where collection_id = 'bulk'")" = "${DOCS}" ] || die "not every document was stored"
-say "one statement created ${DOCS} documents with docstore.set"
+check_passed "one statement created ${DOCS} documents with docstore.set"
 
 # Batches through docstore.commit in one transaction (a DO block): sets with the precondition
 # that the document does not exist, 10% of DOCS (still over the old limit).
@@ -31,8 +31,8 @@ sql "do \$\$ begin
 end \$\$" >/dev/null
 [ "$(sql "select count(*) from docstore.entities where collection_id = 'bulk2'")" = $((BATCHES * 500)) ] ||
   die "not every batched document was stored"
-say "one transaction created $((BATCHES * 500)) documents in commits of 500"
+check_passed "one transaction created $((BATCHES * 500)) documents in commits of 500"
 problems="$(sql "select count(*) from docstore.check_indexes()")"
 [ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems"
+check_passed "check_indexes is clean"
 "${PSQL[@]}" -d postgres -qc "drop database ${DB}"
-echo "2 passed, 0 failed"

@@ -29,10 +29,10 @@ PGBENCH=(pgbench -n -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres -c "${CLIE
 got="$("${PSQL[@]}" -d "${DB}" -Atc "select docstore.get('race/counter')->>'n'")"
 want=$((CLIENTS * N))
 [ "${got}" = "${want}" ] || die "counter is ${got}, expected ${want} (${CLIENTS} clients x ${N} increments)"
-say "concurrent increments: ${got} = ${CLIENTS} x ${N}"
+check_passed "concurrent increments: ${got} = ${CLIENTS} x ${N}"
 check="$("${PSQL[@]}" -d "${DB}" -Atc "select count(*) filter (where ok) = count(distinct path) and count(distinct path) = (select count(*) from docstore.entities where collection_id = 'race') - 1 from created")"
 [ "${check}" = t ] || die "create races: some path was created twice or not at all"
-say "concurrent creates: every path created exactly once, the rest got 23505"
+check_passed "concurrent creates: every path created exactly once, the rest got 23505"
 problems="$("${PSQL[@]}" -d "${DB}" -Atc "select count(*) from docstore.check_indexes()")"
 [ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems after the concurrency run"
-echo "2 passed, 0 failed"
+check_passed "check_indexes is clean after the concurrency run"

@@ -56,7 +56,7 @@ check_stopped() { # index id, what happened
   read -r state done < <(index_state "$1")
   [ "${state}" = CREATING ] || die "after $2 the index is ${state}, expected CREATING (raise the document count if it finished first)"
   [ "${done}" -gt 0 ] && [ "${done}" -lt "${DOCS}" ] || die "after $2, ${done} of ${DOCS} documents are recorded as done"
-  say "$2: the build stopped at ${done} of ${DOCS} documents, progress kept"
+  check_passed "$2: the build stopped at ${done} of ${DOCS} documents, progress kept"
 }
 
 # After a SIGKILL: wait until crash recovery has ended and the cluster answers again.
@@ -78,23 +78,28 @@ check_resumed() { # index id, what happened
   [ "${entries}" = "${DOCS}" ] || die "after resuming from $2 the index has ${entries} entries for ${DOCS} documents"
   problems="$(sql "select count(*) from docstore.check_indexes()")"
   [ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems after resuming from $2"
-  say "$2: resumed to READY with ${entries} entries, check_indexes clean"
+  check_passed "$2: resumed to READY with ${entries} entries, check_indexes clean"
 }
 
 # 0. the wait for older transactions ends when they end (bounded at 60 s, twenty times the
 #    older transaction's length, so a wait that misses the end fails here instead of after
-#    build_indexes' 10 minutes)
-"${PSQL[@]}" -d "${DB}" -qc "begin; select 1; select pg_sleep(3); commit;" > "${tmp}/older.log" 2>&1 &
+#    build_indexes' 10 minutes). The older transaction writes a row just before it commits: the
+#    wait must see that row, which it cannot if it returned while the transaction was open (a
+#    check of the transaction's state, not of when its psql process exits).
+sql "create table older_done (x int)" >/dev/null
+"${PSQL[@]}" -d "${DB}" -qc "begin; select 1; select pg_sleep(3); insert into older_done values (1); commit;" > "${tmp}/older.log" 2>&1 &
 older=$!
-for _ in $(seq 1 100); do
-  [ "$(sql "select count(*) from pg_stat_activity where datname = '${DB}' and query like '%pg_sleep(3)%' and pid <> pg_backend_pid()")" = 1 ] && break
+seen=0
+for _ in $(seq 1 600); do
+  [ "$(sql "select count(*) from pg_stat_activity where datname = '${DB}' and query like '%pg_sleep(3)%' and pid <> pg_backend_pid()")" = 1 ] && { seen=1; break; }
   sleep 0.05
 done
+[ "${seen}" = 1 ] || die "the older transaction never started"
 sql "select docstore.wait_for_older_transactions(clock_timestamp(), timeout => '60 seconds')" > "${tmp}/wait.log" 2>&1 ||
   { cat "${tmp}/wait.log"; die "the wait did not see the older transaction end"; }
-kill -0 "${older}" 2>/dev/null && die "the wait returned while the older transaction was still open"
+[ "$(sql "select count(*) from older_done")" = 1 ] || die "the wait returned while the older transaction was still open"
 wait "${older}" || { cat "${tmp}/older.log"; die "the older transaction failed"; }
-say "wait: a build waits for an older transaction and goes on when it ends"
+check_passed "wait: a build waits for an older transaction and goes on when it ends"
 
 # 1. cancel
 id="$(sql "select docstore.create_index('fl', '[{\"field\": \"a\"}, {\"field\": \"b\", \"order\": \"desc\"}]')")"
@@ -152,5 +157,4 @@ added="$(sql "select count(*) from docstore.entities where collection_id = 'fw' 
   die "after the crash ${added} documents exist, with ${acked_adds} adds acknowledged"
 problems="$(sql "select count(*) from docstore.check_indexes()")"
 [ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems after the crash"
-say "crash during writes: counter ${n} for ${acked_increments} acknowledged increments, ${added} documents for ${acked_adds} acknowledged adds, check_indexes clean"
-echo "4 passed, 0 failed"
+check_passed "crash during writes: counter ${n} for ${acked_increments} acknowledged increments, ${added} documents for ${acked_adds} acknowledged adds, check_indexes clean"

@@ -22,6 +22,9 @@ use_port
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# A test script's check that held: scripts/tally.sh counts these lines, one test each (what
+# comes before a check, a set-up step, is not a test and says so with `say`).
+check_passed() { printf 'check passed: %s\n' "$*"; }
 
 # Run a command as root (directly, or through sudo for a normal user).
 as_root() {

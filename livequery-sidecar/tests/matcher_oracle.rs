@@ -8,8 +8,9 @@
 //! `apply_to`) or ahead of the decoded stream (transactions the snapshot saw are skipped by
 //! its horizon), as the session's hand-off does.
 //!
-//! Seeded (reproducible); `MATCHER_ORACLE_CASES` sets the number of cases (default 1500),
-//! `MATCHER_ORACLE_SEED` the seed.
+//! A fresh seed per run, printed at the start and in a failure; `DOCSTORE_SEED` (or
+//! `MATCHER_ORACLE_SEED`, which wins) replays it (docstore-core's src/test_env.rs).
+//! `MATCHER_ORACLE_CASES` sets the number of cases (default 1500).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, HashSet};
@@ -20,6 +21,7 @@ use docstore_core::query::{
     aggregate, evaluate, AggregateFunction, Aggregation, Cursor, Direction, FieldOp, Filter, Limit,
     Order, Query, Selection, Source, UnaryOp,
 };
+use docstore_core::test_env;
 use docstore_core::value::{Map, Timestamp, Value};
 use docstore_sidecar::matcher::{
     DocChange, Document, Horizon, Matcher, MatcherConfig, TargetDelta, TargetId, TargetResult,
@@ -566,10 +568,10 @@ fn matcher_deltas_rebuild_what_core_evaluates() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1500);
-    let seed = std::env::var("MATCHER_ORACLE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_261_123);
+    let seed = test_env::seed(
+        "matcher_deltas_rebuild_what_core_evaluates",
+        Some("MATCHER_ORACLE_SEED"),
+    );
     let config = Config {
         cases,
         rng_seed: RngSeed::Fixed(seed),
@@ -582,15 +584,16 @@ fn matcher_deltas_rebuild_what_core_evaluates() {
         Ok(())
     });
     if let Err(e) = result {
-        panic!("matcher oracle failed (seed {seed}): {e}");
+        panic!("matcher oracle failed (DOCSTORE_SEED={seed}): {e}");
     }
 }
 
 #[test]
 fn matcher_sorted_windows_survive_churn() {
+    let seed = test_env::seed("matcher_sorted_windows_survive_churn", None);
     let mut runner = TestRunner::new(Config {
         cases: 500,
-        rng_seed: RngSeed::Fixed(7),
+        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         ..Config::default()
     });
@@ -599,7 +602,7 @@ fn matcher_sorted_windows_survive_churn() {
         Ok(())
     });
     if let Err(e) = result {
-        panic!("matcher window oracle failed: {e}");
+        panic!("matcher window oracle failed (DOCSTORE_SEED={seed}): {e}");
     }
 }
 

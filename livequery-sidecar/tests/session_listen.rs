@@ -4,7 +4,8 @@
 //! disconnect replays exactly the events after the token's position.
 //!
 //! Needs `DOCSTORE_TEST_DSN` (see tests/source_replication.rs); without it the test says so
-//! and passes vacuously. It creates and finally drops a slot of its own.
+//! and passes vacuously, unless `DOCSTORE_REQUIRE_CLUSTER=1` (a failure
+//! then). It creates and finally drops a slot of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -66,8 +67,8 @@ async fn exec(dsn: &str, sql: &str) {
 
 #[test]
 fn streams_snapshot_change_and_resume() {
-    let Ok(dsn) = std::env::var("DOCSTORE_TEST_DSN") else {
-        eprintln!("DOCSTORE_TEST_DSN is not set: skipping the session test");
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("streams_snapshot_change_and_resume")
+    else {
         return;
     };
     let nanos = SystemTime::now()

@@ -6,7 +6,8 @@
 //! Needs `DOCSTORE_TEST_DSN`, a libpq-style connection string of a database where
 //! `create extension pg_docstore` has run, as a user with REPLICATION, e.g.
 //! `DOCSTORE_TEST_DSN='host=127.0.0.1 port=5433 user=postgres dbname=docstore_live_dev'`.
-//! Without it the test says so and passes vacuously (CI without a cluster).
+//! Without it the test says so and passes vacuously, unless `DOCSTORE_REQUIRE_CLUSTER=1`
+//! (scripts/test.sh sets it), which makes a missing DSN a failure.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -117,8 +118,9 @@ async fn confirmed_flush(client: &Client, slot: &str) -> Lsn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replication_source_decodes_committed_transactions() {
-    let Ok(dsn) = std::env::var("DOCSTORE_TEST_DSN") else {
-        eprintln!("SKIPPED: set DOCSTORE_TEST_DSN to a database with pg_docstore to run this test");
+    let Some(dsn) =
+        docstore_core::test_env::cluster_dsn("replication_source_decodes_committed_transactions")
+    else {
         return;
     };
     let db = sql(&dsn).await;
@@ -303,8 +305,9 @@ async fn drop_slot(db: &Client, slot: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_arrive_and_a_lost_slot_is_replaced() {
-    let Ok(dsn) = std::env::var("DOCSTORE_TEST_DSN") else {
-        eprintln!("SKIPPED: set DOCSTORE_TEST_DSN to a database with pg_docstore to run this test");
+    let Some(dsn) =
+        docstore_core::test_env::cluster_dsn("heartbeats_arrive_and_a_lost_slot_is_replaced")
+    else {
         return;
     };
     let db = sql(&dsn).await;
@@ -448,8 +451,9 @@ async fn next_with_message(source: &mut SupervisedSource, content: &str) -> Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn supervised_source_survives_a_lost_connection_and_a_dropped_slot() {
-    let Ok(dsn) = std::env::var("DOCSTORE_TEST_DSN") else {
-        eprintln!("SKIPPED: set DOCSTORE_TEST_DSN to a database with pg_docstore to run this test");
+    let Some(dsn) = docstore_core::test_env::cluster_dsn(
+        "supervised_source_survives_a_lost_connection_and_a_dropped_slot",
+    ) else {
         return;
     };
     let db = sql(&dsn).await;

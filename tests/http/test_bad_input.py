@@ -304,3 +304,73 @@ def test_errors_never_echo_database_internals(stack, client, coll):
     body = r.text.lower()
     for leak in ("docstore.query($1)", "set_config", "select path, data"):
         assert leak not in body
+
+
+RUN_QUERY = "/v1/databases/(default):runQuery"
+
+
+def test_malformed_structured_query(stack, client, coll):
+    """A structuredQuery the parser refuses is 400 INVALID_ARGUMENT whose message names
+    where it is wrong; nothing runs."""
+    source = [{"collectionId": coll}]
+    for query, where in (
+        ({"from": coll}, "from"),
+        ({"frm": source}, "frm"),
+        ({"from": source, "where": {"fieldFilter": {"op": "EQUAL"}}}, "where.fieldFilter"),
+        ({"from": source, "orderBy": [{"field": {"fieldPath": "a"}, "direction": "UP"}]}, "UP"),
+        ({"from": source, "limit": -1}, "limit"),
+        ({"from": source, "limit": "ten"}, "limit"),
+    ):
+        r = client.post(RUN_QUERY, headers=stack.admin, json={"structuredQuery": query})
+        assert r.status_code == 400, (query, r.text)
+        assert r.json()["code"] == "INVALID_ARGUMENT", (query, r.text)
+        assert where in r.json()["message"], (query, r.text)
+    for body in (
+        {"structuredQuery": []},
+        {"structuredQuery": "x"},
+        {"sql": "x", "structuredQuery": {}},
+    ):
+        r = client.post(RUN_QUERY, headers=stack.admin, json=body)
+        assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT", (body, r.text)
+        assert "structuredQuery" in r.json()["message"], (body, r.text)
+
+
+def test_bad_page_size(stack, client, coll):
+    """pageSize is a non-negative integer: anything else is 400 INVALID_ARGUMENT naming it;
+    0 gives no document (it gave one: the extension's listing let one row past `limit 0`)."""
+    for name in ("a", "b", "c"):
+        assert client.put(
+            stack.doc(f"{coll}/{name}"), json={"n": 1}, headers=stack.admin
+        ).is_success
+    for bad in ("abc", "-1", "1.5", "", "99999999999999999999", "0x10"):
+        r = client.get(stack.doc(coll), params={"pageSize": bad}, headers=stack.admin)
+        assert r.status_code == 400, (bad, r.text)
+        assert r.json()["code"] == "INVALID_ARGUMENT", (bad, r.text)
+        assert "pageSize" in r.json()["message"], (bad, r.text)
+    for size, paths in ((0, []), (1, [f"{coll}/a"]), (5, [f"{coll}/{n}" for n in "abc"])):
+        r = client.get(stack.doc(coll), params={"pageSize": size}, headers=stack.admin)
+        assert r.status_code == 200, (size, r.text)
+        assert [d["path"] for d in r.json()] == paths, size
+    # pageSize is for collections only.
+    r = client.get(stack.doc(f"{coll}/a"), params={"pageSize": 1}, headers=stack.admin)
+    assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT"
+
+
+def test_malformed_update_time(stack, client, coll):
+    """?updateTime= that is not an RFC 3339 time (with at most microseconds) is 400
+    INVALID_ARGUMENT naming the parameter, for PUT, PATCH and DELETE; the document is
+    untouched."""
+    doc = stack.doc(f"{coll}/t")
+    written = client.put(doc, json={"v": 0}, headers=stack.admin).json()
+    for bad in ("nope", "2026-13-45T00:00:00Z", "2026-01-01T00:00:00.000000001Z", "2026-01-01"):
+        for method, body in (("PUT", {"v": 1}), ("PATCH", {"v": 1}), ("DELETE", None)):
+            r = client.request(
+                method, doc, params={"updateTime": bad}, json=body, headers=stack.admin
+            )
+            assert r.status_code == 400, (method, bad, r.text)
+            assert r.json()["code"] == "INVALID_ARGUMENT", (method, bad, r.text)
+            # The message names the parameter and the value given (not a write of a batch).
+            message = r.json()["message"]
+            assert "updateTime" in message and bad in message, (method, bad, r.text)
+    got = client.get(doc, headers=stack.admin).json()
+    assert (got["data"], got["updateTime"]) == ({"v": 0}, written["updateTime"])

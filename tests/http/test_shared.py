@@ -106,6 +106,9 @@ def test_a_shared_connection_whose_backend_ended_is_replaced(stack, shared_sidec
     deadline = time.monotonic() + 10
     while before in backends(stack) and time.monotonic() < deadline:
         time.sleep(0.05)
+    # A wait, not a delay: the test goes on only once the backend is gone (else it would not
+    # test the replacement).
+    assert before not in backends(stack)
     # The request that finds the connection closed opens a new one.
     r = httpx.get(doc, headers=admin)
     assert r.status_code == 200, r.text

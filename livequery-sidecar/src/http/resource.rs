@@ -4,7 +4,7 @@
 //! fuzzed by the robustness tests.
 
 use docstore_core::path::is_valid_database_id;
-use docstore_core::ResourcePath;
+use docstore_core::{ResourcePath, Timestamp};
 
 use super::error::ApiError;
 
@@ -237,6 +237,14 @@ pub fn parse_params(query: Option<&str>) -> Result<Params, ApiError> {
                         return Err(ApiError::invalid_argument(
                             "updateTime needs an RFC 3339 time",
                         ));
+                    }
+                    // Checked here (core's parser, as docstore.commit's) so the message names
+                    // the parameter, not a write of the batch the request becomes.
+                    if Timestamp::parse_rfc3339(&value).is_none() {
+                        return Err(ApiError::invalid_argument(format!(
+                            "updateTime must be an RFC 3339 time with at most microseconds \
+                             (e.g. 2026-01-02T03:04:05.123456Z), not \"{value}\""
+                        )));
                     }
                     Some(Precondition::UpdateTime(value))
                 }

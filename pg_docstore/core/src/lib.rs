@@ -36,6 +36,8 @@ pub mod path;
 pub mod plan;
 pub mod query;
 pub mod reserved;
+#[cfg(feature = "test-env")]
+pub mod test_env;
 pub mod typed_json;
 pub mod value;
 

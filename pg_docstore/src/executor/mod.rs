@@ -278,7 +278,9 @@ impl Run {
             accepted: 0,
             pending: Vec::new(),
             held: Vec::new(),
-            finished: false,
+            // An empty window (`limit 0`, no offset) wants no row: stop before taking the
+            // first, which the check after each flush would otherwise let through.
+            finished: window == Some(0),
         }));
         Ok(())
     }

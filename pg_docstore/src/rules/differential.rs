@@ -1,5 +1,5 @@
 //! Differential test: the SQL back end, run by Postgres over the `docstore.rules_*`
-//! functions, against the evaluator, on seeded random rules conditions, documents and auths
+//! functions, against the evaluator, on random rules conditions, documents and auths
 //! full of edge values (missing fields, 2^53+1 next to floats, NaN-free doubles, non-BMP
 //! strings, timestamps, `$map`-escaped keys, nested lists and maps). Both must decide alike.
 //!
@@ -11,6 +11,10 @@
 //! `docstore.rules_policy(database, path, data)` (the row-level-security function, with
 //! `request` and `resource` built in SQL from `docstore.auth` and the row) decides each row,
 //! and the evaluator decides the same `list` with the same documents to look up.
+//!
+//! Each test takes a fresh seed per run (`DOCSTORE_SEED` replays one: docstore-core's
+//! src/test_env.rs), named in its failure messages (the backend's own output is in the
+//! Postgres log, not the test's).
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pgrx::pg_schema]
@@ -23,10 +27,16 @@ mod tests {
     use docstore_rules::eval::{self, Budget, Decision, Document, NoDocuments, Request};
     use docstore_rules::{prim, Method};
 
-    /// xorshift64*: a fixed seed gives the same cases on every run.
+    /// xorshift64*: a seed gives the same cases on every run.
     struct Rng(u64);
 
     impl Rng {
+        /// Test `test`'s seed and its generator (xorshift's state must not be 0).
+        fn for_test(test: &str) -> (u64, Rng) {
+            let seed = docstore_core::test_env::seed(test, None);
+            (seed, Rng(seed.max(1)))
+        }
+
         fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
@@ -157,7 +167,7 @@ mod tests {
 
     #[pg_test]
     fn sql_and_evaluator_agree() {
-        let mut rng = Rng(0x5EED_1234_ABCD_0001);
+        let (seed, mut rng) = Rng::for_test("sql_and_evaluator_agree");
         let (mut compiled, mut allowed, mut cases) = (0, 0, 0);
         let mut disagreements = Vec::new();
         for _ in 0..400 {
@@ -227,13 +237,20 @@ mod tests {
                 }
             }
         }
-        assert_agree(&disagreements, cases, 5);
+        assert_agree(seed, &disagreements, cases, 5);
         // The generator must exercise both outcomes on many compiled rulesets, or this test
         // could not fail.
-        assert!(compiled > 200, "only {compiled} of 400 conditions compiled");
+        assert!(
+            compiled > 200,
+            "only {compiled} of 400 conditions compiled (DOCSTORE_SEED={seed})"
+        );
         assert!(
             allowed > 20 && allowed < cases - 20,
-            "{allowed} of {cases} allowed"
+            "{allowed} of {cases} allowed (DOCSTORE_SEED={seed})"
+        );
+        pgrx::notice!(
+            "rules SQL differential (DOCSTORE_SEED={seed}): {compiled} conditions, {cases} cases \
+             compared, {allowed} allowed"
         );
     }
 
@@ -420,10 +437,10 @@ mod tests {
     }
 
     /// Fail with the first `shown` of `disagreements` (out of `cases`) if there are any.
-    fn assert_agree(disagreements: &[String], cases: usize, shown: usize) {
+    fn assert_agree(seed: u64, disagreements: &[String], cases: usize, shown: usize) {
         assert!(
             disagreements.is_empty(),
-            "{} of {cases} cases disagree, e.g.:\n{}",
+            "{} of {cases} cases disagree (DOCSTORE_SEED={seed}), e.g.:\n{}",
             disagreements.len(),
             disagreements[..shown.min(disagreements.len())].join("\n")
         );
@@ -434,7 +451,7 @@ mod tests {
         const DB: &str = "rulesdiff";
         const RULESETS: usize = 1000;
         const ROWS: usize = 8;
-        let mut rng = Rng(0x5EED_4321_DCBA_0002);
+        let (seed, mut rng) = Rng::for_test("policy_and_evaluator_agree");
         Spi::run("select docstore.create_database('rulesdiff')").unwrap();
         Spi::run("select set_config('docstore.database', 'rulesdiff', true)").unwrap();
         // The documents rules may look up: c/d1 and c/d2 (c/none is missing).
@@ -534,18 +551,20 @@ mod tests {
                 }
             }
         }
-        assert_agree(&disagreements, cases, 3);
+        assert_agree(seed, &disagreements, cases, 3);
         // Both outcomes on many installed rulesets, or this test could not fail.
         assert!(
             compiled > RULESETS / 2,
-            "only {compiled} of {RULESETS} rulesets installed ({refused} refused by set_rules)"
+            "only {compiled} of {RULESETS} rulesets installed ({refused} refused by set_rules; \
+             DOCSTORE_SEED={seed})"
         );
         assert!(
             allowed > cases / 20 && allowed < cases - cases / 20,
-            "{allowed} of {cases} allowed"
+            "{allowed} of {cases} allowed (DOCSTORE_SEED={seed})"
         );
         pgrx::notice!(
-            "rules policy differential: {compiled} rulesets, {cases} rows, {allowed} allowed"
+            "rules policy differential (DOCSTORE_SEED={seed}): {compiled} rulesets, {cases} rows \
+             compared, {allowed} allowed"
         );
     }
 }

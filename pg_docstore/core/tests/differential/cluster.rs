@@ -169,37 +169,6 @@ pub(crate) enum Answer {
     Error(String, String),
 }
 
-/// Known refusals of a suggested `create_index` call, skipped (and counted) as long as the
-/// query has the shape:
-/// - a collection (not group) query on a field exempted from automatic indexing
-///   (`docstore.exempt_field`) asks for a one-field collection-scope index, which
-///   `create_index` refuses ("already has automatic single-field indexes"), and no other index
-///   serves the query: such queries cannot run at all. A bug between the planner's suggestion
-///   and `create_index`; see [`exempted_single_field`].
-pub(crate) const REFUSED_SUGGESTIONS: [&str; 1] =
-    ["already has automatic single-field indexes in every collection"];
-
-/// Whether a refused suggestion has the shape of [`REFUSED_SUGGESTIONS`]: a collection-scope
-/// index of one field lying under one of the exempted `fields`.
-pub(crate) fn exempted_single_field(call: &str, exempted: &[FieldPath]) -> bool {
-    if call.contains("collection_group") {
-        return false;
-    }
-    let Some(json) = call
-        .split_once(", '")
-        .and_then(|(_, rest)| rest.rsplit_once("');"))
-        .map(|(json, _)| json.replace("''", "'"))
-    else {
-        return false;
-    };
-    let Ok(fields) =
-        IndexDefinition::parse_fields(&serde_json::from_str(&json).unwrap_or_default())
-    else {
-        return false;
-    };
-    matches!(fields.as_slice(), [only] if exempted.iter().any(|e| only.path.starts_with(e)))
-}
-
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub(crate) generated: usize,
@@ -217,7 +186,6 @@ pub(crate) struct Stats {
     pub(crate) random_indexes: usize,
     pub(crate) documents_written: usize,
     pub(crate) exemptions: usize,
-    pub(crate) refused_suggestions: usize,
     pub(crate) long_value_ties: usize,
     pub(crate) mismatches: usize,
 }

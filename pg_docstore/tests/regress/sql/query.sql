@@ -33,6 +33,8 @@ select q('select * from /q order by rating desc');
 select q('select * from /q order by __name__ desc limit 2');
 select q('select * from /q order by rating limit 2 offset 1');
 select q('select * from /q order by n limit last 2');
+-- limit 0 returns no document, whichever way the query runs (a plain listing returned one)
+select q('select * from /q limit 0') as listing, q('select * from /q order by rating limit 0') as scan, q('select * from /q limit 0 offset 1') as with_offset;
 select q('select * from /q order by rating start after (3) end at (4.5)');
 select q('select * from /q where __name__ > "q/c"');
 -- projections and maps
