@@ -194,6 +194,14 @@ count_regress() {
   echo "${passed} ${failed} ${skipped}"
 }
 
+# scripts/upgrade.sh: its own checks (`check passed: ...` / `check FAILED: ...`) and the
+# regression suite it runs in the upgraded database.
+count_upgrade() {
+  local passed failed skipped
+  read -r passed failed skipped <<< "$(count_regress "$1")"
+  echo "$((passed + $(grep -c '^check passed: ' "$1" || true))) $((failed + $(grep -c '^check FAILED: ' "$1" || true))) ${skipped}"
+}
+
 count_core() { count_cargo "$1"; }
 count_pgrx() { count_cargo "$1"; }
 count_differential() { count_cargo "$1"; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e|live ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|upgrade|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e|live ...]  (default: all, in this order)
 # Each layer closes with the line `<layer>: N passed, N failed, N skipped`, the run with
 # `total: N passed, N failed, N skipped` (scripts/tally.sh: a skip not on tests/allowed-skips.txt
 # is a failure); the first failing layer ends the run with exit status 1.
@@ -119,6 +119,11 @@ bulk() {
   bash scripts/bulk.sh
 }
 
+upgrade() {
+  say "upgrades: every released version created with data, ALTER EXTENSION pg_docstore UPDATE, compared with a fresh install, then the regression suite"
+  bash scripts/upgrade.sh
+}
+
 backup() {
   say "backups: pg_dump -Fc / pg_restore round trip into a fresh database"
   bash scripts/backup.sh
@@ -149,7 +154,7 @@ live() {
 }
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress differential sidecar isolation concurrency builder bulk backup faults e2e live)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress upgrade differential sidecar isolation concurrency builder bulk backup faults e2e live)
 for step in "${steps[@]}"; do
   run_layer "${step}"
 done

@@ -8,7 +8,7 @@
 #   4. the extension's objects are those of a fresh install of the current version (pg_dump
 #      --binary-upgrade lists every member object of the extension; both dumps compared);
 #   5. the SQL regression suite passes in the upgraded database.
-# Each check prints `upgrade check passed: ...` or `upgrade check FAILED: ...`; the suite prints
+# Each check prints `check passed: ...` or `check FAILED: ...`; the suite prints
 # pg_regress' own summary. Usage: scripts/upgrade.sh [VERSION ...] (default: every archived one)
 source "$(dirname "$0")/lib.sh"
 
@@ -32,9 +32,9 @@ check() {
   local name="$1"
   shift
   if "$@"; then
-    echo "upgrade check passed: ${name}"
+    check_passed "${name}"
   else
-    echo "upgrade check FAILED: ${name}"
+    echo "check FAILED: ${name}"
     FAILED=1
   fi
 }
