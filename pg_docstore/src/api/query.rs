@@ -31,7 +31,7 @@ fn rows_of(
     let database = database_id()?;
     let (rows, _) = Spi::connect(|client| {
         let prepared = executor::prepare(client, &database, text, parse)?;
-        // A client's query on a database with rules: its `list` is decided once here, then
+        // A client's query: its `list` is decided once here (denied without rules), then
         // it reads as the owner (no per-row policy).
         let _checked = crate::rules::query::authorize(client, &database, &prepared.0)?;
         executor::run(client, &database, &prepared.0, &prepared.1)
