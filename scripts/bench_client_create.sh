@@ -30,6 +30,7 @@ doc="${BENCH_DOC}" # bench_lib.sh
 for db in bench_add_one bench_add_tx; do
   fresh_database "${db}"
   "${PSQL[@]}" -d "${db}" -qc "create extension pg_docstore"
+  bench_open "${db}"
 done
 # The transaction sidecar's database: the extension as it was before the one-statement create.
 "${PSQL[@]}" -d bench_add_tx -q <<'SQL'

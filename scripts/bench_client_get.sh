@@ -9,6 +9,7 @@
 #   DOCSTORE_SIDECAR_BIN (default target/release/docstore-sidecar). Databases bench_get_one and
 #   bench_get_tx are dropped at the end.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/bench_lib.sh"
 ROUNDS="${1:-3}"
 SECONDS_PER_RUN="${2:-10}"
 SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar}"
@@ -31,6 +32,7 @@ create extension pg_docstore;
 select count(docstore.set('bench/d' || i, replace(:'doc', ':r', i::text)::jsonb)) from generate_series(1, 1000) i;
 analyze;
 SQL
+  bench_open "${db}"
 done
 # The transaction sidecar's database: the extension as it was before the one-statement read.
 "${PSQL[@]}" -d bench_get_tx -qc "alter function docstore.get_document_as_client(text, text, text, text) rename to get_document_as_client_off"

@@ -43,10 +43,20 @@ bench_documents() {
   fresh_database "$1"
   "${PSQL[@]}" -d "$1" -q -v doc="${BENCH_DOC}" > /dev/null <<'SQL'
 create extension pg_docstore;
+SQL
+  bench_open "$1"
+  "${PSQL[@]}" -d "$1" -q -v doc="${BENCH_DOC}" > /dev/null <<'SQL'
 select count(docstore.set('bench/d' || i, replace(replace(replace(replace(replace(:'doc',
   ':r', i::text), ':c', '1'), ':t', '2'), ':a', '3'), ':p', '4')::jsonb)) from generate_series(1, 1000) i;
 analyze;
 SQL
+}
+
+# bench_open DB: install the demo's open ruleset (demo/open_rules.sql) on (default) in Postgres
+# database DB, so JWT and anonymous requests are allowed (a database without rules denies them,
+# docs/rules.md): the benchmarks' "client" rows measure a client under that ruleset.
+bench_open() {
+  "${PSQL[@]}" -d "$1" -q -f "${ROOT}/demo/open_rules.sql" > /dev/null
 }
 
 # bench_sidecar LOG BIN DB SECRET ADMIN_KEY [NAME=VALUE ...]: start the sidecar BIN on a free port

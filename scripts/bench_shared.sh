@@ -5,8 +5,8 @@
 # against issue 11's pgbench baseline (32 clients):
 #   GET of a ~1 KB document (one of 1,000, at random) vs `select docstore.get(...)` (-M prepared);
 #   create (POST of bench_lib.sh's ~1 KB document) vs `select docstore.add(...)` (-M simple);
-# each with the admin key and with an HS256 JWT (database without rules: the `get`/`create`
-# rule is not what is measured). Rounds alternate pgbench, then wrk (32 connections, 2 threads)
+# each with the admin key and with an HS256 JWT (the open ruleset of demo/open_rules.sql: the
+# `get`/`create` rule is not what is measured). Rounds alternate pgbench, then wrk (32 connections, 2 threads)
 # against the shared and the pooled sidecar, admin then JWT (creates only against the first:
 # a create takes a pooled connection in both). A checkpoint precedes every create run.
 # Usage: DOCSTORE_PG_PORT=<port> scripts/bench_shared.sh [rounds, default 3] [seconds, default 8]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two sidecar binaries side by side, same database, same run: GETs of a ~1 KB document (one of
 # 1,000, at random; wrk, 32 connections, 2 threads) with the admin key and with an HS256 JWT
-# (a database without rules), alternating before/after within each round. Prints requests/s,
+# (the open ruleset of demo/open_rules.sql), alternating before/after within each round. Prints requests/s,
 # p50/p99 and each sidecar's CPU per request (utime + stime of /proc/<pid>/stat over the run),
 # which other processes on a shared machine inflate far less than the rates.
 # Usage: DOCSTORE_PG_PORT=<port> scripts/bench_sidecar_ab.sh BEFORE_BIN AFTER_BIN [rounds, default 3] [seconds, default 8]

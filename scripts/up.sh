@@ -140,6 +140,15 @@ load_demo() {
   fi
 }
 
+# The demo database is open to every caller through an explicit ruleset (a database without
+# rules denies clients, docs/rules.md): installed once, never over rules someone set.
+open_demo() {
+  if [ "$("${PSQL[@]}" -d "${DATABASE}" -Atc "select count(*) from docstore.rules where database_id = '(default)'")" = 0 ]; then
+    "${PSQL[@]}" -d "${DATABASE}" -q -f "${ROOT}/demo/open_rules.sql" >/dev/null
+    say "installed the demo's open ruleset on (default) (demo/open_rules.sql): anyone may read and write; replace it with docstore.set_rules or close it with docstore.drop_rules()"
+  fi
+}
+
 install_packages
 install_rust_tools
 install_extension
@@ -147,6 +156,7 @@ init_cluster
 start_cluster
 create_database
 load_demo
+open_demo
 bash "${ROOT}/scripts/venv.sh"
 bash "${ROOT}/scripts/sidecar.sh" start
 
@@ -156,6 +166,8 @@ pg_docstore is up.
   psql:    psql -h 127.0.0.1 -p ${DOCSTORE_PG_PORT} -U postgres ${DATABASE}
   try:     select docstore.get('restaurants/one');
            select path, data->>'name' from docstore.documents where collection = 'restaurants';
+  rules:   (default) is open to every caller (demo/open_rules.sql); other databases deny
+           clients until docstore.set_rules (docs/rules.md)
   HTTP:    source .docstore/dev.env
            curl -H "Authorization: Bearer \$DOCSTORE_ADMIN_KEY" "\$DOCSTORE_URL/v1/databases/(default)/documents/restaurants/one"
   logs:    ${PGLOG}, .docstore/sidecar.log

@@ -58,11 +58,13 @@ revoke execute on function docstore.add_document_as_client(text, jsonb, text, te
     from public, docstore_client;
 -- Row-level security on documents: clients (roles with docstore_client's privileges and no
 -- DML on entities, as writes::authorize decides) see the rows the per-document `list` rule of
--- their database allows (docstore.rules_policy); every other role reads and writes entities
--- with its own grants, as before (superusers and the owner bypass row-level security anyway).
+-- their database allows (docstore.rules_policy), and none of a database without rules or not
+-- listed in docstore.databases (rules_set answers that without the policy function); every
+-- other role reads and writes entities with its own grants, as before (superusers and the
+-- owner bypass row-level security anyway).
 alter table docstore.entities enable row level security;
 create policy docstore_rules_list on docstore.entities for select to docstore_client
-    using (not docstore.rules_set(database_id) or docstore.rules_policy(database_id, path, data));
+    using (docstore.rules_set(database_id) and docstore.rules_policy(database_id, path, data));
 create policy docstore_not_clients on docstore.entities for select to public
     using ((select not pg_has_role('docstore_client', 'usage')
                 or has_table_privilege('docstore.entities', 'insert, update, delete')));

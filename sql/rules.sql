@@ -39,12 +39,13 @@ begin
 end $$;
 
 -- Whether the row may be read by the current docstore_client: the per-document `list` rule of
--- the row's database (rules::policy regenerates this body). Open until rules are set. SECURITY
+-- the row's database (rules::policy regenerates this body). Locked (false) for a database
+-- without rules or not listed in docstore.databases. SECURITY
 -- DEFINER so that its get()/exists() (docstore.rules_lookup, which clients may not call) read
 -- documents as the owner; its search_path is fixed, as a definer's must be.
 create function docstore.rules_policy(database_id text, path text, data jsonb) returns boolean
 language sql stable parallel safe security definer set search_path = pg_catalog, pg_temp
-as $$ select true $$;
+as $$ select false $$;
 
 create function docstore.rules_changed() returns trigger language plpgsql as $$
 begin
@@ -52,4 +53,8 @@ begin
     return null;
 end $$;
 create trigger rules_changed after insert or update or delete or truncate on docstore.rules
+    for each statement execute function docstore.rules_changed();
+-- Only the rules of listed databases count: creating or dropping one regenerates the policy
+-- and invalidates every backend's ruleset cache as a change of the rules does.
+create trigger databases_changed after insert or update or delete or truncate on docstore.databases
     for each statement execute function docstore.rules_changed();

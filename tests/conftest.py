@@ -124,8 +124,20 @@ class Cluster:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
 
+# The ruleset `make up` installs on its demo database (demo/open_rules.sql): anyone may read
+# and write. A database without rules denies every non-admin caller (docs/rules.md), so the
+# tests install it where they want an open database ((default) here, others with
+# Stack.open_database).
+OPEN_RULES = """rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /{document=**} { allow read, write: if true; }
+  }
+}"""
+
 SETUP_SQL = [
     "create extension if not exists pg_docstore",
+    (ROOT / "demo" / "open_rules.sql").read_text(),
 ]
 
 
@@ -168,6 +180,16 @@ class Stack:
         with psycopg.connect(self.cluster.url(), autocommit=True) as conn:
             cur = conn.execute(query, params or None)
             return cur.fetchall() if cur.description else []
+
+    def open_database(self, db: str) -> None:
+        """Create database `db` (if missing) and install the open ruleset on it."""
+        self.sql(
+            "select docstore.create_database(%s) "
+            "where not exists (select from docstore.databases where id = %s)",
+            db,
+            db,
+        )
+        self.sql("select docstore.set_rules(%s, %s)", OPEN_RULES, db)
 
     @staticmethod
     def doc(path: str, db: str = "(default)") -> str:

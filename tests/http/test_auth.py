@@ -13,61 +13,88 @@ def write(client, stack, path, data):
     assert r.status_code == 200, r.text
 
 
+OWNER_RULES = """rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /{document=**} {
+      allow read: if request.auth != null && resource.data.owner == request.auth.uid;
+      allow write: if request.auth != null;
+    }
+  }
+}"""
+
+
 @pytest.fixture
-def owner_policy(stack):
-    """Row-level security on database 'authtest' only: a document is visible when its owner
-    is the JWT's sub, and only to a `get` request (reads docstore.auth and docstore.request,
-    as compiled rules will)."""
+def owner_rules(stack):
+    """Database 'authtest': a document may be read by its owner (the JWT's sub), written by any
+    signed-in caller; a trigger records docstore.auth, docstore.request and the role of every
+    write (client writes run as the extension's owner, in the caller's transaction)."""
     stack.sql("insert into docstore.databases (id) values ('authtest') on conflict do nothing")
-    # The extension keeps row-level security on entities with permissive policies of its own
-    # (the rules' `list` filter, open for a database without rules), so a test policy
-    # restricts only AS RESTRICTIVE, and row-level security is never switched off.
+    stack.sql("select docstore.set_rules(%s, 'authtest')", OWNER_RULES)
     statements = [
-        """create policy test_owner_read on docstore.entities as restrictive for select using (
-             database_id <> 'authtest'
-             or (data->>'owner' = current_setting('docstore.auth', true)::jsonb->>'sub'
-                 and current_setting('docstore.request', true)::jsonb->>'method' = 'get'
-                 and current_setting('docstore.request', true)::jsonb->>'path'
-                     = '/databases/authtest/documents/' || path))""",
+        "create table public.test_seen (auth text, request text, session_role text)",
+        """create function public.test_record() returns trigger language plpgsql as $$
+           begin
+             insert into public.test_seen values (current_setting('docstore.auth', true),
+               current_setting('docstore.request', true), current_setting('role'));
+             return new;
+           end $$""",
+        """create trigger test_record before insert on docstore.entities
+             for each row when (new.database_id = 'authtest') execute function public.test_record()""",
     ]
     for s in statements:
         stack.sql(s)
     yield
-    stack.sql("drop policy if exists test_owner_read on docstore.entities")
+    stack.sql("drop trigger if exists test_record on docstore.entities")
+    stack.sql("drop function if exists public.test_record()")
+    stack.sql("drop table if exists public.test_seen")
+    stack.sql("select docstore.drop_rules('authtest')")
 
 
-def test_claims_and_request_reach_postgres(stack, client, coll, owner_policy):
+def test_claims_and_request_reach_postgres(stack, client, coll, owner_rules):
     path = f"{coll}/mine"
     r = client.put(stack.doc(path, db="authtest"), json={"owner": "u1"}, headers=stack.admin)
     assert r.status_code == 200, r.text
     url = stack.doc(path, db="authtest")
-    # The owner sees it; another user and an anonymous caller do not (the policy hides it).
+    # The owner reads it; another user and an anonymous caller are denied by the get rule,
+    # which reads the claims from docstore.auth.
     r = client.get(url, headers=stack.bearer(stack.token({"sub": "u1"})))
     assert r.status_code == 200, r.text
     assert r.json()["data"] == {"owner": "u1"}
-    assert client.get(url, headers=stack.bearer(stack.token({"sub": "u2"}))).status_code == 404
-    assert client.get(url).status_code == 404
-    # The admin key bypasses row-level security (runs as the sidecar's own role).
+    assert client.get(url, headers=stack.bearer(stack.token({"sub": "u2"}))).status_code == 403
+    assert client.get(url).status_code == 403
+    # The admin key bypasses the rules (runs as the sidecar's own role).
     assert client.get(url, headers=stack.admin).status_code == 200
+    # A client's write: its claims, request and role reach Postgres (the admin's write above
+    # set neither claims nor the client role).
+    r = client.put(
+        stack.doc(f"{coll}/theirs", db="authtest"),
+        json={"owner": "u2"},
+        headers=stack.bearer(stack.token({"sub": "u2"})),
+    )
+    assert r.status_code == 200, r.text
+    rows = stack.sql("select auth, request, session_role from public.test_seen order by ctid")
+    assert len(rows) == 2, rows
+    auth, request, role = rows[1]
+    assert json.loads(auth)["sub"] == "u2"
+    request = json.loads(request)
+    assert request["method"] == "write"
+    assert request["path"] == f"/databases/authtest/documents/{coll}/theirs"
+    assert role == "docstore_client"
 
 
 def test_requests_run_as_docstore_client(stack, client, coll):
-    """A user's request runs as role docstore_client: a policy that hides every row from that
-    role (and from no other) hides the document from a JWT and an anonymous request, while
-    the admin key (the sidecar's own role) still sees it."""
-    write(client, stack, f"{coll}/hidden", {"a": 1})
-    url = stack.doc(f"{coll}/hidden")
-    stack.sql(
-        "create policy test_hide_from_clients on docstore.entities "
-        "as restrictive for select to docstore_client using (false)"
-    )
-    try:
-        user = stack.bearer(stack.token({"sub": "u1"}))
-        assert client.get(url, headers=user).status_code == 404
-        assert client.get(url).status_code == 404
-        assert client.get(url, headers=stack.admin).status_code == 200
-    finally:
-        stack.sql("drop policy if exists test_hide_from_clients on docstore.entities")
+    """A user's request runs as role docstore_client, which the rules decide: in a database
+    without rules a JWT and an anonymous request are denied, while the admin key (the
+    sidecar's own role) is not checked."""
+    stack.sql("insert into docstore.databases (id) values ('authclient') on conflict do nothing")
+    r = client.put(stack.doc(f"{coll}/hidden", db="authclient"), json={"a": 1}, headers=stack.admin)
+    assert r.status_code == 200, r.text
+    url = stack.doc(f"{coll}/hidden", db="authclient")
+    user = stack.bearer(stack.token({"sub": "u1"}))
+    assert client.get(url, headers=user).status_code == 403
+    assert client.get(url).status_code == 403
+    assert client.get(url, headers=stack.admin).status_code == 200
 
 
 def test_no_header_is_unauthenticated_not_an_error(stack, client, coll):

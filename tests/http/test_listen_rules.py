@@ -245,7 +245,7 @@ def test_anonymous_streams_are_decided_too(stack, client, room):
         assert "hidden" not in json.dumps(events), events
     finally:
         anonymous.close()
-    # A database without rules stays open to anonymous streams.
+    # (default), open in the test stack (the demo's open ruleset), answers anonymous streams.
     coll = "c" + uuid.uuid4().hex[:10]
     stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
     open_stream = Listener(stack, params=[("document", f"{coll}/a")], headers={})

@@ -45,9 +45,9 @@ fn write_one(
     to_timestamptz(result.commit_time)
 }
 
-/// Read a document as the caller may: for a client (docstore_client) of a database with
-/// rules, the `get` rule decides first (a missing document is decided with `resource` =
-/// null); a denial is 42501. (data as stored, create and update time).
+/// Read a document as the caller may: for a client (docstore_client), the `get` rule of the
+/// database decides first (a missing document is decided with `resource` = null); a denial,
+/// and any read in a database without rules, is 42501. (data as stored, create and update time).
 fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, DocstoreError> {
     let path = ResourcePath::parse_document(path).map_err(DocstoreError::from)?;
     let database = database_id()?;
@@ -58,43 +58,42 @@ fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, Docsto
             // A client: the database's `get` rule decides (read as the owner, so the `list`
             // policy on entities does not hide the document first).
             let _owner = crate::pg::owner::AsOwner::new(client)?;
-            if let Some(ruleset) = crate::rules::ruleset(&database)? {
-                let found = entities::read(client, &database, &name)?;
-                let stored = match &found {
-                    Some((data, _, _)) => Some(Document {
-                        path: path.clone(),
-                        data: entities::stored_fields(&data.text())?,
-                    }),
-                    None => None,
-                };
-                let request = crate::rules::request(
-                    Method::Get,
-                    &database,
-                    &path,
-                    None,
-                    crate::pg::time::transaction_start(),
-                )?;
-                let lookups = crate::rules::Lookups {
-                    database: &database,
-                    batch: std::collections::HashMap::new(),
-                };
-                crate::rules::decide(
-                    &ruleset,
-                    &request,
-                    stored.as_ref(),
-                    &lookups,
-                    &mut Budget::single(),
-                )?;
-                return Ok(found);
-            }
+            let ruleset = crate::rules::client_ruleset(&database)?;
+            let found = entities::read(client, &database, &name)?;
+            let stored = match &found {
+                Some((data, _, _)) => Some(Document {
+                    path: path.clone(),
+                    data: entities::stored_fields(&data.text())?,
+                }),
+                None => None,
+            };
+            let request = crate::rules::request(
+                Method::Get,
+                &database,
+                &path,
+                None,
+                crate::pg::time::transaction_start(),
+            )?;
+            let lookups = crate::rules::Lookups {
+                database: &database,
+                batch: std::collections::HashMap::new(),
+            };
+            crate::rules::decide(
+                &ruleset,
+                &request,
+                stored.as_ref(),
+                &lookups,
+                &mut Budget::single(),
+            )?;
+            return Ok(found);
         }
         entities::read(client, &database, &name)
     })
 }
 
 /// The document's data in typed JSON, or NULL when it does not exist. For a client
-/// (docstore_client) of a database with rules, the `get` rule decides first (a missing
-/// document is decided with `resource` = null); a denial is 42501.
+/// (docstore_client), the `get` rule decides first (a missing document is decided with
+/// `resource` = null); a denial, and any client read in a database without rules, is 42501.
 ///
 /// ```sql
 /// select docstore.get('restaurants/one');

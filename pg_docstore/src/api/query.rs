@@ -97,8 +97,8 @@ fn rows_of(
     let database = database_id()?;
     let (prepared, as_owner, cap) = Spi::connect(|client| {
         let prepared = executor::prepare(client, &database, text, parse)?;
-        // A client's query on a database with rules: its `list` is decided once here, then
-        // it reads as the owner (no per-row policy), batch after batch.
+        // A client's query: its `list` is decided once here (denied without rules), then it
+        // reads as the owner (no per-row policy), batch after batch.
         let checked = crate::rules::query::authorize(client, &database, &prepared.0)?;
         let cap = crate::storage::databases::max_query_results(client, &database)?;
         Ok::<_, DocstoreError>((prepared, checked.is_some(), cap))

@@ -119,11 +119,11 @@ fn rules_request(method: &str, database: &str, path: &str) -> Option<TypedJsonb>
     out(Some(prim::to_json(&eval::request_value(&request))))
 }
 
-/// Whether database `database` has a ruleset. The `list` policy on `docstore.entities`
-/// (`roles.sql`) asks this first: a database without one is open, so its rows pass without a
-/// call of `docstore.rules_policy`, a SECURITY DEFINER SQL function Postgres plans again in every
-/// statement (a third of a client's primary-key read). A ruleset that cannot be read counts as
-/// present, so the policy function decides.
+/// Whether database `database` has a ruleset that counts (`docstore.databases` lists the
+/// database). The `list` policy on `docstore.entities` (`roles.sql`) asks this first: a database
+/// without one is locked, so none of its rows passes, without a call of
+/// `docstore.rules_policy`, a SECURITY DEFINER SQL function Postgres plans again in every
+/// statement. A ruleset that cannot be read counts as present, so the policy function decides.
 #[pg_extern(stable, strict, parallel_safe)]
 fn rules_set(database: &str) -> bool {
     crate::rules::ruleset(database).map_or(true, |ruleset| ruleset.is_some())
@@ -210,8 +210,8 @@ fn set_rules(source: &str, database: default!(Option<&str>, "NULL")) -> Result<(
     Ok(())
 }
 
-/// Remove the rules of a database (default: the session's, as for [`set_rules`]): it is open
-/// again (every request allowed). Administrators only.
+/// Remove the rules of a database (default: the session's, as for [`set_rules`]): it is locked
+/// again (every client request denied, docs/rules.md). Administrators only.
 #[pg_extern(volatile)]
 fn drop_rules(database: default!(Option<&str>, "NULL")) -> Result<bool, ErrorReport> {
     let database = database_or_session(database)?;

@@ -21,6 +21,11 @@
 //!   snapshot (a REPEATABLE READ transaction's) could put the old ruleset back in the cache
 //!   under the new generation, where it would stay after that transaction ended.
 //!
+//! A database `docstore.databases` does not list has no rules here, whatever `docstore.rules`
+//! holds for it (its clients are denied, docs/rules.md): the same read checks its row there.
+//! `docstore.databases` has a trigger like `docstore.rules`' (sql/rules.sql), so creating or
+//! dropping a database invalidates the entries too.
+//!
 //! Rules are therefore not part of a transaction's snapshot: a REPEATABLE READ transaction sees
 //! a committed `set_rules` from its next statement on, as every other transaction does. A
 //! change that bypasses the trigger (`session_replication_role = replica`, a disabled trigger)
@@ -37,8 +42,8 @@ use docstore_rules::Ruleset;
 
 use crate::errors::DocstoreError;
 
-/// One database's entry: the generation it was read at, the stored source (`None`: no rules)
-/// and its ruleset.
+/// One database's entry: the generation it was read at, the stored source (`None`: no rules,
+/// or the database is not listed) and its ruleset.
 struct Entry {
     generation: u64,
     source: Option<String>,
@@ -78,7 +83,8 @@ pub fn changed() {
     }
 }
 
-/// The ruleset of `database` (`None`: no rules, or no `docstore.rules` table), compiled at most
+/// The ruleset of `database` (`None`: no rules, a database `docstore.databases` does not list,
+/// or no `docstore.rules` table), compiled at most
 /// once per change of `docstore.rules`. `compile` turns a stored source into a ruleset.
 ///
 /// # Errors
@@ -117,8 +123,10 @@ pub fn ruleset(
     if let Some(ruleset) = cached {
         return Ok(ruleset);
     }
-    // SAFETY: reads a transaction-consistent state of a table we just looked up.
-    let (source, latest) = unsafe { read_source(relid, database)? };
+    let databases = crate::pg::names::relation(c"docstore", c"databases")
+        .ok_or_else(|| DocstoreError::Internal("docstore.databases is missing".into()))?;
+    // SAFETY: reads a transaction-consistent state of tables we just looked up.
+    let (source, latest) = unsafe { read_source(relid, databases, database)? };
     let known = ENTRIES.with(|e| {
         e.borrow()
             .get(database)
@@ -148,36 +156,63 @@ pub fn ruleset(
     Ok(ruleset)
 }
 
-/// The stored source of `database`'s rules, read by primary key with the latest snapshot
-/// (`true`), or in parallel mode, where no new snapshot may be taken, with the active one
-/// (`false`).
+/// The stored source of `database`'s rules (`None` too when `docstore.databases` does not list
+/// it), read by primary key with the latest snapshot (`true`), or in parallel mode, where no new
+/// snapshot may be taken, with the active one (`false`).
 ///
 /// # Safety
-/// `relid` is `docstore.rules` (database_id text, source text, ...) in a running transaction.
+/// `rules` is `docstore.rules` (database_id text, source text, ...) and `databases` is
+/// `docstore.databases` (id text, ...), in a running transaction.
 unsafe fn read_source(
-    relid: pg_sys::Oid,
+    rules: pg_sys::Oid,
+    databases: pg_sys::Oid,
     database: &str,
 ) -> Result<(Option<String>, bool), DocstoreError> {
-    let key_datum = database
-        .into_datum()
-        .ok_or_else(|| DocstoreError::Internal("database id is NULL".into()))?;
-    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-    // SAFETY: the relation is opened and locked for the scan and closed after
-    // it; the snapshot is registered for the scan's duration; the tuple is read before the
-    // next fetch. Postgres errors unwind through here as Rust panics that pgrx turns back into
-    // errors, and the transaction's abort releases the relation, scan and snapshot.
+    // SAFETY: the snapshot is registered for the scans' duration. Postgres errors unwind
+    // through here as Rust panics that pgrx turns back into errors, and the transaction's
+    // abort releases the relations, scans and snapshot.
     unsafe {
-        let rel = pg_sys::table_open(relid, lock);
         let latest = !pg_sys::IsInParallelMode();
         let snapshot = if latest {
             pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot())
         } else {
             pg_sys::RegisterSnapshot(pg_sys::GetActiveSnapshot())
         };
-        let mut key: pg_sys::ScanKeyData = core::mem::zeroed();
+        let listed = read_text(databases, database, snapshot, 1)?.is_some();
+        let source = if listed {
+            read_text(rules, database, snapshot, 2)?.flatten()
+        } else {
+            None
+        };
+        pg_sys::UnregisterSnapshot(snapshot);
+        Ok((source, latest))
+    }
+}
+
+/// Column `column` (text) of the row of `relid` whose first column (its primary key) is
+/// `key`: `None` without such a row, `Some(None)` for a NULL.
+///
+/// # Safety
+/// `relid` is a table whose first column is a text primary key and whose column `column` is
+/// text; `snapshot` is registered; a transaction is running.
+unsafe fn read_text(
+    relid: pg_sys::Oid,
+    key: &str,
+    snapshot: pg_sys::Snapshot,
+    column: i32,
+) -> Result<Option<Option<String>>, DocstoreError> {
+    let key_datum = key
+        .into_datum()
+        .ok_or_else(|| DocstoreError::Internal("database id is NULL".into()))?;
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    // SAFETY: the relation is opened and locked for the scan and closed after it; the tuple
+    // is read before the scan ends.
+    unsafe {
+        let rel = pg_sys::table_open(relid, lock);
+        let mut scan_key: pg_sys::ScanKeyData = core::mem::zeroed();
         pg_sys::ScanKeyInit(
-            &mut key,
-            1, // database_id
+            &mut scan_key,
+            1,
             pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
             pg_sys::Oid::from(pg_sys::F_TEXTEQ),
             key_datum,
@@ -189,19 +224,18 @@ unsafe fn read_source(
             index != pg_sys::InvalidOid,
             snapshot,
             1,
-            &mut key,
+            &mut scan_key,
         );
         let tuple = pg_sys::systable_getnext(scan);
-        let source = if tuple.is_null() {
+        let value = if tuple.is_null() {
             None
         } else {
             let mut is_null = false;
-            let datum = pg_sys::heap_getattr(tuple, 2, (*rel).rd_att, &mut is_null); // source
-            String::from_datum(datum, is_null)
+            let datum = pg_sys::heap_getattr(tuple, column, (*rel).rd_att, &mut is_null);
+            Some(String::from_datum(datum, is_null))
         };
         pg_sys::systable_endscan(scan);
-        pg_sys::UnregisterSnapshot(snapshot);
         pg_sys::table_close(rel, lock);
-        Ok((source, latest))
+        Ok(value)
     }
 }

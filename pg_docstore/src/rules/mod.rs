@@ -8,8 +8,9 @@
 //! - [`policy`]: the row-level-security function generated from every stored ruleset;
 //! - [`query`]: the `list` check of a client's `docstore.query`/`run_query`, once per query.
 //!
-//! A database without a ruleset is open (every request is allowed, as before rules existed);
-//! `docstore.set_rules` closes it. Roles that are not clients (superusers, the owner, roles with
+//! A database without a ruleset, or not listed in `docstore.databases`, is locked (Firestore's
+//! locked mode): every request of a client is denied ([`client_ruleset`]) and the `list`
+//! policy passes none of its rows; `docstore.set_rules` opens it to what its rules allow. Roles that are not clients (superusers, the owner, roles with
 //! DML on entities: see `pg::owner::caller_writes_as_client`) are administrators: no rule
 //! applies to them, as Firestore's admin SDK bypasses rules.
 
@@ -35,14 +36,28 @@ use crate::guc;
 use crate::pg::time::to_timestamp;
 use crate::storage::entities;
 
-/// The ruleset of `database`, or `None` when none is set (or the extension's SQL has no
-/// `docstore.rules` yet): compiled once per backend and change of `docstore.rules`
+/// The ruleset of `database`, or `None` when none is set, when `docstore.databases` does not
+/// list the database, or when the extension's SQL has no `docstore.rules` yet: compiled once per backend and change of `docstore.rules`
 /// ([`cache`]). Reads the table below the executor, so no rights on it are needed.
 ///
 /// # Errors
 /// A stored source that no longer compiles (42601 / 0A000).
 pub fn ruleset(database: &str) -> Result<Option<Rc<Ruleset>>, DocstoreError> {
     cache::ruleset(database, compile)
+}
+
+/// The ruleset a client's request in `database` is decided by ([`ruleset`]).
+///
+/// # Errors
+/// [`DocstoreError::PermissionDenied`] (42501) for a locked database: one without a ruleset or
+/// not listed in `docstore.databases` (the same text for both, and whatever the request, so it
+/// tells a client nothing about the documents); a stored source that no longer compiles.
+pub fn client_ruleset(database: &str) -> Result<Rc<Ruleset>, DocstoreError> {
+    ruleset(database)?.ok_or_else(|| {
+        DocstoreError::PermissionDenied(format!(
+            "database {database} has no security rules: clients are denied until an administrator sets them (docstore.set_rules)"
+        ))
+    })
 }
 
 /// Compile `source`, refusing a ruleset whose methods need more distinct document lookups

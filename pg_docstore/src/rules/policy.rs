@@ -4,7 +4,8 @@
 //! every stored ruleset: per database id, the ruleset's `list` expression from the SQL back end
 //! (`docstore_rules::sql`), over `request` (`docstore.rules_request('list', ..)`: the caller's
 //! auth, the row's path) and `resource` (`docstore.rules_document(..)`: the row). A database
-//! without a ruleset is open (`ELSE true`).
+//! without a ruleset, or one `docstore.databases` does not list, is locked (`ELSE false`): no
+//! row of it passes. The trigger on `docstore.databases` regenerates the function too.
 //!
 //! This is the documented deviation: Firestore refuses a query that could return a denied
 //! document; here a plain `select` is filtered by the per-document `list` rule (a policy that
@@ -22,7 +23,7 @@ use crate::errors::DocstoreError;
 /// A source that does not compile.
 pub fn body(rulesets: &[(String, String)]) -> Result<String, DocstoreError> {
     if rulesets.is_empty() {
-        return Ok("SELECT true".to_owned());
+        return Ok("SELECT false".to_owned());
     }
     let mut out = String::from("SELECT CASE database_id");
     for (database, source) in rulesets {
@@ -40,7 +41,7 @@ pub fn body(rulesets: &[(String, String)]) -> Result<String, DocstoreError> {
             database.replace('\'', "''")
         ));
     }
-    out.push_str("\n  ELSE true END");
+    out.push_str("\n  ELSE false END");
     Ok(out)
 }
 
@@ -56,15 +57,17 @@ fn dollar_tag(text: &str) -> String {
     }
 }
 
-/// Regenerate `docstore.rules_policy` from `docstore.rules` (the table's trigger calls this
-/// after every change, `pg_restore` included, so the policy always follows the stored rules).
+/// Regenerate `docstore.rules_policy` from the rules of the databases `docstore.databases`
+/// lists (the triggers of both tables call this after every change, `pg_restore` included, so
+/// the policy always follows the stored rules and databases).
 ///
 /// # Errors
 /// SPI errors; a stored ruleset that does not compile.
 pub fn install(client: &mut SpiClient<'_>) -> Result<(), DocstoreError> {
     let mut rulesets = Vec::new();
     for row in client.select(
-        "select database_id, source from docstore.rules order by database_id",
+        "select r.database_id, r.source from docstore.rules r \
+         where r.database_id in (select d.id from docstore.databases d) order by r.database_id",
         None,
         &[],
     )? {

@@ -1,8 +1,8 @@
-//! The `list` check of a client's query (docs/rules.md): rules are not
-//! filters. A query by a client (`pg::owner::caller_writes_as_client`) on a database with rules
-//! is decided once, before anything is read, by `docstore_rules::list::decide_query` against
-//! the query's constraints; a query that could return a denied document fails with
-//! PERMISSION_DENIED (42501) whatever the data. An allowed query then reads as the extension's
+//! The `list` check of a client's query (docs/rules.md): rules are not filters. A query by a
+//! client (`pg::owner::caller_writes_as_client`) is decided once, before anything is read, by
+//! `docstore_rules::list::decide_query` against the query's constraints; a query that could
+//! return a denied document fails with PERMISSION_DENIED (42501) whatever the data, and every
+//! query in a database without rules does. An allowed query then reads as the extension's
 //! owner, so no row-level-security filter runs per document. Plain SQL on `docstore.entities`
 //! and `docstore.documents` keeps the per-row policy (the documented deviation).
 
@@ -14,17 +14,18 @@ use docstore_core::query::Query;
 use docstore_rules::eval::{Budget, Decision};
 use docstore_rules::Method;
 
-use super::{request, ruleset, Lookups};
+use super::{client_ruleset, request, Lookups};
 use crate::errors::DocstoreError;
 use crate::pg::owner::{caller_writes_as_client, AsOwner};
 use crate::pg::time::transaction_start;
 
-/// Decide `query` for the caller. `None`: the caller is not a client, or the database has no
-/// rules; the query runs with the caller's rights as before. `Some(guard)`: the query is
+/// Decide `query` for the caller. `None`: the caller is not a client; the query runs with the
+/// caller's rights as before. `Some(guard)`: the query is
 /// allowed; run it while the guard (statements as the owner) lives.
 ///
 /// # Errors
-/// [`DocstoreError::PermissionDenied`] (42501) as [`super::denied`] words it; a malformed
+/// [`DocstoreError::PermissionDenied`] (42501) as [`super::denied`] words it, also for a
+/// database without rules ([`client_ruleset`]); a malformed
 /// `docstore.auth`; SPI errors; a stored ruleset that no longer compiles.
 pub fn authorize(
     client: &SpiClient<'_>,
@@ -36,9 +37,7 @@ pub fn authorize(
     }
     // The ruleset and the get()/exists() lookups are read as the owner.
     let owner = AsOwner::new(client)?;
-    let Some(ruleset) = ruleset(database)? else {
-        return Ok(None);
-    };
+    let ruleset = client_ruleset(database)?;
     let path = query.source.path_under_parent()?;
     let request = request(Method::List, database, &path, None, transaction_start())?;
     let lookups = Lookups {

@@ -66,17 +66,18 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// The rules of `database` for a batch with `authority`: `None` for administrators and
-    /// for a database without rules.
+    /// The rules of `database` for a batch with `authority`: `None` for administrators.
     ///
     /// # Errors
-    /// A stored ruleset that no longer compiles.
+    /// [`DocstoreError::PermissionDenied`] for a client in a database without rules
+    /// ([`rules::client_ruleset`]), before anything is read; a stored ruleset that no longer
+    /// compiles.
     pub fn of(database: &str, authority: Authority) -> Result<Option<Rules>, DocstoreError> {
         if authority == Authority::Caller {
             return Ok(None);
         }
-        Ok(rules::ruleset(database)?.map(|ruleset| Rules {
-            ruleset,
+        Ok(Some(Rules {
+            ruleset: rules::client_ruleset(database)?,
             writes: Vec::new(),
         }))
     }

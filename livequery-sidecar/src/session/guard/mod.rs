@@ -15,7 +15,8 @@
 //!   database's ruleset changes, every target of the stream is decided again.
 //!
 //! A denial ends the stream with `reset {reason: permission}` and nothing of the denied
-//! event is sent. The admin key is never checked; a database without rules is open.
+//! event is sent. The admin key is never checked; a database without rules is locked (every
+//! check of a non-admin stream denies, as the extension denies its clients there).
 //!
 //! Lookups: each stream keeps the documents its decisions read ([`Watch::deps`]), kept current
 //! by the change stream ([`Guard::observe`]). A decision that needs a document not held yet
@@ -179,6 +180,14 @@ pub fn decide(
     }
 }
 
+/// Why a check of a non-admin stream in `database`, which has no ruleset (or is not listed),
+/// is denied: the extension's denial of its clients there (docs/rules.md).
+fn locked(database: &str) -> String {
+    format!(
+        "database {database} has no security rules: clients are denied until an administrator sets them (docstore.set_rules)"
+    )
+}
+
 /// An event waiting for its decisions (`frame: None`: a re-check of the stream's targets).
 #[derive(Debug)]
 pub struct Item {
@@ -286,12 +295,6 @@ impl Guard {
         }
     }
 
-    /// Whether `database` has rules (or they are not read yet): its non-admin events are
-    /// decided.
-    pub fn applies(&self, database: &str) -> bool {
-        !self.loaded || self.rules.contains_key(database)
-    }
-
     /// Queue `item` for a non-admin stream (created on first use with its claims) and decide
     /// what can be decided now.
     pub fn submit(&mut self, stream: &str, database: &str, auth: &str, item: Item) -> Vec<Action> {
@@ -338,24 +341,26 @@ impl Guard {
         };
         while let Some(item) = watch.queue.front() {
             let mut missing = Vec::new();
-            if let Some(rules) = rules {
-                for check in &item.checks {
-                    match decide(
+            for check in &item.checks {
+                let outcome = match rules {
+                    Some(rules) => decide(
                         rules,
                         &watch.database,
                         &watch.auth,
                         check,
                         &watch.deps,
                         time,
-                    ) {
-                        Outcome::Allow => {}
-                        Outcome::Deny(reason) => {
-                            watch.queue.clear();
-                            actions.push(Action::Deny(reason));
-                            return actions;
-                        }
-                        Outcome::Missing(paths) => missing.extend(paths),
+                    ),
+                    None => Outcome::Deny(locked(&watch.database)),
+                };
+                match outcome {
+                    Outcome::Allow => {}
+                    Outcome::Deny(reason) => {
+                        watch.queue.clear();
+                        actions.push(Action::Deny(reason));
+                        return actions;
                     }
+                    Outcome::Missing(paths) => missing.extend(paths),
                 }
             }
             if !missing.is_empty() {

@@ -218,13 +218,38 @@ fn events_wait_for_the_first_read_of_the_rules() {
     // in force at its subscribe may be newer.
     guard.set_rules(HashMap::new(), 0);
     assert!(delivered(&guard.drain("s")).is_empty());
-    // Read since, without rules for the database: open, in order.
+    // Read since: events that need no decision go, in order.
     guard.set_rules(HashMap::new(), 1);
     assert_eq!(delivered(&guard.drain("s")), vec![1]);
     assert_eq!(
         delivered(&guard.submit("s", DB, &alice(), frame(2))),
         vec![2]
     );
+}
+
+#[test]
+fn a_database_without_rules_denies_every_check() {
+    let mut guard = Guard::default();
+    guard.set_rules(HashMap::new(), u64::MAX);
+    let item = Item {
+        frame: Some((events::heartbeat("s", Lsn(1), None), true)),
+        checks: vec![listed("rooms/r1/messages/m1", message("hi", false))],
+    };
+    let actions = guard.submit("s", DB, &alice(), item);
+    assert!(denied(&actions));
+    assert!(delivered(&actions).is_empty());
+    // Rules set, then dropped: the stream's re-check is denied.
+    guard.set_rules(loaded("t1", chat()), u64::MAX);
+    let recheck = || Item {
+        frame: None,
+        checks: vec![messages_query_fixed()],
+    };
+    assert!(!denied(&guard.submit("s2", DB, &alice(), recheck())));
+    assert_eq!(
+        guard.set_rules(HashMap::new(), u64::MAX),
+        vec![DB.to_owned()]
+    );
+    assert!(denied(&guard.submit("s2", DB, &alice(), recheck())));
 }
 
 #[test]

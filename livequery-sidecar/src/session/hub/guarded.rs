@@ -46,60 +46,58 @@ impl Hub {
             return;
         };
         let mut checks = Vec::new();
-        if self.guard.applies(&stream.database) {
-            let committed: HashMap<&ResourcePath, &Document> = writes
-                .into_iter()
-                .flatten()
-                .filter_map(|w| match w {
-                    Write::Set(d) => Some((&d.path, d)),
-                    _ => None,
-                })
-                .collect();
-            for (name, delta) in changes {
-                let Some(t) = stream.targets.get(name) else {
-                    continue;
-                };
-                match (delta, &t.spec) {
-                    (TargetDelta::Changes(list), TargetSpec::Query(query)) => {
-                        let request_query = docstore_rules::list::request_query(query);
-                        for change in list {
-                            if let DocChange::Added { doc, .. } | DocChange::Modified { doc, .. } =
-                                change
-                            {
-                                // A projection target reports selected fields: rules see
-                                // the whole committed document.
-                                let full = committed.get(&doc.path).copied().unwrap_or(doc);
-                                checks.push(Check::Listed {
-                                    query: request_query.clone(),
-                                    path: full.path.clone(),
-                                    data: Arc::clone(&full.fields),
-                                });
-                            }
-                        }
-                    }
-                    (TargetDelta::Changes(list), TargetSpec::Document(path)) => {
-                        for change in list {
-                            let data = match change {
-                                DocChange::Added { doc, .. } | DocChange::Modified { doc, .. } => {
-                                    Some(Arc::clone(&doc.fields))
-                                }
-                                DocChange::Removed { .. } => None,
-                            };
-                            checks.push(Check::Got {
-                                path: path.clone(),
-                                data,
+        let committed: HashMap<&ResourcePath, &Document> = writes
+            .into_iter()
+            .flatten()
+            .filter_map(|w| match w {
+                Write::Set(d) => Some((&d.path, d)),
+                _ => None,
+            })
+            .collect();
+        for (name, delta) in changes {
+            let Some(t) = stream.targets.get(name) else {
+                continue;
+            };
+            match (delta, &t.spec) {
+                (TargetDelta::Changes(list), TargetSpec::Query(query)) => {
+                    let request_query = docstore_rules::list::request_query(query);
+                    for change in list {
+                        if let DocChange::Added { doc, .. } | DocChange::Modified { doc, .. } =
+                            change
+                        {
+                            // A projection target reports selected fields: rules see
+                            // the whole committed document.
+                            let full = committed.get(&doc.path).copied().unwrap_or(doc);
+                            checks.push(Check::Listed {
+                                query: request_query.clone(),
+                                path: full.path.clone(),
+                                data: Arc::clone(&full.fields),
                             });
                         }
                     }
-                    // An aggregation row carries no document: its query is decided again.
-                    (TargetDelta::Aggregate(_), TargetSpec::Query(query)) => {
-                        checks.push(Check::Query(Arc::new((**query).clone())));
-                    }
-                    _ => {}
                 }
+                (TargetDelta::Changes(list), TargetSpec::Document(path)) => {
+                    for change in list {
+                        let data = match change {
+                            DocChange::Added { doc, .. } | DocChange::Modified { doc, .. } => {
+                                Some(Arc::clone(&doc.fields))
+                            }
+                            DocChange::Removed { .. } => None,
+                        };
+                        checks.push(Check::Got {
+                            path: path.clone(),
+                            data,
+                        });
+                    }
+                }
+                // An aggregation row carries no document: its query is decided again.
+                (TargetDelta::Aggregate(_), TargetSpec::Query(query)) => {
+                    checks.push(Check::Query(Arc::new((**query).clone())));
+                }
+                _ => {}
             }
-            checks.extend(self.target_checks(id, whole));
         }
+        checks.extend(self.target_checks(id, whole));
         let (database, auth) = (stream.database.clone(), auth.clone());
         let item = Item {
             frame: Some((frame, logged)),

@@ -2,6 +2,7 @@
 -- collection in one statement. Both add as docstore.add does (one write path) and return the
 -- new document as stored; the client one sets docstore.auth, docstore.request and
 -- docstore.database for the transaction and adds as docstore_client (the create rule decides).
+select docstore.create_database('add-doc'), docstore.create_database('add-doc-open');
 select docstore.set_rules($$rules_version = '2';
 service cloud.firestore { match /databases/{database}/documents {
   match /notes/{id} {
@@ -36,9 +37,15 @@ select regexp_replace(sqlstate_of($$select * from docstore.add_document_as_clien
 -- Alice's note and the one the admin added in the other database; nothing of the denials.
 select database_id, count(*) from docstore.entities where database_id like 'add-doc%'
   group by 1 order by 1;
--- A database without rules is open to clients.
+-- A database without rules denies clients (nothing is written); an open ruleset opens it.
+select regexp_replace(sqlstate_of($$select * from docstore.add_document_as_client('notes', '{"owner": "carol"}', 'null', '{}', 'add-doc-open')$$), '/[A-Za-z0-9]{20}', '/<id>') as without_rules;
+select count(*) as carol_notes from docstore.entities where database_id = 'add-doc-open' and data->>'owner' = 'carol';
+select docstore.set_rules($$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /{document=**} { allow read, write: if true; } } }$$, 'add-doc-open');
 select data from docstore.add_document_as_client('notes', '{"owner": "carol"}', 'null', '{}', 'add-doc-open')
   where data->>'owner' = 'carol';
+select docstore.drop_rules('add-doc-open');
 
 -- The settings last until the end of the transaction; the role is the caller's again at once.
 begin;

@@ -1,6 +1,7 @@
 -- docstore.get_document_as_client: the sidecar's client GET in one statement. It sets
 -- docstore.auth, docstore.request and docstore.database for the transaction and reads as
--- docstore_client exactly as get_document does (the get rule decides). Its own database id.
+-- docstore_client exactly as get_document does (the get rule decides). Its own database ids.
+select docstore.create_database('as-client'), docstore.create_database('as-client-open');
 select docstore.set_rules($$rules_version = '2';
 service cloud.firestore { match /databases/{database}/documents {
   match /notes/{id} {
@@ -22,14 +23,20 @@ rollback;
 select sqlstate_of($$select * from docstore.get_document_as_client('notes/a', '{"sub": "bob"}', '{}', 'as-client')$$) as bob;
 select sqlstate_of($$select * from docstore.get_document_as_client('notes/a', 'null', '{}', 'as-client')$$) as unauthenticated;
 select count(*) as missing from docstore.get_document_as_client('notes/none', '{"sub": "bob"}', '{}', 'as-client');
--- A database without rules is open; the session's own database is not used.
+-- A database without rules denies clients; with an open ruleset it answers, and the session's
+-- own database is not used.
 set docstore.database = 'as-client-open';
 select docstore.set('notes/a', '{"owner": "alice"}') is not null as seeded_open;
 reset docstore.database;
+select sqlstate_of($$select * from docstore.get_document_as_client('notes/a', 'null', '{}', 'as-client-open')$$) as without_rules;
+select docstore.set_rules($$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /{document=**} { allow read, write: if true; } } }$$, 'as-client-open');
 select data as open_database from docstore.get_document_as_client('notes/a', 'null', '{}', 'as-client-open');
--- Plain SQL as a client: a row of a database without rules passes the list policy without
--- its rule function (docstore.rules_set is false); the ruled database's rows are filtered by
--- its list rule (it has none: no row passes). An administrator's own policy still applies.
+-- Plain SQL as a client: a row of the open database passes its list rule; the other
+-- database's rows are filtered by its list rule (it has none: no row passes). An
+-- administrator's own policy still applies to plain SQL; get_document_as_client reads as the
+-- owner once the get rule allowed, so it does not.
 begin;
 set local role docstore_client;
 select database_id, path from docstore.entities
@@ -93,6 +100,6 @@ rollback;
 revoke set on parameter docstore.request from docstore_test_sidecar;
 drop owned by docstore_test_sidecar;
 drop role docstore_test_sidecar;
-select docstore.drop_rules('as-client');
+select docstore.drop_rules('as-client'), docstore.drop_rules('as-client-open');
 -- Leave no documents for the tests after this one.
 select docstore.drop_database('as-client'), docstore.drop_database('as-client-open');

@@ -13,7 +13,7 @@ select has_schema_privilege('docstore_client', 'docstore', 'usage') as schema_us
 -- every docstore function but the database catalog's
 select p.oid::regprocedure as not_executable from pg_proc p
 where p.pronamespace = 'docstore'::regnamespace and not has_function_privilege('docstore_client', p.oid, 'execute')
-order by 1;
+order by 1::text;
 select reloptions from pg_class where oid = 'docstore.documents'::regclass;
 
 -- the publication of the change stream
@@ -30,6 +30,11 @@ select pubname, schemaname, tablename from pg_publication_tables where pubname =
 select has_table_privilege('docstore_client', 'docstore.entities', 'select') as can_read;
 rollback;
 
+-- (default) open to clients for what follows (a database without rules denies them: the test
+-- locked), with an open ruleset like the demo's
+select docstore.set_rules($rules$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /{document=**} { allow read, write: if true; } } }$rules$);
 -- writes by docstore_client go through the docstore functions only
 select docstore.commit('[{"set": "cl/a", "data": {"x": 1}}, {"set": "cl/b", "data": {"x": 2}}]') ? 'commitTime';
 begin;
@@ -85,6 +90,7 @@ rollback;
 revoke all on docstore.entities from docstore_test_writer;
 revoke docstore_client from docstore_test_writer;
 drop role docstore_test_writer;
+select docstore.drop_rules();
 
 -- Whether a role writes as a client (rules decide) or with its own rights is remembered per
 -- backend (pg::names) and must follow every grant and revoke since, within one transaction

@@ -177,11 +177,14 @@ select sqlstate_of($$select docstore.get('users/alice')$$) as after_sign_out;
 rollback;
 reset docstore.jwt_secret;
 
--- drop_rules opens the database again
+-- drop_rules locks the database (no client reads its rows; docs/rules.md, "A database without
+-- rules"); the superuser still sees them
 begin;
 select docstore.drop_rules();
+select count(*) > 0 as admin_sees_documents from docstore.documents;
 set local role docstore_client;
 select count(*) from docstore.documents;
+select sqlstate_of($$select docstore.get('public/p1')$$) as get_after_drop;
 rollback;
 
 -- get()/exists() read only the request's database, in SQL (the row filter) as in the

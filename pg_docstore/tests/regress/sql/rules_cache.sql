@@ -23,8 +23,8 @@ create function pg_temp.client_read(n int) returns text language sql as $$
   select pg_temp.as_client(format($q$select docstore.get('notes/n%s')$q$, n))
 $$;
 
--- No rules: open.
-select pg_temp.client_write(1) as open_write;
+-- No rules: locked (every client call denied).
+select pg_temp.client_write(1) as locked_write;
 -- Rules that allow: the ruleset is compiled and cached by the first write.
 select docstore.set_rules($$rules_version = '2';
 service cloud.firestore { match /databases/{database}/documents {
@@ -69,7 +69,8 @@ service cloud.firestore { match /databases/{database}/documents {
 select pg_temp.client_write(8) as unaffected_by_other_database;
 select docstore.drop_rules('rules-cache-other');
 
--- drop_rules opens the database again; a rolled-back drop does not.
+-- drop_rules locks the database again (its own denial, not the rules'); a rolled-back drop
+-- does not.
 begin;
 select docstore.set_rules($$rules_version = '2';
 service cloud.firestore { match /databases/{database}/documents {
@@ -77,20 +78,23 @@ service cloud.firestore { match /databases/{database}/documents {
 commit;
 begin;
 select docstore.drop_rules('rules-cache');
-select pg_temp.client_write(9) as open_after_drop_in_transaction;
+select pg_temp.client_write(9) as locked_after_drop_in_transaction;
 rollback;
-select pg_temp.client_write(9) as denied_after_rolled_back_drop;
+select pg_temp.client_write(9) as denied_by_rules_after_rolled_back_drop;
 select docstore.drop_rules('rules-cache');
-select pg_temp.client_write(9) as open_after_drop;
+select pg_temp.client_write(9) as locked_after_drop;
+select docstore.set_rules($$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /notes/{id} { allow read, write: if true; } } }$$, 'rules-cache');
 
 -- A write that fails after set_rules in the same transaction rolls both back.
 begin;
 select docstore.set_rules($$rules_version = '2';
 service cloud.firestore { match /databases/{database}/documents {
   match /notes/{id} { allow read, write: if false; } } }$$, 'rules-cache');
-select docstore.create('notes/n1', '{}');
+select docstore.create('notes/n2', '{}');
 rollback;
-select pg_temp.client_write(10) as open_after_failed_transaction;
+select pg_temp.client_write(10) as allowed_after_failed_transaction;
 
 -- get() reads below the executor (entities::read_data): it sees the transaction's own earlier
 -- writes, also those of the same statement, and nothing rolled back.

@@ -2,6 +2,7 @@
 -- and docstore.run_query by a client are decided once against the query's own constraints,
 -- before anything is read. A query that could return a denied document fails with 42501
 -- whatever the data; an allowed one returns every match. Plain SQL keeps the per-row filter.
+select docstore.create_database('listcheck');
 set docstore.database = 'listcheck';
 select docstore.set_rules($rules$rules_version = '2';
 service cloud.firestore {
