@@ -323,7 +323,7 @@ def test_max_query_results_caps_a_client_query(stack, client):
     cap gets its first 2 rows, then a RESOURCE_EXHAUSTED error item ends the answer; a query
     within it (a limit) is whole, and the admin key is not capped."""
     db = "capped-http"
-    stack.sql("select docstore.create_database(%s)", db)
+    stack.open_database(db)
     try:
         for name in "abc":
             r = client.put(stack.doc(f"c/{name}", db), headers=stack.admin, json={})

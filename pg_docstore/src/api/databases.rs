@@ -59,7 +59,9 @@ fn drop_database(id: &str) -> Result<bool, ErrorReport> {
     }
     let listed = Spi::connect_mut(|client| -> Result<bool, DocstoreError> {
         crate::pg::catalog_cache::invalidate(client)?;
-        for table in ["entities", "index_entries", "indexes", "field_exemptions"] {
+        // Its rules too: a database created again later with the same id starts locked, not
+        // under the rules of the one dropped.
+        for table in ["entities", "index_entries", "indexes", "field_exemptions", "rules"] {
             client.update(
                 &format!("delete from docstore.{table} where database_id = $1"),
                 None,

@@ -99,8 +99,10 @@ fn rows_of(
         let prepared = executor::prepare(client, &database, text, parse)?;
         // A client's query: its `list` is decided once here (denied without rules), then it
         // reads as the owner (no per-row policy), batch after batch.
-        let checked = crate::rules::query::authorize(client, &database, &prepared.0)?;
+        // The cap is for clients: read while the caller is still itself (the guard of an
+        // allowed client query switches to the owner).
         let cap = crate::storage::databases::max_query_results(client, &database)?;
+        let checked = crate::rules::query::authorize(client, &database, &prepared.0)?;
         Ok::<_, DocstoreError>((prepared, checked.is_some(), cap))
     })?;
     let mut rows = LazyRows {

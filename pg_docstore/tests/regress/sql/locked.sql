@@ -96,6 +96,19 @@ set local role docstore_client;
 select sqlstate_of($$select docstore.get('notes/a')$$) as closed_get, (select count(*) from docstore.documents) as closed_view;
 rollback;
 
--- Leave nothing for the tests after this one.
+-- Dropping a database drops its rules: created again with the same id, it starts locked.
 select docstore.drop_rules('unlisted');
+select docstore.set_rules($rules$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /{document=**} { allow read: if true; } } }$rules$, 'locked');
 select docstore.drop_database('locked'), docstore.drop_database('unlisted');
+select count(*) as rules_left_of_dropped from docstore.rules where database_id = 'locked';
+select docstore.create_database('locked');
+begin;
+select set_config('docstore.auth', 'null', true), set_config('docstore.database', 'locked', true);
+set local role docstore_client;
+select sqlstate_of($$select docstore.get('notes/a')$$) as recreated_get;
+rollback;
+
+-- Leave nothing for the tests after this one.
+select docstore.drop_database('locked');

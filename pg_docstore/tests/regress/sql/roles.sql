@@ -13,7 +13,7 @@ select has_schema_privilege('docstore_client', 'docstore', 'usage') as schema_us
 -- every docstore function but the database catalog's
 select p.oid::regprocedure as not_executable from pg_proc p
 where p.pronamespace = 'docstore'::regnamespace and not has_function_privilege('docstore_client', p.oid, 'execute')
-order by 1::text;
+order by p.oid::regprocedure::text;
 select reloptions from pg_class where oid = 'docstore.documents'::regclass;
 
 -- the publication of the change stream

@@ -29,6 +29,8 @@ select count(*) as all_docs, count(distinct path) as distinct_docs
 select max_query_results from docstore.databases where id = '(default)';
 select docstore.create_database('capped');
 set docstore.database = 'capped';
+-- open to clients (a database without rules denies them before any cap applies)
+select docstore.set_rules('rules_version = ''2''; service cloud.firestore { match /databases/{d}/documents { match /{doc=**} { allow read, write: if true; } } }');
 select docstore.commit('[{"set": "c/a", "data": {}}, {"set": "c/b", "data": {}},
   {"set": "c/c", "data": {}}, {"set": "c/d", "data": {}}]') ? 'commitTime' as seeded;
 select docstore.set_database_options('capped', max_query_results => 3);
