@@ -61,7 +61,13 @@ fn drop_database(id: &str) -> Result<bool, ErrorReport> {
         crate::pg::catalog_cache::invalidate(client)?;
         // Its rules too: a database created again later with the same id starts locked, not
         // under the rules of the one dropped.
-        for table in ["entities", "index_entries", "indexes", "field_exemptions", "rules"] {
+        for table in [
+            "entities",
+            "index_entries",
+            "indexes",
+            "field_exemptions",
+            "rules",
+        ] {
             client.update(
                 &format!("delete from docstore.{table} where database_id = $1"),
                 None,
