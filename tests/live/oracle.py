@@ -18,7 +18,9 @@ test_oracle.py; each also fails when it covered less than it states, see `Campai
   never share one, no transaction is delivered twice;
 - missed: every transaction committed after a stream's last snapshot of `__all` (its first
   one, or the one after its last reset) arrived on it; a transaction counts as after the
-  snapshot when the WAL position read before it started is past the snapshot's position;
+  snapshot when its commit position (as any stream delivered it; every stream must deliver
+  it at the same one) is past the snapshot's position, or, when no stream delivered it, the
+  WAL position read before it started is;
 - quiet: at the end, faults and writers stopped, every stream reaches the final WAL
   position by its events;
 - states: then every target's state equals a fresh `:runQuery` (or document read);
@@ -481,7 +483,9 @@ class Subscriber:
         self.seen.add(tid)
         self.oracle.count("deliveries checked")
         self.trace.append((self.position, tid))
-        self.oracle.positions[tid] = self.position
+        known = self.oracle.positions.setdefault(tid, self.position)
+        if known != self.position:
+            self.fail(f"transaction {tid} at {self.position:x}, another stream had it at {known:x}")
 
     def check_consistency(self) -> None:
         """Every document a target shows is the version `__all` shows now. A target that
@@ -1066,26 +1070,42 @@ class Campaign:
 
     def check_missed(self, s: Subscriber, upto: int | None) -> None:
         """Every transaction committed after the stream's last snapshot of `__all` arrived on
-        it: at a reset, those it had passed (committed before `upto`, by their `hi`); at the
-        end, every one. A transaction that may have committed while a requery held the stream
-        (after the position the stream had reached, before the requery's snapshot) may be in
-        that snapshot instead of in a change (docs/listen.md), and is excused."""
+        it: at a reset, those it had passed (committed at or before `upto`); at the end, every
+        one. A transaction that committed while a requery held the stream (after the position
+        the stream had reached, at or before the requery's snapshot) is in that snapshot
+        instead of in a change (docs/listen.md), and is excused.
+
+        Where a transaction committed is its position as a stream delivered it (the commit
+        LSN, `positions`); one no stream delivered yet is placed by the WAL positions read
+        around it instead: after a position when `lo` is past it, before one when `hi` is not
+        past it (a transaction in flight at the snapshot, lo <= base < commit, is then not
+        required: only the exact position decides it)."""
         if s.baseline is None:
             return
         base = s.baseline
+
+        def after_base(t: Txn) -> bool:
+            at = self.positions.get(t.id)
+            return at > base if at is not None else t.lo is not None and t.lo > base
+
+        def reached(t: Txn) -> bool:
+            at = self.positions.get(t.id)
+            if upto is None:
+                return True
+            return at <= upto if at is not None else t.hi is not None and t.hi <= upto
+
+        def held_by(t: Txn, held: int, q: int) -> bool:
+            at = self.positions.get(t.id)
+            if at is not None:
+                return held < at <= q
+            return t.lo is not None and t.lo < q and (t.hi is None or t.hi > held)
+
         after = [
             t
             for t in self.txns.values()
-            if t.outcome == "committed"
-            and t.lo is not None
-            and t.lo > base
-            and (upto is None or (t.hi is not None and t.hi <= upto))
+            if t.outcome == "committed" and after_base(t) and reached(t)
         ]
-        required = {
-            t.id
-            for t in after
-            if not any(t.lo < q and (t.hi is None or t.hi > held) for held, q in s.resnapshots)
-        }
+        required = {t.id for t in after if not any(held_by(t, h, q) for h, q in s.resnapshots)}
         self.count("missed check: in a requery snapshot", len({t.id for t in after} - required))
         when = "at the end" if upto is None else f"at a reset (reached {upto:x})"
         self.count("missed check: transactions", len(required))
@@ -1099,10 +1119,16 @@ class Campaign:
             s.fail(
                 f"{when}: snapshot at {base:x}, missed {len(missed)} of {len(required)} "
                 "transactions committed after it: "
-                + ", ".join(f"{t} (lo {self.txns[t].lo:x})" for t in sorted(missed)[:10])
+                + ", ".join(f"{t} ({self.placed(t)})" for t in sorted(missed)[:10])
                 + f"; requery snapshots (held after, at) {[f'{h:x} {q:x}' for h, q in s.resnapshots]}",
                 check="missed",
             )
+
+    def placed(self, tid: str) -> str:
+        """Where a transaction committed, as far as the campaign knows."""
+        t, at = self.txns[tid], self.positions.get(tid)
+        lo, hi = (f"{v:x}" if v is not None else "?" for v in (t.lo, t.hi))
+        return f"at {at:x}" if at is not None else f"between {lo} and {hi}"
 
     def dump_missed(self, s: Subscriber, missed: set[str]) -> None:
         """The stream's connects, resets, snapshots and transactions around what it missed."""
