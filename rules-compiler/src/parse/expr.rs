@@ -293,9 +293,11 @@ impl Parser<'_> {
                     self.expect_punct(")")?;
                     parts.push(PathPart::Expr(e));
                 }
-                Tok::Punct("/") if parts.is_empty() => {
+                // A '/' after a path continues it (Firebase's grammar: a segment or a binding
+                // must follow), so a path is never the left side of a division.
+                Tok::Punct("/") => {
                     let span = self.peek().span;
-                    return Err(self.syntax(span, "expected a path segment after '/'"));
+                    return Err(self.syntax(span, "expected a path segment or $(...) after '/'"));
                 }
                 _ => break,
             }

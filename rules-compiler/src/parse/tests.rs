@@ -178,6 +178,14 @@ fn syntax_errors_point_at_the_token() {
             "out of range",
         ),
         ("function f() { return 1; }", 1, 27, "no 'service'"),
+        // A '/' after a path continues it: never a division (Firebase refuses it too; found
+        // by the differential against hidane-rules).
+        (
+            "service x { match /a { allow read: if /a/b / (1) == 2; } }",
+            1,
+            44,
+            "after '/'",
+        ),
     ] {
         let e = parse(src).unwrap_err();
         assert_eq!((e.line, e.column), (line, column), "{src}: {e}");
