@@ -23,14 +23,6 @@ from conftest import own_sidecar
 
 CLOSED_WITHIN = 30
 DB = "limits"
-OPEN = """rules_version = '2';
-service cloud.firestore {
-  match /databases/{database}/documents {
-    match /{document=**} {
-      allow read, write: if true;
-    }
-  }
-}"""
 
 
 def connect(url: str, source: str = "127.0.0.1") -> socket.socket:
@@ -196,8 +188,7 @@ def test_connections_in_total_are_capped(stack):
 
 @pytest.fixture
 def open_db(stack):
-    stack.sql("insert into docstore.databases (id) values (%s) on conflict do nothing", DB)
-    stack.sql("select docstore.set_rules(%s, %s)", OPEN, DB)
+    stack.open_database(DB)
     yield
     stack.sql("select docstore.drop_rules(%s)", DB)
 

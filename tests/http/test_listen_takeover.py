@@ -16,20 +16,11 @@ import pytest
 from test_listen import Listener
 
 DB = "takeover"
-OPEN = """rules_version = '2';
-service cloud.firestore {
-  match /databases/{database}/documents {
-    match /{document=**} {
-      allow read, write: if true;
-    }
-  }
-}"""
 
 
 @pytest.fixture
 def open_db(stack):
-    stack.sql("insert into docstore.databases (id) values (%s) on conflict do nothing", DB)
-    stack.sql("select docstore.set_rules(%s, %s)", OPEN, DB)
+    stack.open_database(DB)
     yield
     stack.sql("select docstore.drop_rules(%s)", DB)
 
