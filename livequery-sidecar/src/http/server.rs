@@ -145,6 +145,25 @@ impl<S> Idle<S> {
         }
     }
 
+    /// A write poll of the inner stream: bytes written move the idle clock; a write still
+    /// pending past the idle time fails.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match poll {
+            Poll::Ready(result) => {
+                if result.as_ref().is_ok_and(|n| *n > 0) {
+                    self.last = Instant::now();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(Self::timed_out())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
     fn timed_out() -> io::Error {
         count_limited("idle_timeout");
         io::Error::new(io::ErrorKind::TimedOut, "the connection was idle too long")
@@ -177,16 +196,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Idle<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Ready(result) => {
-                if result.as_ref().is_ok_and(|n| *n > 0) {
-                    self.last = Instant::now();
-                }
-                Poll::Ready(result)
-            }
-            Poll::Pending if self.expired(cx) => Poll::Ready(Err(Self::timed_out())),
-            Poll::Pending => Poll::Pending,
-        }
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(cx, poll)
     }
 
     fn poll_write_vectored(
@@ -194,16 +205,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Idle<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(result) => {
-                if result.as_ref().is_ok_and(|n| *n > 0) {
-                    self.last = Instant::now();
-                }
-                Poll::Ready(result)
-            }
-            Poll::Pending if self.expired(cx) => Poll::Ready(Err(Self::timed_out())),
-            Poll::Pending => Poll::Pending,
-        }
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
