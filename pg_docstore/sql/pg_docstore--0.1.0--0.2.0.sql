@@ -4,7 +4,7 @@
 -- brought up to date by this script has the schema of a fresh 0.2.0 install.
 \echo Use "ALTER EXTENSION pg_docstore UPDATE" to load this file. \quit
 
--- Security hardening (issue 24, extension side): rules_lookup, a SECURITY DEFINER function,
+-- Security hardening (docs/security.md): rules_lookup, a SECURITY DEFINER function,
 -- gets a fixed search_path; set_rules and drop_rules default to the session's database
 -- (docstore.database) instead of '(default)'; wait_for_older_transactions names its catalogs
 -- with pg_catalog.
