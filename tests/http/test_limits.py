@@ -146,6 +146,16 @@ def served_again(url: str) -> None:
     raise AssertionError("no connection is served after one closed")
 
 
+def released_and_served_again(url: str, held: list[socket.socket]) -> None:
+    """Close the last held connection, see a new one served, then close the others."""
+    held.pop().close()
+    try:
+        served_again(url)
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def test_connections_per_client_address_are_capped(stack):
     flags = ("--max-connections-per-client", "2", "--header-timeout-ms", "600000")
     with own_sidecar(stack, *flags) as url:
@@ -159,12 +169,7 @@ def test_connections_per_client_address_are_capped(stack):
                 sock.sendall(request("/healthz", "Connection: close"))
                 assert closed_within(sock, CLOSED_WITHIN).startswith(b"HTTP/1.1 200")
         finally:
-            held.pop().close()
-        try:
-            served_again(url)
-        finally:
-            for sock in held:
-                sock.close()
+            released_and_served_again(url, held)
         assert limited(url, "connections_per_client") >= 1
 
 
@@ -177,12 +182,7 @@ def test_connections_in_total_are_capped(stack):
             assert status == 429 and body["code"] == "RESOURCE_EXHAUSTED", body
             assert "(--max-connections)" in body["message"]
         finally:
-            held.pop().close()
-        try:
-            served_again(url)
-        finally:
-            for sock in held:
-                sock.close()
+            released_and_served_again(url, held)
         assert limited(url, "connections") >= 1
 
 
