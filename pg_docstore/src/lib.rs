@@ -57,8 +57,18 @@ pub extern "C-unwind" fn _PG_init() {
 pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}
 
+    /// The test cluster's backends do not inherit the test runner's environment (they run as
+    /// `postgres`), so the run's `DOCSTORE_SEED` reaches the randomized `#[pg_test]`s as the
+    /// setting `docstore_test.seed` (read by `rules::differential`).
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![]
+        match std::env::var("DOCSTORE_SEED") {
+            Ok(seed) if seed.trim().parse::<u64>().is_ok() => {
+                let line: &'static str =
+                    Box::leak(format!("docstore_test.seed = '{}'", seed.trim()).into_boxed_str());
+                vec![line]
+            }
+            _ => vec![],
+        }
     }
 }

@@ -21,6 +21,21 @@ pub fn seed(test: &str, override_var: Option<&str>) -> u64 {
         .into_iter()
         .chain(["DOCSTORE_SEED"])
         .find_map(|var| std::env::var(var).ok().map(|v| (var, v)));
+    chosen(test, given)
+}
+
+/// [`seed`] for a test whose process does not see the run's environment (a `#[pg_test]` runs
+/// in a Postgres backend): `given` is `DOCSTORE_SEED` as passed some other way, else the
+/// environment is read as [`seed`] does.
+pub fn seed_given(test: &str, given: Option<&str>) -> u64 {
+    match given {
+        Some(value) => chosen(test, Some(("DOCSTORE_SEED", value.to_owned()))),
+        None => seed(test, None),
+    }
+}
+
+#[allow(clippy::panic)] // test support: a bad seed variable fails the test that reads it
+fn chosen(test: &str, given: Option<(&str, String)>) -> u64 {
     let seed = match given {
         Some((var, value)) => value.trim().parse().unwrap_or_else(|_| {
             panic!("{var}={value:?} is not a seed (an unsigned 64-bit integer)")
