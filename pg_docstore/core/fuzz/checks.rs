@@ -372,19 +372,21 @@ fn commit_is_consistent(data: &[u8]) -> Result<(), Failure> {
                 ));
             }
             for (write, item) in writes.iter().zip(items) {
-                let verb = ["create", "set", "update", "delete"]
+                let verb = ["create", "set", "update", "delete", "verify"]
                     .into_iter()
                     .find(|v| item.get(v).is_some());
                 let kind = match &write.operation {
                     Operation::Mutate(m) => Some(*m.kind()),
-                    Operation::Delete => None,
+                    Operation::Delete | Operation::Verify => None,
                 };
+                let verified = matches!(write.operation, Operation::Verify);
                 let agrees = matches!(
-                    (verb, kind),
-                    (Some("create"), Some(WriteKind::Create))
-                        | (Some("set"), Some(WriteKind::Set { .. }))
-                        | (Some("update"), Some(WriteKind::Update))
-                        | (Some("delete"), None)
+                    (verb, kind, verified),
+                    (Some("create"), Some(WriteKind::Create), false)
+                        | (Some("set"), Some(WriteKind::Set { .. }), false)
+                        | (Some("update"), Some(WriteKind::Update), false)
+                        | (Some("delete"), None, false)
+                        | (Some("verify"), None, true)
                 );
                 if !agrees {
                     return Err(format!("{item} parsed as {kind:?}"));

@@ -2,7 +2,9 @@
 //! `:commit` body): a JSON array of
 //! `{"create": path, "data": {..}}`, `{"set": path, "data": {..}, "merge": bool}`,
 //! `{"update": path, "fields": {..}}`, `{"delete": path}`, each with an optional
-//! `"precondition": {"exists": bool} | {"updateTime": "<RFC 3339>"}`.
+//! `"precondition": {"exists": bool} | {"updateTime": "<RFC 3339>"}`, and
+//! `{"verify": path, "precondition": {..}}` (precondition required): a check that writes
+//! nothing, what a transaction sends for a document it read but does not write.
 //!
 //! [`parse`] reads it into [`Write`]s; the extension and the sidecar both call it, so the SQL
 //! argument and the HTTP body are the same thing read by the same code.
@@ -35,6 +37,9 @@ pub enum Operation {
     Mutate(Mutation),
     /// Delete the document (nothing happens if it does not exist).
     Delete,
+    /// Check the precondition (always present) and lock the document as a write would, but
+    /// write nothing.
+    Verify,
 }
 
 /// A write's precondition.
@@ -79,7 +84,7 @@ pub enum WriteError {
     #[error("each write must be a JSON object")]
     NotAnObject,
     #[error(
-        "name exactly one of \"create\", \"set\", \"update\", \"delete\" with the document path"
+        "name exactly one of \"create\", \"set\", \"update\", \"delete\", \"verify\" with the document path"
     )]
     Verb,
     #[error("unexpected key \"{key}\" in a {verb} write")]
@@ -143,11 +148,12 @@ pub fn parse(json: &Json) -> Result<Vec<Write>, CommitError> {
 }
 
 /// The verbs, and the keys a write with each may have.
-const VERBS: [(&str, &[&str]); 4] = [
+const VERBS: [(&str, &[&str]); 5] = [
     ("create", &["create", "data", "precondition"]),
     ("set", &["set", "data", "merge", "precondition"]),
     ("update", &["update", "fields", "precondition"]),
     ("delete", &["delete", "precondition"]),
+    ("verify", &["verify", "precondition"]),
 ];
 
 /// Parse one write (a member of the array [`parse`] reads).
@@ -188,6 +194,11 @@ pub fn parse_write(item: &Json) -> Result<Write, WriteError> {
             mutate(WriteKind::Set { merge }, body("data")?)?
         }
         "update" => mutate(WriteKind::Update, body("fields")?)?,
+        "verify" => {
+            // A verify without a precondition would check nothing.
+            body("precondition")?;
+            Operation::Verify
+        }
         _ => Operation::Delete,
     };
     let precondition = obj

@@ -26,13 +26,14 @@ fn every_verb_parses() {
         {"update": "c/d", "fields": {"m.n": 3},
          "precondition": {"updateTime": "2024-05-01T10:00:00.123456Z"}},
         {"delete": "c/e", "precondition": {"exists": false}},
+        {"verify": "c/f", "precondition": {"exists": true}},
     ]))
     .unwrap();
     let kinds: Vec<Option<WriteKind>> = writes
         .iter()
         .map(|w| match &w.operation {
             Operation::Mutate(m) => Some(*m.kind()),
-            Operation::Delete => None,
+            Operation::Delete | Operation::Verify => None,
         })
         .collect();
     assert_eq!(
@@ -43,10 +44,13 @@ fn every_verb_parses() {
             Some(WriteKind::Set { merge: false }),
             Some(WriteKind::Update),
             None,
+            None,
         ]
     );
+    assert!(matches!(writes[4].operation, Operation::Delete));
+    assert!(matches!(writes[5].operation, Operation::Verify));
     let paths: Vec<String> = writes.iter().map(|w| w.path.to_string()).collect();
-    assert_eq!(paths, ["c/a", "c/b", "c/c", "c/d", "c/e"]);
+    assert_eq!(paths, ["c/a", "c/b", "c/c", "c/d", "c/e", "c/f"]);
     let preconditions: Vec<Option<Precondition>> = writes.iter().map(|w| w.precondition).collect();
     let time = Timestamp::parse_rfc3339("2024-05-01T10:00:00.123456Z").unwrap();
     assert_eq!(
@@ -57,6 +61,7 @@ fn every_verb_parses() {
             None,
             Some(Precondition::UpdateTime(time)),
             Some(Precondition::Exists(false)),
+            Some(Precondition::Exists(true)),
         ]
     );
     assert!(parse(&json!([])).unwrap().is_empty());
@@ -85,9 +90,34 @@ fn the_limit_is_500_writes() {
 fn malformed_writes_name_their_index_and_fault() {
     let precondition =
         r#"a precondition is {"exists": true|false} or {"updateTime": "<RFC 3339 time>"}"#;
-    let verb = r#"name exactly one of "create", "set", "update", "delete" with the document path"#;
+    let verb = r#"name exactly one of "create", "set", "update", "delete", "verify" with the document path"#;
     let cases: Vec<(Json, String)> = vec![
         (json!({"set": "pc/a"}), "commit() takes a JSON array of writes".into()),
+        (json!([{"verify": "pc/a"}]), r#"write 0: a verify write needs "precondition""#.into()),
+        (
+            json!([{"verify": "pc/a", "precondition": {"exists": true}, "data": {}}]),
+            r#"write 0: unexpected key "data" in a verify write"#.into(),
+        ),
+        (
+            json!([{"verify": "pc/a", "precondition": {"updateTime": "soon"}}]),
+            format!("write 0: {precondition}"),
+        ),
+        (
+            json!([{"verify": "pc/a", "precondition": null}]),
+            format!("write 0: {precondition}"),
+        ),
+        (
+            json!([{"verify": "pc", "precondition": {"exists": true}}]),
+            r#"write 0: "pc" is not a document path: a document path has an even number of segments"#.into(),
+        ),
+        (
+            json!([{"verify": 1, "precondition": {"exists": true}}]),
+            "write 0: the document path must be a string".into(),
+        ),
+        (
+            json!([{"verify": "pc/a", "delete": "pc/a", "precondition": {"exists": true}}]),
+            format!("write 0: {verb}"),
+        ),
         (json!("[]"), "commit() takes a JSON array of writes".into()),
         (json!([1]), "write 0: each write must be a JSON object".into()),
         (json!([{"set": "pc/a"}]), r#"write 0: a set write needs "data""#.into()),

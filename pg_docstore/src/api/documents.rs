@@ -390,7 +390,8 @@ fn delete(path: &str) -> Result<bool, ErrorReport> {
 }
 
 /// Apply a batch of writes atomically, in order. Returns
-/// `{"commitTime": "...", "updateTimes": ["...", ...]}`.
+/// `{"commitTime": "...", "updateTimes": ["...", ...]}` (a `verify` entry's time is the
+/// document's current update time, or null when it does not exist).
 ///
 /// ```sql
 /// select docstore.commit('[
@@ -406,7 +407,15 @@ fn commit(writes: TypedJsonb) -> Result<TypedJsonb, ErrorReport> {
     let parsed = batch::parse(&json)?;
     let result = Spi::connect_mut(|client| writes::commit(client, &database, &parsed))?;
     let time = to_timestamp(result.commit_time)?.to_rfc3339();
-    let times: Vec<serde_json::Value> = parsed.iter().map(|_| time.clone().into()).collect();
+    let times = result
+        .update_times
+        .iter()
+        .map(|t| match t {
+            Some(t) if *t == result.commit_time => Ok(time.clone().into()),
+            Some(t) => Ok(to_timestamp(*t)?.to_rfc3339().into()),
+            None => Ok(serde_json::Value::Null),
+        })
+        .collect::<Result<Vec<serde_json::Value>, DocstoreError>>()?;
     let out = serde_json::json!({"commitTime": time, "updateTimes": times});
     Ok(TypedJsonb(out.to_string()))
 }

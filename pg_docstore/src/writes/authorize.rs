@@ -12,8 +12,9 @@
 //!   the document before the write (null when missing), `request.resource` the document after
 //!   it (merges and transforms applied, `$serverTimestamp` = `request.time` = the commit time),
 //!   `getAfter()` sees the batch's after-state, and `get()`/`exists()` share one budget of 10
-//!   distinct documents (20 for a batch of several writes). One denied write refuses the batch
-//!   with PERMISSION_DENIED (42501) before anything is written.
+//!   distinct documents (20 for a batch of several writes). A verify (which writes nothing) is
+//!   decided as a `get` of the document in its state at that point of the batch. One denied
+//!   write refuses the batch with PERMISSION_DENIED (42501) before anything is written.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -91,6 +92,8 @@ impl Rules {
         after: Option<&Map>,
     ) {
         let method = match (&write.operation, &before) {
+            // A verify reads the document: the `get` rule decides it.
+            (super::Operation::Verify, _) => Method::Get,
             (super::Operation::Delete, _) => Method::Delete,
             (super::Operation::Mutate(_), None) => Method::Create,
             (super::Operation::Mutate(_), Some(_)) => Method::Update,
@@ -159,6 +162,7 @@ impl Rules {
     ) -> Result<(), DocstoreError> {
         let current = batch.get(name).and_then(|(_, now)| *now).cloned();
         let (method, after) = match &write.operation {
+            super::Operation::Verify => (Method::Get, None),
             super::Operation::Delete => (Method::Delete, None),
             super::Operation::Mutate(m) => {
                 let method = match (m.kind(), &current) {

@@ -25,6 +25,7 @@ fn from_commit(write: commit::Write) -> Write {
         operation: match write.operation {
             commit::Operation::Mutate(mutation) => Operation::Mutate(mutation),
             commit::Operation::Delete => Operation::Delete,
+            commit::Operation::Verify => Operation::Verify,
         },
         precondition: write.precondition.map(|p| match p {
             commit::Precondition::Exists(exists) => Precondition::Exists(exists),

@@ -43,6 +43,9 @@ pub enum Precondition {
 pub enum Operation {
     Mutate(Mutation),
     Delete,
+    /// Lock the document and check the write's precondition, writing nothing (a document a
+    /// transaction read but does not write).
+    Verify,
 }
 
 /// One write of a batch.
@@ -75,6 +78,9 @@ pub struct CommitResult {
     pub commit_time: i64,
     /// Per write: whether a document existed before it (what `delete()` returns).
     pub existed: Vec<bool>,
+    /// Per write: the document's update time after it (Postgres microseconds): the commit
+    /// time for a write, the document's current time (`None` when missing) for a verify.
+    pub update_times: Vec<Option<i64>>,
 }
 
 /// The state of one document while a batch is applied.
@@ -152,6 +158,7 @@ pub fn commit(
 
     // Apply in order, in memory.
     let mut existed = Vec::with_capacity(writes.len());
+    let mut update_times = Vec::with_capacity(writes.len());
     let in_write = |index: usize, error: DocstoreError| {
         if writes.len() > 1 {
             DocstoreError::InWrite {
@@ -168,11 +175,13 @@ pub fn commit(
             .ok_or_else(|| DocstoreError::Internal("document of a write was not read".into()))?;
         let applied =
             check_precondition(&write.path, slot, write.precondition.as_ref()).and_then(|()| {
+                // `None`: the document is unchanged (a verify); `Some(next)`: its new state.
                 match &write.operation {
-                    Operation::Delete => Ok(None),
+                    Operation::Verify => Ok(None),
+                    Operation::Delete => Ok(Some(None)),
                     Operation::Mutate(m) => m
                         .apply(slot.current.as_ref(), server_time)
-                        .map(Some)
+                        .map(|next| Some(Some(next)))
                         .map_err(|e| match e {
                             MutationError::NotFound => DocstoreError::NotFound {
                                 path: write.path.to_string(),
@@ -207,6 +216,15 @@ pub fn commit(
             }
         };
         existed.push(slot.current.is_some());
+        let Some(next) = next else {
+            // A verify: locked and checked, nothing changes; the rules decide it as a `get`.
+            update_times.push(slot.current_time);
+            if let Some(rules) = rules.as_mut() {
+                rules.record(index, write, slot.current.clone(), None);
+            }
+            continue;
+        };
+        update_times.push(Some(commit_time));
         let before = rules.as_ref().map(|_| slot.current.clone());
         slot.current = next;
         slot.current_time = slot.current.as_ref().map(|_| commit_time);
@@ -303,7 +321,7 @@ pub fn commit(
                 )? {
                     // Either the first write was a create and the document exists, or our
                     // snapshot predates a concurrent creator's commit (REPEATABLE READ).
-                    let created_first = writes.iter().find(|w| w.path == slot.path).is_some_and(|w| {
+                    let created_first = writes.iter().find(|w| w.path == slot.path && !matches!(w.operation, Operation::Verify)).is_some_and(|w| {
                         matches!(&w.operation, Operation::Mutate(m) if *m.kind() == WriteKind::Create)
                     });
                     return Err(if created_first {
@@ -322,6 +340,7 @@ pub fn commit(
     Ok(CommitResult {
         commit_time,
         existed,
+        update_times,
     })
 }
 

@@ -27,6 +27,40 @@ select docstore.get('pc/x') is null as x_not_written, docstore.get('pc/a')->'n' 
 -- the same document twice in one batch: applied in order
 select docstore.commit('[{"set": "pc/twice", "data": {"n": 1}}, {"update": "pc/twice", "fields": {"n": {"$increment": 1}}}]') ? 'commitTime';
 select docstore.get('pc/twice');
+-- verify: a document read but not written (transactions). Checked and locked like a write,
+-- nothing written; its updateTimes entry is the document's current update time (null: missing).
+create temp table before_verify as select path, update_time, data from docstore.entities where path in ('pc/a', 'pc/b');
+select r->'updateTimes'->0 = to_jsonb(to_char((select update_time from before_verify where path = 'pc/a') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) as verify_time_is_the_documents,
+       r->'updateTimes'->1 as missing_is_null,
+       r->'updateTimes'->2 = r->'commitTime' as write_time_is_the_commit_time
+from docstore.commit(format('[
+  {"verify": "pc/a", "precondition": {"updateTime": "%s"}},
+  {"verify": "pc/nothing", "precondition": {"exists": false}},
+  {"update": "pc/b", "fields": {"n": 6}, "precondition": {"exists": true}}]',
+  to_char((select update_time from before_verify where path = 'pc/a') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::jsonb) r;
+select e.update_time = b.update_time and e.data = b.data as verified_unchanged
+from docstore.entities e join before_verify b using (path) where path = 'pc/a';
+select docstore.get('pc/nothing') is null as verify_creates_nothing;
+select sqlstate_of($$select docstore.commit('[{"verify": "pc/a", "precondition": {"exists": true}}]')$$) as verify_only_ok;
+-- a failed verify fails the batch (55000), and the batch's writes are not made
+select sqlstate_of($$select docstore.commit('[
+  {"set": "pc/y", "data": {"n": 1}},
+  {"verify": "pc/a", "precondition": {"exists": false}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"verify": "pc/nothing", "precondition": {"exists": true}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"verify": "pc/a", "precondition": {"updateTime": "2001-01-01T00:00:00.000000Z"}}]')$$) ~ '^55000: precondition failed for pc/a: its update time is' as stale_verify_fails;
+select docstore.get('pc/y') is null as y_not_written;
+-- a verify after a write of the same document in the batch sees the write
+select sqlstate_of($$select docstore.commit('[
+  {"delete": "pc/twice"},
+  {"verify": "pc/twice", "precondition": {"exists": false}}]')$$) as verify_sees_the_batch;
+select sqlstate_of($$select docstore.commit('[
+  {"set": "pc/twice", "data": {}},
+  {"verify": "pc/twice", "precondition": {"exists": false}}]')$$) as verify_sees_the_batch_fails;
+-- malformed verify entries
+select sqlstate_of($$select docstore.commit('[{"verify": "pc/a"}]')$$);
+select sqlstate_of($$select docstore.commit('[{"verify": "pc/a", "precondition": {"exists": true}, "data": {}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"verify": "pc", "precondition": {"exists": true}}]')$$);
+select sqlstate_of($$select docstore.commit('[{"verify": "pc/a", "precondition": {"updateTime": "soon"}}]')$$);
 -- malformed batches
 select sqlstate_of($$select docstore.commit('{"set": "pc/a"}')$$);
 select sqlstate_of($$select docstore.commit('[{"set": "pc/a"}]')$$);

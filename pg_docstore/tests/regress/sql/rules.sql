@@ -272,3 +272,32 @@ reset role;
 select path from docstore.entities where database_id = 'existdb' order by path;
 rollback;
 select docstore.drop_rules('existdb');
+
+-- verify (a document a transaction read but does not write) needs the `get` permission, and
+-- no write permission; a denied get refuses it before its precondition is told.
+select docstore.create_database('verifydb');
+select docstore.set_rules($rules$rules_version = '2';
+service cloud.firestore {
+  match /databases/{database}/documents {
+    match /readonly/{id} { allow get: if true; }
+    match /writeonly/{id} { allow write: if true; }
+  }
+}$rules$, 'verifydb');
+begin;
+set local docstore.database = 'verifydb';
+select docstore.set('readonly/r1', '{"x": 1}') is not null and docstore.set('writeonly/w1', '{"x": 1}') is not null as seeded;
+select set_config('docstore.auth', '{"sub": "bob"}', true);
+set local role docstore_client;
+select sqlstate_of($$select docstore.commit('[
+  {"verify": "readonly/r1", "precondition": {"exists": true}},
+  {"set": "writeonly/w2", "data": {"y": 1}}]')$$) as verify_readable;
+select sqlstate_of($$select docstore.commit('[{"verify": "readonly/missing", "precondition": {"exists": true}}]')$$) as verify_readable_fails;
+select sqlstate_of($$select docstore.commit('[{"verify": "writeonly/w1", "precondition": {"exists": true}}]')$$) as verify_unreadable;
+select sqlstate_of($$select docstore.commit('[{"verify": "writeonly/missing", "precondition": {"exists": true}}]')$$) as verify_unreadable_missing;
+select sqlstate_of($$select docstore.commit('[
+  {"set": "writeonly/w3", "data": {}},
+  {"verify": "writeonly/w1", "precondition": {"exists": true}}]')$$) as verify_unreadable_in_a_batch;
+reset role;
+select path from docstore.entities where database_id = 'verifydb' order by path;
+rollback;
+select docstore.drop_rules('verifydb');
