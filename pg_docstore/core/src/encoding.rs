@@ -338,6 +338,87 @@ pub fn decode_name(bytes: &[u8]) -> Result<ResourcePath, DecodeError> {
     }
 }
 
+/// A skip scan over `entities.parent` listing the ids of the collections directly under one
+/// document (or the root): Firestore's `listCollectionIds`.
+///
+/// Every document below the parent document `P`, at any depth, has a `parent` starting with
+/// `P`'s segments and one more segment (`MORE · collection id · 0x00 0x01`): they are the range
+/// [`ChildCollections::start`]..[`ChildCollections::end`] of the `(database_id, parent, name)`
+/// btree. Within it the parents of one child collection `c` all start with `X` = `P · MORE · c
+/// · 0x00 0x01`; `X · END` (the collection itself, documents directly in it) sorts before every
+/// deeper parent (`X · MORE …`). So the scan asks the btree for the first `parent` at or after
+/// a bound, learns the child collection from it ([`ChildCollections::step`]), and jumps past
+/// all of `X` (`X · 0x02`): one index probe per child collection, however many documents and
+/// subcollections each holds, instead of a scan of the whole subtree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCollections {
+    prefix: Vec<u8>,
+}
+
+/// What one probe of [`ChildCollections`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCollection {
+    /// The child collection's id.
+    pub id: String,
+    /// Whether it holds a document directly (the probe found `X · END`), not only documents of
+    /// its subcollections.
+    pub direct: bool,
+    /// The bound of the next probe: past every parent of this child collection.
+    pub next: Vec<u8>,
+}
+
+impl ChildCollections {
+    /// The scan of the collections directly under the document with `segments` (none: the
+    /// root).
+    pub fn under(segments: &[String]) -> ChildCollections {
+        let mut prefix = Vec::new();
+        encode_segments(&mut prefix, segments);
+        prefix.pop(); // END: the child collection's segment follows
+        ChildCollections { prefix }
+    }
+
+    /// The bound of the first probe (inclusive).
+    pub fn start(&self) -> Vec<u8> {
+        let mut out = self.prefix.clone();
+        out.push(MORE);
+        out
+    }
+
+    /// The end of the range (exclusive): no parent at or past it is below the document.
+    pub fn end(&self) -> Vec<u8> {
+        let mut out = self.prefix.clone();
+        out.push(MORE + 1);
+        out
+    }
+
+    /// Read `found`, a `parent` in `start()..end()`.
+    ///
+    /// # Errors
+    /// `found` is not in the range or does not decode (a corrupt row).
+    pub fn step(&self, found: &[u8]) -> Result<ChildCollection, DecodeError> {
+        let rest = found
+            .strip_prefix(self.prefix.as_slice())
+            .ok_or(DecodeError::Invalid("parent outside the scanned range"))?;
+        let mut reader = Reader {
+            bytes: rest,
+            pos: 0,
+        };
+        match reader.byte()? {
+            MORE => {}
+            other => return Err(reader.invalid(other)),
+        }
+        let id = reader.string()?;
+        let segment_end = self.prefix.len() + reader.pos;
+        let direct = reader.byte()? == END && reader.pos == rest.len();
+        let mut next = found
+            .get(..segment_end)
+            .ok_or(DecodeError::UnexpectedEnd(segment_end))?
+            .to_vec();
+        next.push(MORE + 1);
+        Ok(ChildCollection { id, direct, next })
+    }
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
