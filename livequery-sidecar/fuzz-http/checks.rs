@@ -36,6 +36,8 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
             Ok(Target::Path { database, .. })
             | Ok(Target::RunQuery { database })
             | Ok(Target::Commit { database })
+            | Ok(Target::BatchGet { database })
+            | Ok(Target::ListCollectionIds { database })
             | Ok(Target::Listen { database, .. }) => {
                 if !docstore_core::path::is_valid_database_id(&database) {
                     return Err(format!("accepted database id {database:?}"));
@@ -61,6 +63,8 @@ pub fn check_bodies(data: &[u8]) -> Result<(), Failure> {
     for result in [
         RunQuery::parse(data).map(|_| ()),
         Commit::parse(data).map(|_| ()),
+        body::BatchGet::parse(data).map(|_| ()),
+        body::ListCollectionIds::parse(data).map(|_| ()),
         body::json_object_text(data, "data").map(|_| ()),
         body::masked_set("a/b", data, &["a.b".into(), "`x y`".into()], None).map(|_| ()),
         listen::body_targets(data).map(|_| ()),

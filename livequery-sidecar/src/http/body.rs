@@ -1,10 +1,11 @@
 //! Request bodies: the content type, the size limit, JSON syntax and the shapes of the
-//! `:runQuery` and `:commit` bodies and of set-with-update-mask. Pure functions over bytes
+//! `:runQuery`, `:commit`, `:batchGet` and `:listCollectionIds` bodies and of
+//! set-with-update-mask. Pure functions over bytes
 //! and JSON (but [`read`]), fuzzed by the robustness tests.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
-use docstore_core::{typed_json, Code, FieldPath};
+use docstore_core::{typed_json, Code, FieldPath, ResourcePath};
 use futures_util::StreamExt;
 use serde_json::{Map, Value as Json};
 
@@ -204,6 +205,92 @@ impl Commit {
     }
 }
 
+/// At most this many documents in one `:batchGet` (Firestore's limit).
+pub const MAX_BATCH_GET: usize = 1000;
+
+/// The body of `:batchGet`: `{"documents": ["c/a", ...]}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchGet {
+    /// The document paths, in request order (duplicates kept).
+    pub documents: Vec<ResourcePath>,
+}
+
+impl BatchGet {
+    /// Parse the body.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT unless `documents` is an array of 1 to [`MAX_BATCH_GET`] document
+    /// paths (strings docstore-core's path rules accept, with an even number of segments).
+    pub fn parse(bytes: &[u8]) -> Result<BatchGet, ApiError> {
+        let json = parse_json(bytes)?;
+        let obj = object(&json, "a batchGet body", &["documents"])?;
+        let items = match obj.get("documents") {
+            Some(Json::Array(items)) => items,
+            Some(_) => {
+                return Err(ApiError::invalid_argument(
+                    "\"documents\" must be an array of document paths",
+                ))
+            }
+            None => {
+                return Err(ApiError::invalid_argument(
+                    "a batchGet body needs \"documents\"",
+                ))
+            }
+        };
+        if items.is_empty() || items.len() > MAX_BATCH_GET {
+            return Err(ApiError::invalid_argument(format!(
+                "\"documents\" holds 1 to {MAX_BATCH_GET} document paths, not {}",
+                items.len()
+            )));
+        }
+        let documents = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let text = item.as_str().ok_or_else(|| {
+                    ApiError::invalid_argument(format!("documents[{i}] must be a string"))
+                })?;
+                ResourcePath::parse_document(text)
+                    .map_err(|e| ApiError::invalid_argument(format!("documents[{i}]: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(BatchGet { documents })
+    }
+}
+
+/// The body of `:listCollectionIds`: `{"parent": "c/a"}`, or `{}` / `{"parent": ""}` for the
+/// root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCollectionIds {
+    /// The parent document's segments (none: the root).
+    pub parent: Vec<String>,
+}
+
+impl ListCollectionIds {
+    /// Parse the body.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT unless `parent` is absent, empty or a document path.
+    pub fn parse(bytes: &[u8]) -> Result<ListCollectionIds, ApiError> {
+        let json = parse_json(bytes)?;
+        let obj = object(&json, "a listCollectionIds body", &["parent"])?;
+        let parent = match obj.get("parent") {
+            None => Vec::new(),
+            Some(Json::String(text)) if text.is_empty() => Vec::new(),
+            Some(Json::String(text)) => ResourcePath::parse_document(text)
+                .map_err(|e| ApiError::invalid_argument(format!("parent: {e}")))?
+                .segments()
+                .to_vec(),
+            Some(_) => {
+                return Err(ApiError::invalid_argument(
+                    "\"parent\" must be a document path (\"\" for the root)",
+                ))
+            }
+        };
+        Ok(ListCollectionIds { parent })
+    }
+}
+
 /// The value at a field path of typed JSON document data, `None` when absent. A map written
 /// `{"$map": {...}}` is looked into; a one-key object whose key is one of typed JSON's tags
 /// (core's [`typed_json::is_tag`]: a typed value or a transform) has no fields; any other
@@ -265,6 +352,54 @@ pub fn masked_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_get_bodies() {
+        let ok = BatchGet::parse(br#"{"documents": ["c/a", "c/b", "c/a"]}"#).unwrap();
+        let paths: Vec<String> = ok.documents.iter().map(ToString::to_string).collect();
+        assert_eq!(paths, ["c/a", "c/b", "c/a"]);
+        let many = format!(
+            "{{\"documents\": [{}]}}",
+            vec!["\"c/a\""; MAX_BATCH_GET + 1].join(",")
+        );
+        for bad in [
+            "{}",
+            "[]",
+            r#"{"documents": []}"#,
+            r#"{"documents": "c/a"}"#,
+            r#"{"documents": ["c"]}"#,
+            r#"{"documents": ["c/a", 1]}"#,
+            r#"{"documents": ["c/.."]}"#,
+            r#"{"documents": ["c/a"], "mask": []}"#,
+            many.as_str(),
+        ] {
+            let e = BatchGet::parse(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+        }
+    }
+
+    #[test]
+    fn list_collection_ids_bodies() {
+        for (body, parent) in [
+            ("{}", vec![]),
+            (r#"{"parent": ""}"#, vec![]),
+            (r#"{"parent": "a/b"}"#, vec!["a".to_owned(), "b".to_owned()]),
+        ] {
+            assert_eq!(
+                ListCollectionIds::parse(body.as_bytes()).unwrap().parent,
+                parent
+            );
+        }
+        for bad in [
+            "[]",
+            r#"{"parent": "a"}"#,
+            r#"{"parent": null}"#,
+            r#"{"parent": "a/b", "x": 1}"#,
+        ] {
+            let e = ListCollectionIds::parse(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+        }
+    }
 
     #[test]
     fn content_types() {

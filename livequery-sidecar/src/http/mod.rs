@@ -4,7 +4,9 @@
 //! function, map the error ([`error`]). The API is specified in docs/http.md.
 
 pub mod auth;
+pub mod batch_get;
 pub mod body;
+pub mod collections;
 pub mod commit;
 pub mod context;
 pub mod demo;
@@ -140,6 +142,8 @@ enum Kind {
     Collection,
     RunQuery,
     Commit,
+    BatchGet,
+    ListCollectionIds,
     Listen,
 }
 
@@ -150,6 +154,8 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         Target::Path { .. } => Kind::Collection,
         Target::RunQuery { .. } => Kind::RunQuery,
         Target::Commit { .. } => Kind::Commit,
+        Target::BatchGet { .. } => Kind::BatchGet,
+        Target::ListCollectionIds { .. } => Kind::ListCollectionIds,
         Target::Listen { .. } => Kind::Listen,
     };
     let method = request.method().clone();
@@ -179,12 +185,16 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         }
         (Kind::RunQuery, Method::POST) => query::run_query(state, target, request).await,
         (Kind::Commit, Method::POST) => commit::commit(state, target, request).await,
+        (Kind::BatchGet, Method::POST) => batch_get::batch_get(state, target, request).await,
+        (Kind::ListCollectionIds, Method::POST) => {
+            collections::list_collection_ids(state, target, request).await
+        }
         (Kind::Listen, _) => listen::route(state, target, request).await,
         (_, method) => Err(ApiError::not_found(format!(
             "no route {method} {}",
             request.uri().path()
         ))
-        .with_hint(":runQuery and :commit take POST")),
+        .with_hint(":runQuery, :commit, :batchGet and :listCollectionIds take POST")),
     }
 }
 

@@ -23,6 +23,10 @@ pub enum Target {
     RunQuery { database: String },
     /// `/v1/databases/{db}:commit`.
     Commit { database: String },
+    /// `/v1/databases/{db}:batchGet`.
+    BatchGet { database: String },
+    /// `/v1/databases/{db}:listCollectionIds`.
+    ListCollectionIds { database: String },
     /// `/v1/databases/{db}:listen`, and below it (`rest`, undecoded) a stream's targets:
     /// `{stream}/targets` and `{stream}/targets/{id}`.
     Listen {
@@ -38,6 +42,8 @@ impl Target {
             Target::Path { database, .. }
             | Target::RunQuery { database }
             | Target::Commit { database }
+            | Target::BatchGet { database }
+            | Target::ListCollectionIds { database }
             | Target::Listen { database, .. } => database,
         }
     }
@@ -111,6 +117,8 @@ pub fn parse_target(raw_path: &str) -> Result<Target, ApiError> {
     match (operation, tail) {
         (Some("runQuery"), None) => Ok(Target::RunQuery { database }),
         (Some("commit"), None) => Ok(Target::Commit { database }),
+        (Some("batchGet"), None) => Ok(Target::BatchGet { database }),
+        (Some("listCollectionIds"), None) => Ok(Target::ListCollectionIds { database }),
         (Some("listen"), rest) => Ok(Target::Listen {
             database,
             rest: rest.map(str::to_owned),
@@ -288,6 +296,8 @@ pub fn route_label(raw_path: &str) -> &'static str {
             Some(rest) if rest.contains("/documents/") => "documents",
             Some(rest) if rest.ends_with(":runQuery") => "runQuery",
             Some(rest) if rest.ends_with(":commit") => "commit",
+            Some(rest) if rest.ends_with(":batchGet") => "batchGet",
+            Some(rest) if rest.ends_with(":listCollectionIds") => "listCollectionIds",
             Some(rest) if rest.contains(":listen") => "listen",
             _ => "other",
         },
@@ -324,6 +334,19 @@ mod tests {
                 database: "(default)".into()
             }
         );
+        assert_eq!(
+            parse_target("/v1/databases/abcd:batchGet").unwrap(),
+            Target::BatchGet {
+                database: "abcd".into()
+            }
+        );
+        assert_eq!(
+            parse_target("/v1/databases/abcd:listCollectionIds").unwrap(),
+            Target::ListCollectionIds {
+                database: "abcd".into()
+            }
+        );
+        assert!(parse_target("/v1/databases/abcd:batchGet/x").is_err());
         let Target::Path { path, .. } =
             parse_target("/v1/databases/(default)/documents/r%C3%A9/a%20b").unwrap()
         else {
@@ -401,6 +424,11 @@ mod tests {
         );
         assert_eq!(route_label("/v1/databases/(default):runQuery"), "runQuery");
         assert_eq!(route_label("/v1/databases/(default):commit"), "commit");
+        assert_eq!(route_label("/v1/databases/(default):batchGet"), "batchGet");
+        assert_eq!(
+            route_label("/v1/databases/(default):listCollectionIds"),
+            "listCollectionIds"
+        );
         assert_eq!(route_label("/healthz"), "healthz");
         assert_eq!(route_label("/anything"), "other");
     }

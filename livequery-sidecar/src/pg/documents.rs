@@ -74,6 +74,90 @@ pub async fn read_as(
     document_of(path, row)
 }
 
+/// The admin's read of many documents: a row per requested name, in request order (a
+/// primary-key lookup each).
+const READ_MANY_SQL: &str = "select e.data, e.create_time, e.update_time, statement_timestamp() \
+     from unnest($2::bytea[]) with ordinality as u(name, i) \
+     left join docstore.entities e on e.database_id = $1 and e.name = u.name \
+     order by u.i";
+
+/// A client's read of many documents: `get_document` (the `get` rule deciding each) per path,
+/// in one statement. Its reads take snapshots of their own under READ COMMITTED, so the
+/// caller runs it in a REPEATABLE READ transaction ([`Db::begin_snapshot_with`]).
+const CLIENT_READ_MANY_SQL: &str =
+    "select d.data, d.create_time, d.update_time, statement_timestamp() \
+     from unnest($1::text[]) with ordinality as u(path, i) \
+     left join lateral docstore.get_document(u.path) d on true \
+     order by u.i";
+
+/// What [`read_many`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadMany {
+    /// The start of the reading statement.
+    pub read_time: PgTime,
+    /// Per requested path, in order: the document, or `None` when it does not exist.
+    pub documents: Vec<Option<Document>>,
+}
+
+/// Read `paths` (1 or more) as `run_as` in the request's transaction, in one statement: the
+/// admin reads the rows, a client reads each through `docstore.get_document`, so the `get`
+/// rule decides each as for a GET (42501 when it denies one). One snapshot only when the
+/// transaction is REPEATABLE READ ([`Db::begin_snapshot_with`]).
+///
+/// # Errors
+/// Postgres errors (42501 when the `get` rule denies a path); an answer of the wrong size.
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn read_many(
+    tx: &RequestTx,
+    database: &str,
+    run_as: &RunAs,
+    paths: &[ResourcePath],
+) -> Result<ReadMany, PgError> {
+    let client = tx.client()?;
+    let rows = if *run_as == RunAs::Admin {
+        let stmt = client.prepare_cached(READ_MANY_SQL).await?;
+        let names: Vec<Vec<u8>> = paths.iter().map(encode_name).collect();
+        client.query(&stmt, &[&database, &names]).await?
+    } else {
+        let stmt = client.prepare_cached(CLIENT_READ_MANY_SQL).await?;
+        let texts: Vec<String> = paths.iter().map(ResourcePath::to_string).collect();
+        client.query(&stmt, &[&texts]).await?
+    };
+    if rows.len() != paths.len() {
+        return Err(PgError::Decode(format!(
+            "{} rows for {} documents",
+            rows.len(),
+            paths.len()
+        )));
+    }
+    let read_time = match rows.first() {
+        Some(row) => row.try_get(3)?,
+        None => return Err(PgError::Decode("no rows for a batch read".into())),
+    };
+    let documents = paths
+        .iter()
+        .zip(rows)
+        .map(|(path, row)| {
+            let found: Option<RawJson> = row.try_get(0)?;
+            match found {
+                None => Ok(None),
+                Some(data) => Ok(Some(Document {
+                    path: path.to_string(),
+                    data,
+                    create_time: row.try_get(1)?,
+                    update_time: row.try_get(2)?,
+                })),
+            }
+        })
+        .collect::<Result<Vec<_>, PgError>>()?;
+    Ok(ReadMany {
+        read_time,
+        documents,
+    })
+}
+
 fn document_of(path: &ResourcePath, row: Option<Row>) -> Result<Option<Document>, PgError> {
     let Some(row) = row else {
         return Ok(None);

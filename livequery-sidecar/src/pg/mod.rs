@@ -2,6 +2,7 @@
 //! request ([`RequestTx`]) that carries the caller's auth into Postgres, and the statements of
 //! each endpoint ([`documents`], [`query`]). Values are always bound, never spliced.
 
+pub mod collections;
 pub mod databases;
 pub mod documents;
 pub mod query;
@@ -252,6 +253,47 @@ impl Db {
     where
         E: From<PgError>,
     {
+        self.begin_as("begin", database, run_as, first).await
+    }
+
+    /// [`Db::begin_with`] with a `REPEATABLE READ, READ ONLY` transaction: every statement of
+    /// the request reads the one snapshot taken by its first statement (a function that runs
+    /// several queries, as `docstore.get_document` for a client, included).
+    ///
+    /// # Errors
+    /// As [`Db::begin_with`].
+    ///
+    /// # Cancel safety
+    /// As [`Db::begin_with`].
+    pub async fn begin_snapshot_with<T, E>(
+        &self,
+        database: &str,
+        run_as: &RunAs,
+        first: impl AsyncFnOnce(&RequestTx) -> Result<T, E>,
+    ) -> Result<(RequestTx, T), E>
+    where
+        E: From<PgError>,
+    {
+        self.begin_as(
+            "begin isolation level repeatable read, read only",
+            database,
+            run_as,
+            first,
+        )
+        .await
+    }
+
+    /// [`Db::begin_with`], beginning with the statement `begin`.
+    async fn begin_as<T, E>(
+        &self,
+        begin: &'static str,
+        database: &str,
+        run_as: &RunAs,
+        first: impl AsyncFnOnce(&RequestTx) -> Result<T, E>,
+    ) -> Result<(RequestTx, T), E>
+    where
+        E: From<PgError>,
+    {
         let client = self.pool.get().await.map_err(PgError::from)?;
         let mut tx = RequestTx {
             client: Some(client),
@@ -285,7 +327,7 @@ impl Db {
             }
         };
         let (began, set, outcome) =
-            tokio::join!(client.batch_execute("begin"), set_settings, first(&tx));
+            tokio::join!(client.batch_execute(begin), set_settings, first(&tx));
         let outcome = match (began, set) {
             (Err(e), _) | (Ok(()), Err(e)) => Err(E::from(PgError::from(e))),
             (Ok(()), Ok(())) => outcome,
