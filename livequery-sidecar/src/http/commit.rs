@@ -2,7 +2,8 @@
 //! `docstore.commit(writes)` -> `{"commitTime", "updateTimes"}`.
 //!
 //! Optimistic transactions: a client reads documents (their `updateTime`), then commits with
-//! `"transaction": true` and `{"updateTime": t}` / `{"exists": false}` preconditions. A failed
+//! `"transaction": true` and `{"updateTime": t}` / `{"exists": false}` preconditions (a
+//! document read but not written as a `{"verify": path, "precondition"}` entry). A failed
 //! precondition then means another writer won: 409 ABORTED, retry the transaction. Without
 //! `"transaction"` it is 400 FAILED_PRECONDITION.
 
