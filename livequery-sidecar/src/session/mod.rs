@@ -139,8 +139,9 @@ pub struct Connection {
 /// What a resume found.
 #[derive(Debug)]
 pub enum Resumed {
-    /// The stream, with the events after the position (or a reset and a snapshot of its
-    /// current results when the position is no longer retained).
+    /// The stream, with the events after the position (or, when the position is no longer
+    /// retained, a reset and then a snapshot of every target, decided by the rules as a
+    /// subscribe's).
     Connection(Connection),
     /// The stream is gone: start a new one after a `reset` with this reason.
     Unknown(ResetReason),

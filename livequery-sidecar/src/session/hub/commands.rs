@@ -10,9 +10,13 @@ use tokio::sync::{mpsc, oneshot};
 use super::{writes_by_database, Hub, Phase, SnapshotHorizon, Stream, TargetState};
 use crate::matcher::{Document, Horizon, TargetId, Write};
 use crate::pg::snapshot::ReadPoint;
+use crate::pg::RunAs;
 use crate::session::events::{self, ResetReason};
 use crate::session::{Caller, Command, Connection, Grant, Resumed, SessionError, TargetRequest};
 use crate::source::Lsn;
+
+/// The message of the `reset` of a resume from a position no longer held.
+const NOT_RETAINED: &str = "the position to resume from is no longer retained; a snapshot follows";
 
 impl Hub {
     pub(super) fn on_command(&mut self, command: Command) {
@@ -356,33 +360,56 @@ impl Hub {
         stream.sender = Some(sender);
         stream.closer = Some(closer);
         stream.disconnected_at = None;
-        let first = if position >= stream.floor && position <= stream.position {
-            stream
+        if position >= stream.floor && position <= stream.position {
+            let first = stream
                 .log
                 .iter()
                 .filter(|f| f.position > position)
                 .cloned()
-                .collect()
-        } else {
-            metrics::counter!("docstore_session_resets_total", "reason" => "retention_passed")
-                .increment(1);
-            let matcher = self.matchers.get(&stream.database);
-            let results: Vec<_> = stream
-                .targets
-                .iter()
-                .filter(|(_, t)| t.phase == Phase::Live)
-                .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
                 .collect();
-            vec![
-                events::reset(
-                    id,
-                    stream.position,
-                    ResetReason::RetentionPassed,
-                    "the position to resume from is no longer retained; a snapshot follows",
-                ),
-                events::snapshot(id, stream.position, None, &results, &[]),
-            ]
-        };
+            return Resumed::Connection(Connection {
+                stream: id.to_owned(),
+                first,
+                frames,
+                closed,
+            });
+        }
+        // The position is no longer held: `reset {retention_passed}`, then a snapshot of
+        // every target. The admin's events leave as they are made, so while every target is
+        // live its matcher results are what it was sent: they are the snapshot, at no cost.
+        // Otherwise (a client's stream, whose events may still wait for their rules
+        // decisions; a target still being read) the stream resets in place, like a lost
+        // slot: its waiting events are dropped, every target is read again, and the snapshot
+        // goes through the rules decisions as a subscribe's does.
+        let immediate = stream.caller.run_as == RunAs::Admin
+            && !stream.held
+            && stream.targets.values().all(|t| t.phase == Phase::Live);
+        if !immediate {
+            self.reset_in_place(id, ResetReason::RetentionPassed, NOT_RETAINED);
+            return Resumed::Connection(Connection {
+                stream: id.to_owned(),
+                first: Vec::new(),
+                frames,
+                closed,
+            });
+        }
+        metrics::counter!("docstore_session_resets_total", "reason" => "retention_passed")
+            .increment(1);
+        let matcher = self.matchers.get(&stream.database);
+        let results: Vec<_> = stream
+            .targets
+            .iter()
+            .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
+            .collect();
+        let first = vec![
+            events::reset(
+                id,
+                stream.position,
+                ResetReason::RetentionPassed,
+                NOT_RETAINED,
+            ),
+            events::snapshot(id, stream.position, None, &results, &[]),
+        ];
         Resumed::Connection(Connection {
             stream: id.to_owned(),
             first,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use docstore_core::value::Map;
 use docstore_core::ResourcePath;
 
-use super::{Hub, Internal};
+use super::{Hub, Internal, DENIED};
 use crate::matcher::{DocChange, Document, TargetDelta, TargetResult, TargetSpec, Write};
 use crate::pg::RunAs;
 use crate::session::events::{Frame, ResetReason};
@@ -227,11 +227,7 @@ impl Hub {
                     // the same text whatever happened (docs/rules.md, "What a denial tells").
                     tracing::info!(stream = %id, %reason, "the security rules denied a stream");
                     self.guard.forget(id);
-                    self.close(
-                        id,
-                        ResetReason::Permission,
-                        "the security rules no longer allow this stream",
-                    );
+                    self.close(id, ResetReason::Permission, DENIED);
                 }
                 Action::Fetch {
                     serial,

@@ -24,6 +24,12 @@ use crate::source::{
 mod commands;
 mod guarded;
 
+/// The message of a `reset` that discards a stream's state in place.
+const DISCARDED: &str = "the stream's state was discarded; a snapshot follows";
+
+/// The message of the `reset {permission}` that ends a stream the rules no longer allow.
+const DENIED: &str = "the security rules no longer allow this stream";
+
 /// Streams whose end is remembered (for the reason of a later resume's reset).
 const ENDED_KEPT: usize = 4096;
 
@@ -289,7 +295,7 @@ impl Hub {
                     self.observing = false;
                     let ids: Vec<String> = self.streams.keys().cloned().collect();
                     for id in ids {
-                        self.reset_in_place(&id, ResetReason::SlotLost);
+                        self.reset_in_place(&id, ResetReason::SlotLost, DISCARDED);
                     }
                 }
                 self.become_ready();
@@ -478,7 +484,7 @@ impl Hub {
         }
         for id in reset {
             tracing::warn!(stream = %id, "an unchanged TOASTed document is not retained: the stream reads its targets again");
-            self.reset_in_place(&id, ResetReason::RetentionPassed);
+            self.reset_in_place(&id, ResetReason::RetentionPassed, DISCARDED);
         }
     }
 
@@ -554,7 +560,7 @@ impl Hub {
 
     /// Discard a stream's state: a `reset` event, then its targets are read again and come
     /// back in a `snapshot`. Older resume tokens reset too.
-    fn reset_in_place(&mut self, id: &str, reason: ResetReason) {
+    fn reset_in_place(&mut self, id: &str, reason: ResetReason, message: &str) {
         let Some(stream) = self.streams.get_mut(id) else {
             return;
         };
@@ -578,7 +584,6 @@ impl Hub {
         for tid in &ids {
             self.owners.remove(tid);
         }
-        let message = "the stream's state was discarded; a snapshot follows";
         self.guard.discard(id);
         self.deliver(id, events::reset(id, position, reason, message), false);
         self.start_read(id, None);
@@ -684,14 +689,18 @@ impl Hub {
         }
         let (rows, point) = match fetched.result {
             Ok(ok) => ok,
+            Err(failure) if failure.permission => {
+                // As a denial of an event: the client reads the same text whatever the rules
+                // read (docs/rules.md, "What a denial tells"); the log keeps the reason.
+                self.forget(fetched.grant);
+                tracing::info!(stream = %id, reason = %failure.message, "the security rules refused a stream's re-read");
+                self.guard.forget(&id);
+                self.close(&id, ResetReason::Permission, DENIED);
+                return;
+            }
             Err(failure) => {
                 self.forget(fetched.grant);
-                let reason = if failure.permission {
-                    ResetReason::Permission
-                } else {
-                    ResetReason::RetentionPassed
-                };
-                self.close(&id, reason, &failure.message);
+                self.close(&id, ResetReason::RetentionPassed, &failure.message);
                 return;
             }
         };
