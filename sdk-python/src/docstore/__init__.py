@@ -1,0 +1,70 @@
+"""docstore: the Python SDK of pg_docstore, shaped like google-cloud-firestore.
+
+Port a python-firestore app by changing its import (``from google.cloud import firestore`` ->
+``import docstore as firestore``) and the client construction (``docstore.Client(url,
+token=...)``). See sdk-python/README.md and docs/sdk-python.md.
+"""
+
+from docstore import exceptions
+from docstore._types import (
+    ExistsOption,
+    GeoPoint,
+    LastUpdateOption,
+    Vector,
+    WriteOption,
+    WriteResult,
+)
+from docstore.async_batch import AsyncWriteBatch
+from docstore.async_client import AsyncClient
+from docstore.async_collection import AsyncCollectionReference
+from docstore.async_document import AsyncDocumentReference
+from docstore.async_query import AsyncCollectionGroup, AsyncQuery
+from docstore.base_document import DocumentSnapshot
+from docstore.batch import WriteBatch
+from docstore.client import Client
+from docstore.collection import CollectionReference
+from docstore.document import DocumentReference
+from docstore.field_path import FieldPath
+from docstore.query import CollectionGroup, Query
+from docstore.transforms import (
+    DELETE_FIELD,
+    SERVER_TIMESTAMP,
+    ArrayRemove,
+    ArrayUnion,
+    Increment,
+    Maximum,
+    Minimum,
+)
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "DELETE_FIELD",
+    "SERVER_TIMESTAMP",
+    "ArrayRemove",
+    "ArrayUnion",
+    "AsyncClient",
+    "AsyncCollectionGroup",
+    "AsyncCollectionReference",
+    "AsyncDocumentReference",
+    "AsyncQuery",
+    "AsyncWriteBatch",
+    "Client",
+    "CollectionGroup",
+    "CollectionReference",
+    "DocumentReference",
+    "DocumentSnapshot",
+    "ExistsOption",
+    "FieldPath",
+    "GeoPoint",
+    "Increment",
+    "LastUpdateOption",
+    "Maximum",
+    "Minimum",
+    "Query",
+    "Vector",
+    "WriteBatch",
+    "WriteOption",
+    "WriteResult",
+    "exceptions",
+]

@@ -1,0 +1,110 @@
+"""The synchronous Client (python-firestore's ``client.Client``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import httpx
+
+from docstore._http import Transport
+from docstore.base_client import BaseClient
+from docstore.base_document import DocumentSnapshot
+from docstore.batch import WriteBatch
+from docstore.collection import CollectionReference
+from docstore.document import DocumentReference
+from docstore.query import CollectionGroup
+
+MAX_BATCH_GET = 1000
+
+
+class Client(BaseClient):
+    """A client of one database of a pg_docstore sidecar, over HTTP.
+
+    ``url`` defaults to ``$DOCSTORE_URL`` (else ``http://127.0.0.1:8787``); ``token`` to
+    ``$DOCSTORE_TOKEN``, else ``$DOCSTORE_ADMIN_KEY`` (the admin key bypasses security rules,
+    like Google's server SDKs), else none (unauthenticated). ``token`` may be a callable
+    returning a fresh JWT: called before the first request and after a 401. ``http_client``:
+    an ``httpx.Client`` to send requests with (the caller closes it).
+    """
+
+    _document_class = DocumentReference
+    _collection_class = CollectionReference
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | Callable[[], str] | None = None,
+        database: str = "(default)",
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        super().__init__(url, token=token, database=database)
+        self._transport = Transport(self._url, self._token, http_client)
+
+    def close(self) -> None:
+        """Close the HTTP connections the client opened (listeners are not stopped)."""
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def collection_group(self, collection_id: str) -> CollectionGroup:
+        """A query over every collection named ``collection_id``, at any depth."""
+        if "/" in collection_id:
+            raise ValueError(f"collection id {collection_id!r} must not contain '/'")
+        return CollectionGroup(self.collection(collection_id), all_descendants=True)
+
+    def _commit(self, writes: list[dict[str, Any]], transaction: bool = False) -> Any:
+        body: dict[str, Any] = {"writes": writes}
+        if transaction:
+            body["transaction"] = True
+        return self._transport.request(
+            "POST", self._database_route(":commit"), json=body, idempotent=False
+        )
+
+    def _batch_get(self, paths: list[str]) -> Any:
+        """``:batchGet`` of up to 1000 paths: ``{"readTime", "documents"}``."""
+        return self._transport.request(
+            "POST", self._database_route(":batchGet"), json={"documents": paths}, idempotent=True
+        )
+
+    def get_all(
+        self,
+        references: Iterable[DocumentReference],
+        field_paths: Any = None,
+        transaction: Any = None,
+        **_: Any,
+    ) -> Iterator[DocumentSnapshot]:
+        """Snapshots of several documents (missing ones with ``exists`` False), in the order
+        given; each group of up to 1000 is read at one snapshot."""
+        refs = list(references)
+        if transaction is not None:
+            yield from transaction._get_all(refs, field_paths)
+            return
+        for start in range(0, len(refs), MAX_BATCH_GET):
+            chunk = refs[start : start + MAX_BATCH_GET]
+            answer = self._batch_get([r.path for r in chunk])
+            yield from self._batch_get_snapshots(chunk, answer, field_paths)
+
+    def _collections_under(self, parent: str) -> Iterator[CollectionReference]:
+        answer = self._transport.request(
+            "POST",
+            self._database_route(":listCollectionIds"),
+            json={"parent": parent},
+            idempotent=True,
+        )
+        prefix = (parent,) if parent else ()
+        for collection_id in answer.get("collectionIds") or []:
+            yield self.collection(*prefix, collection_id)
+
+    def collections(self) -> Iterator[CollectionReference]:
+        """The root collections holding at least one document (admin key only)."""
+        return self._collections_under("")
+
+    def batch(self) -> WriteBatch:
+        """A WriteBatch: writes applied atomically by ``commit()``."""
+        return WriteBatch(self)
