@@ -19,13 +19,16 @@ from docstore.async_client import AsyncClient
 from docstore.async_collection import AsyncCollectionReference
 from docstore.async_document import AsyncDocumentReference
 from docstore.async_query import AsyncCollectionGroup, AsyncQuery
+from docstore.async_transaction import AsyncTransaction, async_transactional
 from docstore.base_document import DocumentSnapshot
 from docstore.batch import WriteBatch
+from docstore.bulk_writer import BulkWriteFailure, BulkWriter, BulkWriterOptions, SendMode
 from docstore.client import Client
 from docstore.collection import CollectionReference
 from docstore.document import DocumentReference
 from docstore.field_path import FieldPath
 from docstore.query import CollectionGroup, Query
+from docstore.transaction import Transaction, transactional
 from docstore.transforms import (
     DELETE_FIELD,
     SERVER_TIMESTAMP,
@@ -39,6 +42,14 @@ from docstore.transforms import (
 __version__ = "0.2.0"
 
 __all__ = [
+    "transactional",
+    "Transaction",
+    "SendMode",
+    "BulkWriterOptions",
+    "BulkWriter",
+    "BulkWriteFailure",
+    "async_transactional",
+    "AsyncTransaction",
     "DELETE_FIELD",
     "SERVER_TIMESTAMP",
     "ArrayRemove",

@@ -55,6 +55,10 @@ def _encode_double(value: float) -> Any:
         return {"$double": "Infinity" if value > 0 else "-Infinity"}
     if value == 0.0 and math.copysign(1.0, value) < 0:
         return {"$double": "-0.0"}
+    if value.is_integer() and 1e16 <= abs(value) < 2**63:
+        # Python prints these with an exponent (1e+18), which reaches the server as an
+        # integer once it went through jsonb (docs/typed-json.md, section 2): say "double".
+        return {"$double": value}
     return value
 
 

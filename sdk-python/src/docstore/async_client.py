@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -12,8 +13,10 @@ from docstore.async_batch import AsyncWriteBatch
 from docstore.async_collection import AsyncCollectionReference
 from docstore.async_document import AsyncDocumentReference
 from docstore.async_query import AsyncCollectionGroup
+from docstore.async_transaction import AsyncTransaction
 from docstore.base_client import BaseClient
 from docstore.base_document import DocumentSnapshot
+from docstore.bulk_writer import BulkWriter, BulkWriterOptions
 
 MAX_BATCH_GET = 1000
 
@@ -104,3 +107,56 @@ class AsyncClient(BaseClient):
     def batch(self) -> AsyncWriteBatch:
         """An AsyncWriteBatch: writes applied atomically by ``await commit()``."""
         return AsyncWriteBatch(self)
+
+    def transaction(self, max_attempts: int = 5, read_only: bool = False) -> AsyncTransaction:
+        """An AsyncTransaction; run a function in it with ``@docstore.async_transactional``."""
+        return AsyncTransaction(self, max_attempts=max_attempts, read_only=read_only)
+
+    def _to_sync_copy(self) -> Any:
+        from docstore.client import Client
+
+        return Client(self._url, token=self._token, database=self._database)
+
+    def bulk_writer(self, options: BulkWriterOptions | None = None) -> BulkWriter:
+        """A BulkWriter (thread-based, over a synchronous copy of this client, as
+        python-firestore's); close it when done."""
+        return BulkWriter(self._to_sync_copy(), options)
+
+    async def recursive_delete(
+        self,
+        reference: AsyncCollectionReference | AsyncDocumentReference,
+        *,
+        bulk_writer: BulkWriter | None = None,
+        chunk_size: int = 5000,
+    ) -> int:
+        """Delete a document or a collection with every document below it (admin key);
+        returns how many documents were deleted. Not atomic."""
+        paths: list[str] = []
+        count = await self._collect_deletes(reference, paths)
+        writer = bulk_writer if bulk_writer is not None else self.bulk_writer()
+        try:
+            for path in paths:
+                writer.delete(writer._client.document(path))
+            await asyncio.to_thread(writer.flush)
+        finally:
+            if bulk_writer is None:
+                await asyncio.to_thread(writer.close)
+                writer._client.close()
+        return count
+
+    async def _collect_deletes(self, reference: Any, paths: list[str]) -> int:
+        if isinstance(reference, AsyncDocumentReference):
+            count = 0
+            async for sub in reference.collections():
+                count += await self._collect_deletes(sub, paths)
+            if (await reference.get()).exists:
+                count += 1
+            paths.append(reference.path)
+            return count
+        if isinstance(reference, AsyncCollectionReference):
+            count = 0
+            docs = [d async for d in reference.list_documents()]
+            for doc in docs:
+                count += await self._collect_deletes(doc, paths)
+            return count
+        raise TypeError("recursive_delete() takes a DocumentReference or a CollectionReference")

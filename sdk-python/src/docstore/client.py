@@ -11,9 +11,11 @@ from docstore._http import Transport
 from docstore.base_client import BaseClient
 from docstore.base_document import DocumentSnapshot
 from docstore.batch import WriteBatch
+from docstore.bulk_writer import BulkWriter, BulkWriterOptions
 from docstore.collection import CollectionReference
 from docstore.document import DocumentReference
 from docstore.query import CollectionGroup
+from docstore.transaction import Transaction
 
 MAX_BATCH_GET = 1000
 
@@ -108,3 +110,46 @@ class Client(BaseClient):
     def batch(self) -> WriteBatch:
         """A WriteBatch: writes applied atomically by ``commit()``."""
         return WriteBatch(self)
+
+    def transaction(self, max_attempts: int = 5, read_only: bool = False) -> Transaction:
+        """A Transaction; run a function in it with ``@docstore.transactional``."""
+        return Transaction(self, max_attempts=max_attempts, read_only=read_only)
+
+    def bulk_writer(self, options: BulkWriterOptions | None = None) -> BulkWriter:
+        """A BulkWriter: many independent writes sent in parallel."""
+        return BulkWriter(self, options)
+
+    def recursive_delete(
+        self,
+        reference: CollectionReference | DocumentReference,
+        *,
+        bulk_writer: BulkWriter | None = None,
+        chunk_size: int = 5000,
+    ) -> int:
+        """Delete a document or a collection with every document below it (subcollections
+        found through ``collections()``, so the admin key is needed); returns how many
+        documents were deleted. Not atomic."""
+        writer = bulk_writer if bulk_writer is not None else self.bulk_writer()
+        try:
+            count = self._recursive_delete(reference, writer)
+            writer.flush()
+        finally:
+            if bulk_writer is None:
+                writer.close()
+        return count
+
+    def _recursive_delete(self, reference: Any, writer: BulkWriter) -> int:
+        if isinstance(reference, DocumentReference):
+            count = 0
+            for sub in reference.collections():
+                count += self._recursive_delete(sub, writer)
+            if reference.get().exists:
+                count += 1
+            writer.delete(reference)
+            return count
+        if isinstance(reference, CollectionReference):
+            count = 0
+            for doc in list(reference.list_documents()):
+                count += self._recursive_delete(doc, writer)
+            return count
+        raise TypeError("recursive_delete() takes a DocumentReference or a CollectionReference")
