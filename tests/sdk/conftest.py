@@ -4,13 +4,16 @@ cluster and sidecar (tests/conftest.py's `stack`).
 - `db`: a synchronous docstore.Client with the admin key;
 - `arun(fn)`: runs `await fn(client)` with a fresh docstore.AsyncClient (admin key) in a new
   event loop and returns its result (no pytest plugin needed);
-- `user_client(token)`: a Client with a JWT or token callable (rules apply).
+- `own_sidecar`: tests/conftest.py's `own_sidecar(stack, *flags)` context manager (a sidecar of
+  the test's own); this directory's conftest shadows the module name `conftest`, so tests here
+  get it through this fixture.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,3 +37,12 @@ def arun(stack) -> Callable[[Callable[[docstore.AsyncClient], Awaitable[Any]]], 
         return asyncio.run(main())
 
     return run
+
+
+@pytest.fixture
+def own_sidecar(request) -> Any:
+    parent = Path(__file__).resolve().parents[1] / "conftest.py"
+    for plugin in request.config.pluginmanager.get_plugins():
+        if getattr(plugin, "__file__", None) and Path(plugin.__file__).resolve() == parent:
+            return plugin.own_sidecar
+    raise RuntimeError("tests/conftest.py is not loaded")

@@ -7,7 +7,12 @@ from typing import Any
 
 from docstore import _values, base_batch
 from docstore._types import WriteOption, WriteResult, parse_optional_timestamp
-from docstore.base_document import BaseDocumentReference, DocumentSnapshot, project
+from docstore.base_document import (
+    BaseDocumentReference,
+    DocumentSnapshot,
+    is_missing_database,
+    project,
+)
 from docstore.exceptions import NotFound
 from docstore.field_path import to_field_path
 
@@ -65,7 +70,9 @@ class AsyncDocumentReference(BaseDocumentReference):
             doc = await self._client._transport.request(
                 "GET", self._client._path_route(self.path), idempotent=True
             )
-        except NotFound:
+        except NotFound as error:
+            if is_missing_database(error):
+                raise
             return self._client._missing(self)
         snapshot = self._client._snapshot(self, doc, doc.get("readTime"))
         if field_paths is not None:

@@ -160,3 +160,10 @@ def project(data: dict[str, Any], field_paths: Any) -> dict[str, Any]:
             target = target.setdefault(part, {})
         target[path.parts[-1]] = value
     return out
+
+
+def is_missing_database(error: Exception) -> bool:
+    """Whether a NOT_FOUND answer of a document GET is about the database (unknown id), not the
+    document: the sidecar's message is then ``database "<id>" does not exist`` (docs/http.md,
+    Resources), and ``get()`` must raise instead of answering "missing"."""
+    return str(getattr(error, "message", "")).startswith("database ")

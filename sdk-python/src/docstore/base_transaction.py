@@ -6,6 +6,11 @@ those times as preconditions, plus a ``{"verify": path, "precondition": ...}`` e
 document read but not written, in one ``:commit`` with ``"transaction": true``. If another
 writer changed, created or deleted any of those documents in between, the commit is ABORTED and
 ``@transactional`` runs the function again (up to ``max_attempts``, with backoff).
+
+Reads are separate requests, so the verify entries are also what makes the reads of several
+documents one consistent view; a read-only transaction (``read_only=True``: writes raise
+ValueError) therefore commits its verify entries too, and is retried like the others. A
+transaction that read one document and writes nothing sends no commit.
 """
 
 from __future__ import annotations
@@ -126,7 +131,9 @@ class BaseTransaction(BaseWriteBatch):
         return self.write_results
 
     def _has_work(self) -> bool:
-        return bool(self._writes) or bool(self._read_versions)
+        """Whether the commit has anything to do: writes, or reads of two or more documents
+        whose consistency the verify entries check (one read alone is consistent)."""
+        return bool(self._writes) or len(self._read_versions) > 1
 
 
 def _precondition_of(version: str | None) -> dict[str, Any]:

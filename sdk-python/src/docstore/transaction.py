@@ -91,8 +91,6 @@ class _Transactional:
                 transaction._commit()
                 return result
             except Aborted as exc:
-                if transaction._read_only:
-                    raise
                 last = exc
         raise ValueError(EXCEED_ATTEMPTS_TEMPLATE.format(transaction._max_attempts)) from last
 
