@@ -143,6 +143,7 @@ def test_async_client_bulk_writer(arun, coll):
         for i in range(5):
             writer.set(writer._client.document(f"{coll}/d{i}"), {"i": i})
         writer.close()
+        assert writer._client._transport._http.is_closed  # the writer's own sync client
         return [(await client.collection(coll).document(f"d{i}").get()).exists for i in range(5)]
 
     assert arun(body) == [True] * 5

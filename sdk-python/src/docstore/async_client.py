@@ -120,7 +120,7 @@ class AsyncClient(BaseClient):
     def bulk_writer(self, options: BulkWriterOptions | None = None) -> BulkWriter:
         """A BulkWriter (thread-based, over a synchronous copy of this client, as
         python-firestore's); close it when done."""
-        return BulkWriter(self._to_sync_copy(), options)
+        return BulkWriter(self._to_sync_copy(), options, _owns_client=True)
 
     async def recursive_delete(
         self,
@@ -141,7 +141,6 @@ class AsyncClient(BaseClient):
         finally:
             if bulk_writer is None:
                 await asyncio.to_thread(writer.close)
-                writer._client.close()
         return count
 
     async def _collect_deletes(self, reference: Any, paths: list[str]) -> int:

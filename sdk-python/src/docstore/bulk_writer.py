@@ -74,8 +74,11 @@ def _default_on_error(failure: BulkWriteFailure, bulk_writer: BulkWriter) -> boo
 class BulkWriter:
     """Independent writes sent in parallel (see the module docstring)."""
 
-    def __init__(self, client: Any, options: BulkWriterOptions | None = None) -> None:
+    def __init__(
+        self, client: Any, options: BulkWriterOptions | None = None, *, _owns_client: bool = False
+    ) -> None:
         self._client = client
+        self._owns_client = _owns_client
         self._options = options or BulkWriterOptions()
         workers = 1 if self._options.mode is SendMode.serial else self._options.max_workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bulk-writer")
@@ -161,8 +164,12 @@ class BulkWriter:
         """Flush, then stop accepting writes."""
         self.flush()
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
         self._pool.shutdown(wait=True)
+        if self._owns_client:
+            self._client.close()
 
     def __enter__(self) -> BulkWriter:
         return self
