@@ -96,7 +96,9 @@ class BaseTransaction(BaseWriteBatch):
         return snapshot
 
     def _record_query(self, snapshots: Any) -> Any:
-        """Record the documents a query read in the transaction; returns them."""
+        """Record the documents a query read in the transaction; returns them (ValueError
+        after a write, like every read)."""
+        self._check_read()
         for snapshot in snapshots:
             self._record(snapshot)
         return snapshots
