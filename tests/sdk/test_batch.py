@@ -21,11 +21,13 @@ def test_batch_commits_all_and_returns_results(db, coll):
     batch.set(col.document("u"), {"m": 1}, merge=True)
     batch.update(col.document("u"), {"n": docstore.Increment(1)})
     batch.delete(col.document("d"))
-    assert len(batch) == 5
+    batch.set(col.document("s"), {"v": {"x": 1}, "w": 0}, merge=["v"])  # two entries inside
+    assert len(batch) == 6
     results = batch.commit()
-    assert len(results) == 5 and all(r.update_time is not None for r in results)
+    assert len(results) == 6 and all(r.update_time is not None for r in results)
     assert batch.write_results == results and batch.commit_time is not None
     assert col.document("u").get().to_dict() == {"n": 2, "m": 1}
+    assert col.document("s").get().to_dict() == {"v": {"x": 1}}
     assert col.document("c").get().exists and not col.document("d").get().exists
 
 

@@ -58,6 +58,11 @@ def test_set_replace_merge_and_merge_fields(db, coll):
     ref.set({"m": {"x": 99, "y": 99}, "b": 3, "ignored": 1}, merge=["m.x", "b"])
     got = ref.get().to_dict()
     assert got["m"] == {"x": 99, "y": 5} and got["b"] == 3 and "ignored" not in got
+    # a listed field whose value is a map replaces the stored map (as in Firestore)
+    result = ref.set({"m": {"z": 1}, "b": 4}, merge=["m"])
+    got = ref.get()
+    assert got.get("m") == {"z": 1} and got.get("b") == 3
+    assert got.update_time == result.update_time
     with pytest.raises(ValueError):
         ref.set({"a": 1}, merge=["not_in_data"])
     with pytest.raises(ValueError):

@@ -13,7 +13,8 @@ class AsyncWriteBatch(BaseWriteBatch):
 
     async def commit(self, **_: Any) -> list[WriteResult]:
         """Apply the writes; one WriteResult per write, in order."""
-        return self._finish(await self._client._commit(self._writes))
+        entries, visible = self._entries()
+        return self._finish(await self._client._commit(entries), visible)
 
     async def __aenter__(self) -> AsyncWriteBatch:
         return self

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from docstore import _values, base_batch
-from docstore._types import WriteOption, WriteResult, parse_optional_timestamp
+from docstore import base_batch
+from docstore._types import WriteOption, WriteResult
 from docstore.base_document import (
     BaseDocumentReference,
     DocumentSnapshot,
@@ -14,44 +14,30 @@ from docstore.base_document import (
     project,
 )
 from docstore.exceptions import NotFound
-from docstore.field_path import to_field_path
 
 
 class AsyncDocumentReference(BaseDocumentReference):
     """A reference to a document, read and written through an ``AsyncClient``."""
 
-    async def _write(self, entry: dict[str, Any]) -> WriteResult:
-        _, results = base_batch.write_results(await self._client._commit([entry]))
-        return results[0]
+    async def _write(self, entries: list[dict[str, Any]]) -> WriteResult:
+        _, results = base_batch.write_results(await self._client._commit(entries))
+        return results[-1]
 
     async def create(self, document_data: dict[str, Any]) -> WriteResult:
         """Create the document; AlreadyExists if it exists."""
-        return await self._write(base_batch.create_entry(self.path, document_data))
+        return await self._write([base_batch.create_entry(self.path, document_data)])
 
     async def set(self, document_data: dict[str, Any], merge: Any = False) -> WriteResult:
         """Replace the document (created when missing), or with ``merge=True`` merge into it;
         ``merge=[field paths]`` writes only those fields (others are kept)."""
-        if isinstance(merge, (list, tuple)) and merge:
-            data = _values.encode_data(
-                base_batch.merge_data(document_data, merge), allow_delete=True
-            )
-            mask = [to_field_path(p).to_api_repr() for p in merge]
-            doc = await self._client._transport.request(
-                "PUT",
-                self._client._path_route(self.path),
-                json=data,
-                params=[("updateMask", m) for m in mask],
-                idempotent=False,
-            )
-            return WriteResult(parse_optional_timestamp(doc.get("updateTime")))
-        return await self._write(base_batch.set_entry(self.path, document_data, merge))
+        return await self._write(base_batch.set_entries(self.path, document_data, merge))
 
     async def update(
         self, field_updates: dict[str, Any], option: WriteOption | None = None
     ) -> WriteResult:
         """Update fields (keys are field paths; values may be transforms or DELETE_FIELD);
         NotFound when the document does not exist."""
-        return await self._write(base_batch.update_entry(self.path, field_updates, option))
+        return await self._write([base_batch.update_entry(self.path, field_updates, option)])
 
     async def delete(self, option: WriteOption | None = None) -> Any:
         """Delete the document (no error when missing); returns the commit time."""

@@ -48,14 +48,40 @@ def merge_data(document_data: Any, merge: Any) -> dict[str, Any]:
     return out
 
 
-def set_entry(path: str, document_data: Any, merge: Any = False) -> dict[str, Any]:
-    """``{"set": path, "data", "merge"}``; ``merge`` is a bool or a list of field paths."""
+def _paths_to_maps(document_data: dict[str, Any], merge: Any) -> list[Any]:
+    """The listed merge fields whose value is a map (they must replace, not merge)."""
+    out = []
+    for raw in merge:
+        path = to_field_path(raw)
+        if isinstance(get_nested_value(path, document_data), dict):
+            out.append(path)
+    return out
+
+
+def set_entries(path: str, document_data: Any, merge: Any = False) -> list[dict[str, Any]]:
+    """The commit entries of ``set``: ``{"set": path, "data", "merge"}``; ``merge`` is a bool or
+    a list of field paths. With a list, only those fields are written (ValueError for one not in
+    the data); a listed field whose value is a map replaces the stored one, so a first entry
+    deletes it (the commit format merges maps recursively). The last entry is the user's write.
+    """
     if isinstance(merge, bool):
         data = _values.encode_data(document_data, allow_delete=merge)
-        return {"set": path, "data": data, "merge": merge}
+        return [{"set": path, "data": data, "merge": merge}]
     if isinstance(merge, (list, tuple)) and merge:
-        data = _values.encode_data(merge_data(document_data, merge), allow_delete=True)
-        return {"set": path, "data": data, "merge": True}
+        restricted = merge_data(document_data, merge)
+        entries = []
+        replaced = _paths_to_maps(document_data, merge)
+        if replaced:
+            deletes: dict[str, Any] = {}
+            for field in replaced:
+                target = deletes
+                for part in field.parts[:-1]:
+                    target = target.setdefault(part, {})
+                target[field.parts[-1]] = {"$delete": True}
+            entries.append({"set": path, "data": deletes, "merge": True})
+        data = _values.encode_data(restricted, allow_delete=True)
+        entries.append({"set": path, "data": data, "merge": True})
+        return entries
     raise ValueError("merge is True, False or a non-empty list of field paths")
 
 
@@ -81,29 +107,32 @@ def write_results(answer: Any) -> tuple[datetime.datetime | None, list[WriteResu
 
 
 class BaseWriteBatch:
-    """Writes collected to commit atomically (python-firestore's ``BaseWriteBatch``)."""
+    """Writes collected to commit atomically (python-firestore's ``BaseWriteBatch``).
+
+    Each write is a list of commit entries whose last one is the write the user sees a
+    WriteResult of (``set`` with merge fields may need two)."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._writes: list[dict[str, Any]] = []
+        self._writes: list[list[dict[str, Any]]] = []
         self.write_results: list[WriteResult] | None = None
         self.commit_time: datetime.datetime | None = None
 
-    def _add_write(self, entry: dict[str, Any]) -> None:
-        if len(self._writes) >= MAX_BATCH_WRITES:
+    def _add_write(self, entries: list[dict[str, Any]]) -> None:
+        if sum(len(w) for w in self._writes) + len(entries) > MAX_BATCH_WRITES:
             raise ValueError(f"a batch holds at most {MAX_BATCH_WRITES} writes")
-        self._writes.append(entry)
+        self._writes.append(entries)
 
     def __len__(self) -> int:
         return len(self._writes)
 
     def create(self, reference: Any, document_data: dict[str, Any]) -> None:
         """Create the document (the commit fails with AlreadyExists if it exists)."""
-        self._add_write(create_entry(reference.path, document_data))
+        self._add_write([create_entry(reference.path, document_data)])
 
     def set(self, reference: Any, document_data: dict[str, Any], merge: Any = False) -> None:
         """Replace the document, or merge into it (``merge=True`` or a list of field paths)."""
-        self._add_write(set_entry(reference.path, document_data, merge))
+        self._add_write(set_entries(reference.path, document_data, merge))
 
     def update(
         self,
@@ -112,16 +141,31 @@ class BaseWriteBatch:
         option: WriteOption | None = None,
     ) -> None:
         """Update fields of an existing document (the commit fails with NotFound otherwise)."""
-        self._add_write(update_entry(reference.path, field_updates, option))
+        self._add_write([update_entry(reference.path, field_updates, option)])
 
     def delete(self, reference: Any, option: WriteOption | None = None) -> None:
         """Delete the document (no error when it is missing, unless ``option`` demands)."""
-        self._add_write(delete_entry(reference.path, option))
+        self._add_write([delete_entry(reference.path, option)])
 
-    def _commit_body(self) -> dict[str, Any]:
-        return {"writes": self._writes}
+    def _entries(self) -> tuple[list[dict[str, Any]], list[bool]]:
+        """The commit's entries, and for each whether it is the last of a user's write."""
+        entries: list[dict[str, Any]] = []
+        visible: list[bool] = []
+        for write in self._writes:
+            entries.extend(write)
+            visible.extend([False] * (len(write) - 1) + [True])
+        return entries, visible
 
-    def _finish(self, answer: Any) -> list[WriteResult]:
-        self.commit_time, self.write_results = write_results(answer)
-        self._writes = []
+    def _results(self, answer: Any, visible: list[bool]) -> list[WriteResult]:
+        commit_time, results = write_results(answer)
+        self.commit_time = commit_time
+        self.write_results = [r for r, v in zip(results, visible, strict=False) if v]
         return self.write_results
+
+    def _commit_entries(self) -> tuple[list[dict[str, Any]], list[bool]]:
+        return self._entries()
+
+    def _finish(self, answer: Any, visible: list[bool]) -> list[WriteResult]:
+        results = self._results(answer, visible)
+        self._writes = []
+        return results

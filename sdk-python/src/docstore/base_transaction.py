@@ -18,8 +18,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from docstore._types import WriteResult, format_timestamp
-from docstore.base_batch import BaseWriteBatch, write_results
+from docstore._types import format_timestamp
+from docstore.base_batch import BaseWriteBatch
 from docstore.base_document import DocumentSnapshot
 
 MAX_ATTEMPTS = 5
@@ -73,10 +73,10 @@ class BaseTransaction(BaseWriteBatch):
         self._read_versions = {}
         self._in_progress = False
 
-    def _add_write(self, entry: dict[str, Any]) -> None:
+    def _add_write(self, entries: list[dict[str, Any]]) -> None:
         if self._read_only:
             raise ValueError(WRITE_READ_ONLY)
-        super()._add_write(entry)
+        super()._add_write(entries)
 
     def _check_read(self) -> None:
         if self._writes:
@@ -104,11 +104,14 @@ class BaseTransaction(BaseWriteBatch):
         return snapshots
 
     def _commit_writes(self) -> tuple[list[dict[str, Any]], list[bool]]:
-        """The commit's entries, and for each whether it is a user write (not a verify)."""
+        """The commit's entries (the writes, each written document that was read guarded by
+        its version, then a verify entry per document read but not written), and for each
+        whether it is the last entry of a user's write."""
+        writes, visible = self._entries()
         entries: list[dict[str, Any]] = []
         is_write: list[bool] = []
         guarded: set[str] = set()
-        for entry in self._writes:
+        for entry, shown in zip(writes, visible, strict=True):
             path = _path_of(entry)
             if path in self._read_versions and path not in guarded:
                 guarded.add(path)
@@ -119,18 +122,12 @@ class BaseTransaction(BaseWriteBatch):
                 else:
                     entry = {**entry, "precondition": precondition}
             entries.append(entry)
-            is_write.append(True)
+            is_write.append(shown)
         for path, version in self._read_versions.items():
             if path not in guarded:
                 entries.append({"verify": path, "precondition": _precondition_of(version)})
                 is_write.append(False)
         return entries, is_write
-
-    def _results(self, answer: Any, is_write: list[bool]) -> list[WriteResult]:
-        commit_time, results = write_results(answer)
-        self.commit_time = commit_time
-        self.write_results = [r for r, w in zip(results, is_write, strict=False) if w]
-        return self.write_results
 
     def _has_work(self) -> bool:
         """Whether the commit has anything to do: writes, or reads of two or more documents

@@ -13,7 +13,8 @@ class WriteBatch(BaseWriteBatch):
 
     def commit(self, **_: Any) -> list[WriteResult]:
         """Apply the writes; one WriteResult per write, in order."""
-        return self._finish(self._client._commit(self._writes))
+        entries, visible = self._entries()
+        return self._finish(self._client._commit(entries), visible)
 
     def __enter__(self) -> WriteBatch:
         return self

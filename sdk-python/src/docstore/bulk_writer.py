@@ -60,7 +60,7 @@ class BulkWriteFailure:
 @dataclass
 class _Operation:
     reference: Any
-    entry: dict[str, Any]
+    entries: list[dict[str, Any]]
     attempts: int = 0
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -99,24 +99,24 @@ class BulkWriter:
 
     def create(self, reference: Any, document_data: dict[str, Any]) -> None:
         """Enqueue a create."""
-        self._enqueue(reference, base_batch.create_entry(reference.path, document_data))
+        self._enqueue(reference, [base_batch.create_entry(reference.path, document_data)])
 
     def set(self, reference: Any, document_data: dict[str, Any], merge: Any = False) -> None:
         """Enqueue a set (``merge`` as in ``DocumentReference.set``)."""
-        self._enqueue(reference, base_batch.set_entry(reference.path, document_data, merge))
+        self._enqueue(reference, base_batch.set_entries(reference.path, document_data, merge))
 
     def update(
         self, reference: Any, field_updates: dict[str, Any], option: WriteOption | None = None
     ) -> None:
         """Enqueue an update."""
-        self._enqueue(reference, base_batch.update_entry(reference.path, field_updates, option))
+        self._enqueue(reference, [base_batch.update_entry(reference.path, field_updates, option)])
 
     def delete(self, reference: Any, option: WriteOption | None = None) -> None:
         """Enqueue a delete."""
-        self._enqueue(reference, base_batch.delete_entry(reference.path, option))
+        self._enqueue(reference, [base_batch.delete_entry(reference.path, option)])
 
-    def _enqueue(self, reference: Any, entry: dict[str, Any]) -> None:
-        op = _Operation(reference, entry)
+    def _enqueue(self, reference: Any, entries: list[dict[str, Any]]) -> None:
+        op = _Operation(reference, entries)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the BulkWriter is closed")
@@ -142,7 +142,7 @@ class BulkWriter:
         while True:
             op.attempts += 1
             try:
-                answer = self._client._commit([op.entry])
+                answer = self._client._commit(op.entries)
             except DocstoreError as error:
                 failure = BulkWriteFailure(op, error.code, error.message, error, op.attempts)
                 if self._on_write_error(failure, self):
@@ -151,7 +151,7 @@ class BulkWriter:
                 return
             _, results = base_batch.write_results(answer)
             if self._on_write_result is not None and results:
-                self._on_write_result(op.reference, results[0], self)
+                self._on_write_result(op.reference, results[-1], self)
             return
 
     def flush(self) -> None:
