@@ -15,19 +15,20 @@ def test_batch_commits_all_and_returns_results(db, coll):
     col = db.collection(coll)
     col.document("u").set({"n": 1})
     col.document("d").set({"x": 1})
+    col.document("mm").set({"v": {"old": 1}, "w": 5})
     batch = db.batch()
     batch.create(col.document("c"), {"v": 1})
     batch.set(col.document("s"), {"v": 2})
     batch.set(col.document("u"), {"m": 1}, merge=True)
     batch.update(col.document("u"), {"n": docstore.Increment(1)})
     batch.delete(col.document("d"))
-    batch.set(col.document("s"), {"v": {"x": 1}, "w": 0}, merge=["v"])  # two entries inside
+    batch.set(col.document("mm"), {"v": {"x": 1}, "w": 0}, merge=["v"])  # two entries inside
     assert len(batch) == 6
     results = batch.commit()
     assert len(results) == 6 and all(r.update_time is not None for r in results)
     assert batch.write_results == results and batch.commit_time is not None
     assert col.document("u").get().to_dict() == {"n": 2, "m": 1}
-    assert col.document("s").get().to_dict() == {"v": {"x": 1}}
+    assert col.document("mm").get().to_dict() == {"v": {"x": 1}, "w": 5}
     assert col.document("c").get().exists and not col.document("d").get().exists
 
 
