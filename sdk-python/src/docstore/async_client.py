@@ -143,12 +143,14 @@ class AsyncClient(BaseClient):
                 await asyncio.to_thread(writer.close)
         return count
 
-    async def _collect_deletes(self, reference: Any, paths: list[str]) -> int:
+    async def _collect_deletes(
+        self, reference: Any, paths: list[str], exists: bool | None = None
+    ) -> int:
         if isinstance(reference, AsyncDocumentReference):
             count = 0
             async for sub in reference.collections():
                 count += await self._collect_deletes(sub, paths)
-            if (await reference.get()).exists:
+            if exists if exists is not None else (await reference.get()).exists:
                 count += 1
             paths.append(reference.path)
             return count
@@ -156,6 +158,6 @@ class AsyncClient(BaseClient):
             count = 0
             docs = [d async for d in reference.list_documents()]
             for doc in docs:
-                count += await self._collect_deletes(doc, paths)
+                count += await self._collect_deletes(doc, paths, exists=True)
             return count
         raise TypeError("recursive_delete() takes a DocumentReference or a CollectionReference")

@@ -128,7 +128,8 @@ class Client(BaseClient):
     ) -> int:
         """Delete a document or a collection with every document below it (subcollections
         found through ``collections()``, so the admin key is needed); returns how many
-        documents were deleted. Not atomic."""
+        documents were deleted. Not atomic; ``chunk_size`` is accepted for python-firestore's
+        signature (documents are listed as a stream)."""
         writer = bulk_writer if bulk_writer is not None else self.bulk_writer()
         try:
             count = self._recursive_delete(reference, writer)
@@ -138,18 +139,20 @@ class Client(BaseClient):
                 writer.close()
         return count
 
-    def _recursive_delete(self, reference: Any, writer: BulkWriter) -> int:
+    def _recursive_delete(
+        self, reference: Any, writer: BulkWriter, exists: bool | None = None
+    ) -> int:
         if isinstance(reference, DocumentReference):
             count = 0
             for sub in reference.collections():
                 count += self._recursive_delete(sub, writer)
-            if reference.get().exists:
+            if exists if exists is not None else reference.get().exists:
                 count += 1
             writer.delete(reference)
             return count
         if isinstance(reference, CollectionReference):
             count = 0
             for doc in list(reference.list_documents()):
-                count += self._recursive_delete(doc, writer)
+                count += self._recursive_delete(doc, writer, exists=True)
             return count
         raise TypeError("recursive_delete() takes a DocumentReference or a CollectionReference")
