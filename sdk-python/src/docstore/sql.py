@@ -3,7 +3,8 @@
 
 ``stream()``/``get()`` give DocumentSnapshots for a document query and, for an aggregation
 query (``select count(*), avg(x) ...``), one list of AggregationResult named as the server
-names them (aliases, else ``field_1``, ``field_2``, ...).
+names them (aliases, else ``field_1``, ``field_2``, ...), in the order of the row's keys
+(which is not the select list's: look results up by ``alias``).
 """
 
 from __future__ import annotations
