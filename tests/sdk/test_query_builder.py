@@ -263,3 +263,10 @@ def test_sql_query_body(client):
     assert isinstance(q, docstore.SqlQuery) and q._body() == {"sql": "select * from /c limit 1"}
     with pytest.raises(TypeError):
         client.sql(3)
+
+
+def test_repr_of_an_invalid_query_does_not_raise(client):
+    q = client.collection("c").start_at([1])  # no order: invalid when sent
+    assert "invalid" in repr(q)
+    with pytest.raises(ValueError):
+        q._to_json()

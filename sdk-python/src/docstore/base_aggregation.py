@@ -90,7 +90,7 @@ class BaseAggregationQuery:
     """Aggregates over a query's results; ``count``/``sum``/``avg`` add one and return the
     aggregation query itself, as python-firestore does."""
 
-    def __init__(self, nested_query: Any, alias: str | None = None) -> None:
+    def __init__(self, nested_query: Any) -> None:
         self._nested_query = nested_query
         self._aggregations: list[BaseAggregation] = []
 
@@ -133,6 +133,9 @@ class BaseAggregationQuery:
     def _run_query_body(self) -> dict[str, Any]:
         self._nested_query._check_limit_to_last()
         return {"structuredQuery": self._to_json()}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {[a._to_json() for a in self._aggregations]!r}>"
 
     def _results_of(self, row: Any) -> list[AggregationResult]:
         return results_of_row(row, self._client, [a.alias for a in self._aggregations])

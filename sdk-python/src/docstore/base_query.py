@@ -414,7 +414,11 @@ class BaseQuery:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._to_json()!r}>"
+        try:
+            body: Any = self._to_json()
+        except (ValueError, TypeError) as exc:
+            body = f"invalid: {exc}"
+        return f"<{type(self).__name__} {body!r}>"
 
 
 def _check_count(name: str, count: Any) -> int:
