@@ -270,3 +270,16 @@ def test_repr_of_an_invalid_query_does_not_raise(client):
     assert "invalid" in repr(q)
     with pytest.raises(ValueError):
         q._to_json()
+
+
+def test_listen_targets_and_live_aggregation_results(client):
+    q = client.collection("c").where(filter=FieldFilter("a", "==", 1))
+    assert q._listen_target() == {"structuredQuery": q._to_json()}
+    agg = q.count(alias="n").sum("x")
+    assert agg._listen_target() == {"structuredQuery": agg._to_json()}
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    ((n, s),) = agg._listen_results({"field_1": 4, "n": 2}, when)
+    assert (n.alias, n.value, n.read_time, s.alias, s.value) == ("n", 2, when, "field_1", 4)
+    assert client.sql("select * from /c")._listen_target() == {"sql": "select * from /c"}
+    with pytest.raises(ValueError):
+        client.collection("c").limit_to_last(1)._listen_target()

@@ -137,6 +137,19 @@ class BaseAggregationQuery:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {[a._to_json() for a in self._aggregations]!r}>"
 
+    def _listen_target(self) -> dict[str, Any]:
+        """The aggregation query's ``:listen`` target (docs/listen.md), for the listeners."""
+        return self._run_query_body()
+
+    def _listen_results(
+        self, values: Any, read_time: datetime.datetime | None
+    ) -> list[list[AggregationResult]]:
+        """What ``get()`` returns, made of a live aggregation row ``{alias: value}``."""
+        results = self._results_of({"aggregation": values})
+        for result in results:
+            result.read_time = read_time
+        return [results]
+
     def _results_of(self, row: Any) -> list[AggregationResult]:
         return results_of_row(row, self._client, [a.alias for a in self._aggregations])
 

@@ -383,6 +383,10 @@ class BaseQuery:
         self._check_limit_to_last()
         return {"structuredQuery": self._to_json()}
 
+    def _listen_target(self) -> dict[str, Any]:
+        """The query's ``:listen`` target (docs/listen.md), for the listeners."""
+        return self._run_query_body()
+
     def _snapshots_of(self, rows: list[Any]) -> list[DocumentSnapshot]:
         return [self._client._snapshot(None, row) for row in rows]
 

@@ -35,6 +35,17 @@ class BaseSqlQuery:
     def _body(self) -> dict[str, Any]:
         return {"sql": self._text}
 
+    def _listen_target(self) -> dict[str, Any]:
+        """The query's ``:listen`` target (docs/listen.md), for the listeners."""
+        return self._body()
+
+    def _listen_results(self, values: Any, read_time: Any) -> list[list[Any]]:
+        """What ``get()`` returns for an aggregation query, made of a live row."""
+        results = results_of_row({"aggregation": values}, self._client, None)
+        for result in results:
+            result.read_time = read_time
+        return [results]
+
     def _item(self, row: Any) -> Any:
         if isinstance(row, dict) and "aggregation" in row:
             return results_of_row(row, self._client, None)
