@@ -2,7 +2,7 @@
 #   make up     install what is missing, build, start Postgres (:5433) with the extension and
 #               the sidecar (HTTP, :8787), load the demo, make .venv/ and .docstore/dev.env
 #   make test   run every test (lint, Rust unit/property, pgrx, SQL regression, ..., end-to-end)
-.PHONY: up down test lint test-core test-pgrx test-regress test-e2e install-ext bench bench-http fuzz clean
+.PHONY: up down test lint test-core test-pgrx test-regress test-e2e test-sdk install-ext bench bench-http fuzz clean
 
 up:
 	bash scripts/up.sh
@@ -27,6 +27,9 @@ test-regress:
 
 test-e2e:
 	bash scripts/test.sh e2e
+
+test-sdk:
+	bash scripts/test.sh sdk
 
 bench:
 	cargo bench -p docstore-core --bench values

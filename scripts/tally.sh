@@ -210,6 +210,7 @@ count_sidecar() { count_cargo "$1"; }
 count_isolation() { count_pg_regress "$1"; }
 count_e2e() { count_pytest "$1"; }
 count_live() { count_pytest "$1"; }
+count_sdk() { count_pytest "$1"; }
 
 # pytest's summary line, e.g. "3 failed, 41 passed, 2 skipped, 1 deselected in 9.1s": errors
 # and xpassed (an expected failure that passed) count as failed; skipped, xfailed and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|upgrade|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e|live ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|upgrade|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e|sdk|live ...]  (default: all, in this order)
 # Each layer closes with the line `<layer>: N passed, N failed, N skipped`, the run with
 # `total: N passed, N failed, N skipped` (scripts/tally.sh: a skip not on tests/allowed-skips.txt
 # is a failure); the first failing layer ends the run with exit status 1.
@@ -25,8 +25,8 @@ lint() {
   lint_check "cargo fmt" cargo fmt --all -- --check
   lint_check "cargo clippy" cargo clippy --workspace --all-targets --features pg_docstore/pg_test -- -D warnings
   [ -x .venv/bin/ruff ] || bash scripts/venv.sh
-  lint_check "ruff check" .venv/bin/ruff check tests
-  lint_check "ruff format" .venv/bin/ruff format --check tests
+  lint_check "ruff check" .venv/bin/ruff check tests sdk-python
+  lint_check "ruff format" .venv/bin/ruff format --check tests sdk-python
   lint_check "docker compose config" compose_config
   return "${LINT_FAILED}"
 }
@@ -140,7 +140,18 @@ e2e() {
   cargo build --release --quiet -p docstore-sidecar
   # The suite starts this binary; pytest's exit status 5 (no test collected) fails the layer.
   DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
-    .venv/bin/pytest -q tests --ignore=tests/live
+    .venv/bin/pytest -q tests --ignore=tests/live --ignore=tests/sdk
+}
+
+sdk() {
+  say "Python SDK: pytest (tests/sdk) of the docstore package (sdk-python/, installed editable in .venv) against a cluster and sidecar of its own"
+  bash scripts/venv.sh
+  # DOCSTORE_SIDECAR_BIN set: that binary is used as it is (nothing is built).
+  if [ -z "${DOCSTORE_SIDECAR_BIN:-}" ]; then
+    cargo build --release --quiet -p docstore-sidecar
+  fi
+  DOCSTORE_SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar}" \
+    .venv/bin/pytest -q tests/sdk
 }
 
 live() {
@@ -154,7 +165,7 @@ live() {
 }
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress upgrade differential sidecar isolation concurrency builder bulk backup faults e2e live)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress upgrade differential sidecar isolation concurrency builder bulk backup faults e2e sdk live)
 for step in "${steps[@]}"; do
   run_layer "${step}"
 done

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Python virtual environment of the end-to-end tests and the Python lint: .venv/ from the
-# pinned tests/requirements.txt. Run by `make up`. Idempotent: installs again only when
-# requirements.txt changed (its hash is kept in .venv/requirements.sha256) or the venv broke.
+# pinned tests/requirements.txt, plus the Python SDK (sdk-python/, package `docstore`) installed
+# editable. Run by `make up`. Idempotent: installs again only when requirements.txt or
+# sdk-python/pyproject.toml changed (their hashes are kept in .venv/requirements.sha256 and
+# .venv/sdk-python.sha256) or the venv broke.
 source "$(dirname "$0")/lib.sh"
 
 VENV="${ROOT}/.venv"
@@ -30,4 +32,14 @@ if [ "$(cat "${STAMP}" 2>/dev/null || true)" != "${want}" ]; then
   say "installing the test requirements into ${VENV} (tests/requirements.txt)"
   "${VENV}/bin/python" -m pip install --quiet --disable-pip-version-check -r "${REQUIREMENTS}"
   echo "${want}" > "${STAMP}"
+fi
+
+SDK_PROJECT="${ROOT}/sdk-python/pyproject.toml"
+SDK_STAMP="${VENV}/sdk-python.sha256"
+want="$(fingerprint "${SDK_PROJECT}")"
+if [ "$(cat "${SDK_STAMP}" 2>/dev/null || true)" != "${want}" ] \
+  || ! "${VENV}/bin/python" -c 'import docstore' 2>/dev/null; then
+  say "installing the Python SDK into ${VENV} (pip install -e sdk-python)"
+  "${VENV}/bin/python" -m pip install --quiet --disable-pip-version-check -e "${ROOT}/sdk-python"
+  echo "${want}" > "${SDK_STAMP}"
 fi
