@@ -302,8 +302,10 @@ def test_query_in_a_transaction_is_verified_at_commit(db, seeded):
         db.collection(seeded).document("r3").update({"n": 6})  # someone else, outside t
         t.set(db.collection(seeded).document("new"), {"from": snap.id})
 
-    with pytest.raises(exceptions.Aborted):
+    # python-firestore's shape: the attempts used up, a ValueError whose cause is the ABORTED.
+    with pytest.raises(ValueError, match="1 attempts") as raised:
         read_then_write(transaction)
+    assert isinstance(raised.value.__cause__, exceptions.Aborted)
     assert not db.collection(seeded).document("new").get().exists
 
 
