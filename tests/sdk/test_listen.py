@@ -10,6 +10,7 @@ test asserts on a duration.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -24,7 +25,7 @@ import httpx
 import pytest
 
 import docstore
-from docstore import _values, watch
+from docstore import _values, async_watch, watch
 from docstore.exceptions import InvalidArgument, PermissionDenied
 
 WAIT = 60
@@ -157,11 +158,7 @@ def test_document_listener_sees_creation_change_and_deletion(db, coll):
         with cond:
             assert cond.wait_for(lambda: len(calls) >= n, WAIT), calls
 
-    w = (
-        ref.on_snapshot(callback)
-        if hasattr(ref, "on_snapshot")
-        else watch.document_watch(ref, callback)
-    )
+    w = ref.on_snapshot(callback)
     try:
         wait(1)
         ref.set({"a": 1})
@@ -434,3 +431,72 @@ def test_listener_survives_a_postgres_restart(stack, base_conftest, coll):
 
 
 # --- async ------------------------------------------------------------------------------------
+
+
+async def next_of(it) -> Any:
+    return await asyncio.wait_for(it.__anext__(), WAIT)
+
+
+def test_async_query_listen_follows_concurrent_writes(db, arun, coll):
+    sql = f"select * from /{coll} where n >= 5 order by n desc"
+    rec = Recorder()
+
+    async def main(client):
+        it = async_watch.docs_listen(client, {"sql": sql})
+        snap = await next_of(it)
+        rec(snap.docs, snap.document_changes(), snap.read_time)
+        writers = [asyncio.to_thread(writer, db, coll, s, 30) for s in range(3)]
+        await asyncio.gather(*writers)
+        want = await asyncio.to_thread(fresh, db, sql)
+        while rec.docs() != want:
+            snap = await next_of(it)
+            assert isinstance(snap, watch.QuerySnapshot)
+            rec(snap.docs, snap.document_changes(), snap.read_time)
+        stream = async_watch.session_of(client).stream_id
+        await it.aclose()
+        return stream
+
+    assert arun(main)
+    assert rec.problems == []
+
+
+def test_async_document_listen_and_one_shared_stream(db, arun, coll):
+    async def main(client):
+        ref = client.document(f"{coll}/one")
+        doc_it = ref.listen()
+        query_it = async_watch.docs_listen(client, {"sql": f"select * from /{coll}"})
+        first = await next_of(doc_it)
+        assert (first.exists, first.reference.path) == (False, f"{coll}/one")
+        assert (await next_of(query_it)).empty
+        session = async_watch.session_of(client)
+        stream = session.stream_id
+        assert stream and len(session._core.on_server) == 2
+        await asyncio.to_thread(db.document(f"{coll}/one").set, {"a": 1})
+        snap = await next_of(doc_it)
+        assert (snap.exists, snap.to_dict()) == (True, {"a": 1})
+        qs = await next_of(query_it)
+        assert [(c.type.name, c.new_index) for c in qs.document_changes()] == [("ADDED", 0)]
+        await doc_it.aclose()
+        await asyncio.to_thread(db.document(f"{coll}/two").set, {"a": 2})
+        qs = await next_of(query_it)
+        assert [d.id for d in qs] == ["one", "two"]
+        assert session.stream_id == stream and len(session._core.on_server) == 1
+        await query_it.aclose()
+
+    arun(main)
+
+
+def test_async_permission_denial_is_raised_from_the_iterator(stack, rules_db, coll):
+    token = stack.token({"sub": "u3"})
+
+    async def main():
+        async with docstore.AsyncClient(stack.url, token=token, database=rules_db) as client:
+            it = async_watch.docs_listen(client, {"sql": f"select * from /{coll}"})
+            await next_of(it)
+            await asyncio.to_thread(
+                stack.sql, "select docstore.set_rules(%s, %s)", DENY_READS, rules_db
+            )
+            with pytest.raises(PermissionDenied):
+                await next_of(it)
+
+    asyncio.run(main())
