@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -428,6 +429,81 @@ def test_listener_survives_a_postgres_restart(stack, base_conftest, coll):
             assert rec.errors == []
         finally:
             w.unsubscribe()
+
+
+class CuttingProxy:
+    """A TCP proxy in front of the sidecar whose connections the test can cut (a dropped
+    connection, with the sidecar and its streams still alive)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self.server.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.upstream)
+            with self.lock:
+                self.conns += [down, up]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for sock in conns:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def close(self) -> None:
+        self.server.close()
+        self.cut()
+
+
+def test_a_dropped_connection_resumes_the_same_stream(stack, coll):
+    proxy = CuttingProxy(int(stack.url.rsplit(":", 1)[1]))
+    try:
+        with docstore.Client(proxy.url, token=stack.admin_key) as client:
+            sql = f"select * from /{coll} order by n"
+            rec = Recorder()
+            w = watch.docs_watch(client, {"sql": sql}, rec, rec.on_error)
+            try:
+                writer(client, coll, 3, 10)
+                settles_at(client, rec, sql)
+                stream = watch.session_of(client).stream_id
+                calls = rec.calls
+                proxy.cut()
+                for i in range(5):
+                    stack.sql("select docstore.set(%s, %s)", f"{coll}/cut{i}", f'{{"n": {i}}}')
+                settles_at(client, rec, sql)
+                # Resumed with Last-Event-ID: the same stream, one call per transaction (a
+                # new stream would have handed the five documents over in one difference).
+                assert watch.session_of(client).stream_id == stream
+                assert rec.calls == calls + 5
+                assert rec.errors == []
+            finally:
+                w.unsubscribe()
+    finally:
+        proxy.close()
 
 
 # --- async ------------------------------------------------------------------------------------
