@@ -17,6 +17,7 @@ from docstore.async_transaction import AsyncTransaction
 from docstore.base_client import BaseClient
 from docstore.base_document import DocumentSnapshot
 from docstore.bulk_writer import BulkWriter, BulkWriterOptions
+from docstore.sql import AsyncSqlQuery
 
 MAX_BATCH_GET = 1000
 
@@ -48,6 +49,10 @@ class AsyncClient(BaseClient):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+    def sql(self, text: str) -> AsyncSqlQuery:
+        """A query in the text dialect (docs/query.md): ``stream()``, ``get()``."""
+        return AsyncSqlQuery(self, text)
 
     def collection_group(self, collection_id: str) -> AsyncCollectionGroup:
         """A query over every collection named ``collection_id``, at any depth."""

@@ -15,6 +15,7 @@ from docstore.bulk_writer import BulkWriter, BulkWriterOptions
 from docstore.collection import CollectionReference
 from docstore.document import DocumentReference
 from docstore.query import CollectionGroup
+from docstore.sql import SqlQuery
 from docstore.transaction import Transaction
 
 MAX_BATCH_GET = 1000
@@ -53,6 +54,10 @@ class Client(BaseClient):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def sql(self, text: str) -> SqlQuery:
+        """A query in the text dialect (docs/query.md): ``stream()``, ``get()``."""
+        return SqlQuery(self, text)
 
     def collection_group(self, collection_id: str) -> CollectionGroup:
         """A query over every collection named ``collection_id``, at any depth."""
