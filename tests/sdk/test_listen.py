@@ -124,7 +124,7 @@ def test_query_listener_follows_concurrent_writes(stack, db, coll):
     db.document(f"{coll}/d0").set({"n": 3})
     sql = f"select * from /{coll} where n >= 5 order by n desc"
     rec = Recorder()
-    w = watch.docs_watch(db, {"sql": sql}, rec, rec.on_error)
+    w = db.sql(sql).on_snapshot(rec, rec.on_error)
     try:
         rec.wait(lambda r: r.calls >= 1, "the first results")
         threads = [threading.Thread(target=writer, args=(db, coll, s, 40)) for s in range(4)]
@@ -138,6 +138,51 @@ def test_query_listener_follows_concurrent_writes(stack, db, coll):
     finally:
         w.unsubscribe()
     assert not w.is_active
+
+
+def test_structured_query_listener_equals_get_after_writes(db, coll):
+    query = (
+        db.collection(coll)
+        .where(filter=docstore.FieldFilter("n", ">=", 5))
+        .order_by("n", direction=docstore.Query.DESCENDING)
+        .limit(4)
+    )
+    rec = Recorder()
+    w = query.on_snapshot(rec, rec.on_error)
+    try:
+        rec.wait(lambda r: r.calls >= 1, "the first results")
+        writer(db, coll, 11, 60)
+        want = [(s.reference.path, s.to_dict()) for s in query.get()]
+        rec.wait(lambda r: r.docs() == want, "query.get()'s result")
+        assert rec.problems == [] and rec.errors == []
+    finally:
+        w.unsubscribe()
+
+
+def test_aggregation_listener_follows_writes(db, coll):
+    got: list = []
+    cond = threading.Condition()
+
+    def callback(results, read_time):
+        with cond:
+            got.append({r.alias: r.value for r in results[0]})
+            cond.notify_all()
+
+    def wait_for(want):
+        with cond:
+            assert cond.wait_for(lambda: want in got, WAIT), got
+
+    w = db.collection(coll).count(alias="n").on_snapshot(callback)
+    s = db.sql(f"select count(*) as c, sum(x) as s from /{coll}").on_snapshot(callback)
+    try:
+        wait_for({"n": 0})
+        db.document(f"{coll}/a").set({"x": 2})
+        db.document(f"{coll}/b").set({"x": 3})
+        wait_for({"c": 2, "s": 5})
+        wait_for({"n": 2})
+    finally:
+        w.unsubscribe()
+        s.unsubscribe()
 
 
 def test_document_listener_sees_creation_change_and_deletion(db, coll):
@@ -180,11 +225,11 @@ def test_document_listener_sees_creation_change_and_deletion(db, coll):
 
 def test_a_refused_target_raises_from_on_snapshot_and_the_stream_goes_on(db, coll):
     rec = Recorder()
-    ok = watch.docs_watch(db, {"sql": f"select * from /{coll}"}, rec)
+    ok = db.sql(f"select * from /{coll}").on_snapshot(rec)
     try:
         rec.wait(lambda r: r.calls >= 1, "the first results")
         with pytest.raises(InvalidArgument):
-            watch.docs_watch(db, {"sql": "select * from"}, Recorder())
+            db.sql("select * from").on_snapshot(Recorder())
         db.document(f"{coll}/a").set({"x": 1})
         rec.wait(lambda r: r.docs() == [(f"{coll}/a", {"x": 1})], "the write")
     finally:
@@ -194,7 +239,7 @@ def test_a_refused_target_raises_from_on_snapshot_and_the_stream_goes_on(db, col
 def test_listeners_of_a_client_share_one_stream(stack, db, coll):
     recs = [Recorder() for _ in range(3)]
     watches = [
-        watch.docs_watch(db, {"sql": f"select * from /{coll} where k = {i}"}, rec)
+        db.sql(f"select * from /{coll} where k = {i}").on_snapshot(rec)
         for i, rec in enumerate(recs)
     ]
     try:
@@ -234,8 +279,8 @@ def test_a_callback_that_raises_does_not_stop_the_stream(db, coll, caplog):
         seen.append(len(docs))
         raise RuntimeError("boom")
 
-    w1 = watch.docs_watch(db, {"sql": f"select * from /{coll}"}, bad)
-    w2 = watch.docs_watch(db, {"sql": f"select * from /{coll}"}, rec)
+    w1 = db.sql(f"select * from /{coll}").on_snapshot(bad)
+    w2 = db.sql(f"select * from /{coll}").on_snapshot(rec)
     try:
         with caplog.at_level(logging.ERROR, logger="docstore.watch"):
             db.document(f"{coll}/a").set({"x": 1})
@@ -268,7 +313,7 @@ def test_permission_denial_mid_stream_goes_to_on_error(stack, rules_db, coll):
     token = stack.token({"sub": "u1"})
     with docstore.Client(stack.url, token=token, database=rules_db) as client:
         rec = Recorder()
-        w = watch.docs_watch(client, {"sql": f"select * from /{coll}"}, rec, rec.on_error)
+        w = client.sql(f"select * from /{coll}").on_snapshot(rec, rec.on_error)
         rec.wait(lambda r: r.calls >= 1, "the first results")
         stack.sql("select docstore.set_rules(%s, %s)", DENY_READS, rules_db)
         rec.wait(lambda r: r.errors, "the denial")
@@ -276,7 +321,7 @@ def test_permission_denial_mid_stream_goes_to_on_error(stack, rules_db, coll):
         assert not w.is_active
         # Reconnecting is refused while the rules deny it.
         with pytest.raises(PermissionDenied):
-            watch.docs_watch(client, {"sql": f"select * from /{coll}"}, Recorder())
+            client.sql(f"select * from /{coll}").on_snapshot(Recorder())
 
 
 def test_permission_denial_without_on_error_is_logged_and_closes(stack, rules_db, coll, caplog):
@@ -284,7 +329,7 @@ def test_permission_denial_without_on_error_is_logged_and_closes(stack, rules_db
     with docstore.Client(stack.url, token=token, database=rules_db) as client:
         rec = Recorder()
         with caplog.at_level(logging.ERROR, logger="docstore.watch"):
-            w = watch.docs_watch(client, {"sql": f"select * from /{coll}"}, rec)
+            w = client.sql(f"select * from /{coll}").on_snapshot(rec)
             rec.wait(lambda r: r.calls >= 1, "the first results")
             stack.sql("select docstore.set_rules(%s, %s)", DENY_READS, rules_db)
             deadline = threading.Event()
@@ -374,7 +419,7 @@ def test_listener_survives_a_sigkilled_sidecar(stack, base_conftest, coll):
             client.document(f"{coll}/d{i}").set({"n": i})
         sql = f"select * from /{coll} where n >= 2 order by n"
         rec = Recorder()
-        w = watch.docs_watch(client, {"sql": sql}, rec, rec.on_error)
+        w = client.sql(sql).on_snapshot(rec, rec.on_error)
         try:
             settles_at(client, rec, sql)
             first_stream = watch.session_of(client).stream_id
@@ -402,7 +447,7 @@ def test_listener_survives_a_postgres_restart(stack, base_conftest, coll):
     ):
         sql = f"select * from /{coll} order by n"
         rec = Recorder()
-        w = watch.docs_watch(client, {"sql": sql}, rec, rec.on_error)
+        w = client.sql(sql).on_snapshot(rec, rec.on_error)
         try:
             writer(client, coll, 1, 20)
             settles_at(client, rec, sql)
@@ -485,7 +530,7 @@ def test_a_dropped_connection_resumes_the_same_stream(stack, coll):
         with docstore.Client(proxy.url, token=stack.admin_key) as client:
             sql = f"select * from /{coll} order by n"
             rec = Recorder()
-            w = watch.docs_watch(client, {"sql": sql}, rec, rec.on_error)
+            w = client.sql(sql).on_snapshot(rec, rec.on_error)
             try:
                 writer(client, coll, 3, 10)
                 settles_at(client, rec, sql)
@@ -518,7 +563,7 @@ def test_async_query_listen_follows_concurrent_writes(db, arun, coll):
     rec = Recorder()
 
     async def main(client):
-        it = async_watch.docs_listen(client, {"sql": sql})
+        it = client.sql(sql).listen()
         snap = await next_of(it)
         rec(snap.docs, snap.document_changes(), snap.read_time)
         writers = [asyncio.to_thread(writer, db, coll, s, 30) for s in range(3)]
@@ -540,7 +585,7 @@ def test_async_document_listen_and_one_shared_stream(db, arun, coll):
     async def main(client):
         ref = client.document(f"{coll}/one")
         doc_it = ref.listen()
-        query_it = async_watch.docs_listen(client, {"sql": f"select * from /{coll}"})
+        query_it = client.sql(f"select * from /{coll}").listen()
         first = await next_of(doc_it)
         assert (first.exists, first.reference.path) == (False, f"{coll}/one")
         assert (await next_of(query_it)).empty
@@ -567,7 +612,7 @@ def test_async_permission_denial_is_raised_from_the_iterator(stack, rules_db, co
 
     async def main():
         async with docstore.AsyncClient(stack.url, token=token, database=rules_db) as client:
-            it = async_watch.docs_listen(client, {"sql": f"select * from /{coll}"})
+            it = client.sql(f"select * from /{coll}").listen()
             await next_of(it)
             await asyncio.to_thread(
                 stack.sql, "select docstore.set_rules(%s, %s)", DENY_READS, rules_db
@@ -576,3 +621,21 @@ def test_async_permission_denial_is_raised_from_the_iterator(stack, rules_db, co
                 await next_of(it)
 
     asyncio.run(main())
+
+
+def test_async_query_and_aggregation_listen(db, arun, coll):
+    async def main(client):
+        query = client.collection(coll).where(filter=docstore.FieldFilter("n", ">=", 1))
+        docs_it = query.listen()
+        count_it = client.collection(coll).count(alias="k").listen()
+        assert (await next_of(docs_it)).empty
+        assert [r.value for r in (await next_of(count_it))[0]] == [0]
+        await asyncio.to_thread(db.document(f"{coll}/a").set, {"n": 1})
+        snap = await next_of(docs_it)
+        assert [d.id for d in snap] == ["a"] and snap.read_time is not None
+        results = await next_of(count_it)
+        assert [(r.alias, r.value) for r in results[0]] == [("k", 1)]
+        await docs_it.aclose()
+        await count_it.aclose()
+
+    arun(main)

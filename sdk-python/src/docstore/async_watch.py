@@ -269,3 +269,16 @@ def _client_of(query: Any) -> Any:
     if client is None:
         client = query._parent._client
     return client
+
+
+def sql_listen(sql: Any) -> AsyncIterator[Any]:
+    """``client.sql(text).listen()``: QuerySnapshots, or for an aggregation ``get()``'s shape."""
+    client = sql._client
+
+    def convert(delivery: Delivery) -> Any:
+        if delivery.aggregation is not None:
+            read_time = parse_optional_timestamp(delivery.read_time)
+            return sql._listen_results(delivery.aggregation, read_time)
+        return QuerySnapshot(*to_snapshots(client, delivery))
+
+    return target_listen(client, sql._listen_target(), convert)

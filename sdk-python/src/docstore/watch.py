@@ -527,3 +527,20 @@ def _client_of(query: Any) -> Any:
     if client is None:
         client = query._parent._client
     return client
+
+
+def sql_watch(
+    sql: Any, callback: Callable[..., Any], on_error: Callable[[BaseException], None] | None = None
+) -> Watch:
+    """``client.sql(text).on_snapshot``: a document query calls ``callback(docs, changes,
+    read_time)``, an aggregation ``callback(results, read_time)`` (as ``aggregation_watch``)."""
+    client = sql._client
+
+    def deliver(delivery: Delivery) -> None:
+        if delivery.aggregation is not None:
+            read_time = parse_optional_timestamp(delivery.read_time)
+            callback(sql._listen_results(delivery.aggregation, read_time), read_time)
+        else:
+            callback(*to_snapshots(client, delivery))
+
+    return target_watch(client, sql._listen_target(), deliver, on_error)
