@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -357,8 +358,8 @@ class Sidecar:
     """A sidecar of the test's own with live queries on its own slot, restartable on the same
     port (tests/conftest.py's own_sidecar cannot restart)."""
 
-    def __init__(self, stack, base) -> None:
-        self.stack, self.base = stack, base
+    def __init__(self, stack, base, *flags: str) -> None:
+        self.stack, self.base, self.flags = stack, base, flags
         self.port = base.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.slot = "sdk_listen_" + os.urandom(4).hex()
@@ -377,7 +378,10 @@ class Sidecar:
         )
         binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(self.base.sidecar_binary())
         self.proc = subprocess.Popen(
-            [binary, "--slot", self.slot], env=env, stdout=log.open("a"), stderr=subprocess.STDOUT
+            [binary, "--slot", self.slot, *self.flags],
+            env=env,
+            stdout=log.open("a"),
+            stderr=subprocess.STDOUT,
         )
         self.base.wait_healthy(self.url, self.proc, log)
 
@@ -401,8 +405,8 @@ class Sidecar:
 
 
 @contextlib.contextmanager
-def own_live_sidecar(stack, base):
-    sidecar = Sidecar(stack, base)
+def own_live_sidecar(stack, base, *flags: str):
+    sidecar = Sidecar(stack, base, *flags)
     sidecar.start()
     try:
         yield sidecar
@@ -435,6 +439,40 @@ def test_listener_survives_a_sigkilled_sidecar(stack, base_conftest, coll):
             settles_at(client, rec, sql)
             assert rec.errors == []
             assert ("ADDED", f"{coll}/d0") in rec.changes
+        finally:
+            w.unsubscribe()
+
+
+def test_a_lagging_listener_gets_the_difference_after_reset_lagged(stack, base_conftest, coll):
+    with (
+        own_live_sidecar(stack, base_conftest, "--listen-queue", "2") as sidecar,
+        docstore.Client(sidecar.url, token=stack.admin_key) as client,
+    ):
+        sql = f"select * from /{coll} order by n"
+        rec = Recorder()
+        release = threading.Event()
+
+        def slow(docs, changes, read_time):
+            # Blocks the stream's reader until the writes are done: the sidecar's queue of
+            # two events overflows and the stream ends with reset {lagged}.
+            release.wait(WAIT)
+            rec(docs, changes, read_time)
+
+        w = client.sql(sql).on_snapshot(slow, rec.on_error)
+        try:
+            # Large documents: the events must fill the socket's buffers too.
+            for i in range(300):
+                stack.sql(
+                    "select docstore.set(%s, jsonb_build_object('n', %s::int, 'pad', "
+                    "repeat('x', 65536)))",
+                    f"{coll}/d{i % 5}",
+                    i,
+                )
+            release.set()
+            settles_at(client, rec, sql)
+            resets = httpx.get(sidecar.url + "/metrics", timeout=WAIT).text
+            assert re.search(r'docstore_session_resets_total\{reason="lagged"\} [1-9]', resets)
+            assert rec.errors == []
         finally:
             w.unsubscribe()
 
