@@ -237,6 +237,19 @@ def test_a_refused_target_raises_from_on_snapshot_and_the_stream_goes_on(db, col
         ok.unsubscribe()
 
 
+def test_a_refused_first_target_raises_and_the_client_listens_afterwards(stack, coll):
+    with docstore.Client(stack.url, token=stack.admin_key) as client:
+        with pytest.raises(InvalidArgument):
+            client.sql("select * from").on_snapshot(Recorder())
+        rec = Recorder()
+        w = client.collection(coll).on_snapshot(rec)
+        try:
+            client.document(f"{coll}/a").set({"x": 1})
+            rec.wait(lambda r: r.docs() == [(f"{coll}/a", {"x": 1})], "the write")
+        finally:
+            w.unsubscribe()
+
+
 def test_listeners_of_a_client_share_one_stream(stack, db, coll):
     recs = [Recorder() for _ in range(3)]
     watches = [

@@ -111,9 +111,9 @@ class _AsyncSession:
                 return
             except DocstoreError as error:
                 for i in chunk:
-                    if i in core.listeners:
-                        core.listeners[i].refused = error
-                        core.listeners[i].settled.set()
+                    ended = core.refuse(i, error)
+                    if ended is not None:
+                        ended.fail(error)
                 continue
             for i in chunk:
                 if i in core.listeners:
@@ -142,11 +142,9 @@ class _AsyncSession:
                         missing, extra = self._core.opened(
                             response.headers.get("x-docstore-stream"), body
                         )
-                        for t in body["targets"]:
-                            if t["id"] in self._core.listeners:
-                                self._core.listeners[t["id"]].settled.set()
                         await self._post_targets(missing)
                         await self._delete_targets(extra)
+                        self._core.accept_held()
                         failures = 0
                         parser = SseParser()
                         async for line in response.aiter_lines():
@@ -187,15 +185,11 @@ class _AsyncSession:
 
     def _end_all(self, error: BaseException) -> None:
         listeners = list(self._core.listeners.values())
-        for listener in listeners:
-            self._core.forget(listener)
+        ended = [self._core.refuse(listener.id, error) for listener in listeners]
         self._core.lost(forget_stream=True)
-        for listener in listeners:
-            if listener.settled.is_set():
+        for listener in ended:
+            if listener is not None:
                 listener.fail(error)
-            else:
-                listener.refused = error
-                listener.settled.set()
 
 
 def session_of(client: Any) -> _AsyncSession:

@@ -196,6 +196,25 @@ class SessionCore:
         self.on_server.discard(listener.id)
         return True
 
+    def accept_held(self) -> None:
+        """Settle (let on_snapshot return) every listener whose target the stream holds."""
+        for target_id, listener in self.listeners.items():
+            if target_id in self.on_server:
+                listener.settled.set()
+
+    def refuse(self, target_id: str, error: BaseException) -> Listener | None:
+        """The server refused a target: drop its listener. Returned when it must be ended with
+        ``fail`` (its on_snapshot has returned); otherwise its on_snapshot raises ``error``."""
+        listener = self.listeners.get(target_id)
+        if listener is None:
+            return None
+        self.forget(listener)
+        if listener.settled.is_set():
+            return listener
+        listener.refused = error
+        listener.settled.set()
+        return None
+
     def open_body(self) -> tuple[dict[str, Any], dict[str, str] | None]:
         """The body and headers of the request (re)opening the stream."""
         targets = [{"id": i, **lst.target} for i, lst in self.listeners.items()]
@@ -338,8 +357,9 @@ class _Session:
                 return
             except DocstoreError as error:
                 for i in chunk:
-                    core.listeners[i].refused = error
-                    core.listeners[i].settled.set()
+                    ended = core.refuse(i, error)
+                    if ended is not None:
+                        ended.fail(error)
                 continue
             for i in chunk:
                 core.on_server.add(i)
@@ -373,11 +393,9 @@ class _Session:
                         missing, extra = self._core.opened(
                             response.headers.get("x-docstore-stream"), body
                         )
-                        for i in body["targets"]:
-                            if i["id"] in self._core.listeners:
-                                self._core.listeners[i["id"]].settled.set()
                         self._post_targets(missing)
                         self._delete_targets(extra)
+                        self._core.accept_held()
                     failures = 0
                     parser = SseParser()
                     for line in response.iter_lines():
@@ -426,17 +444,12 @@ class _Session:
     def _end_all(self, error: BaseException) -> None:
         with self._lock:
             listeners = list(self._core.listeners.values())
-            for listener in listeners:
-                self._core.forget(listener)
+            ended = [self._core.refuse(listener.id, error) for listener in listeners]
             self._core.lost(forget_stream=True)
             self._thread = None
-        for listener in listeners:
-            if listener.settled.is_set():
+        for listener in ended:
+            if listener is not None:
                 listener.fail(error)
-            else:
-                # on_snapshot is still waiting for it: raised there instead.
-                listener.refused = error
-                listener.settled.set()
 
 
 _SESSIONS_LOCK = threading.Lock()
