@@ -186,6 +186,32 @@ def test_aggregation_listener_follows_writes(db, coll):
         s.unsubscribe()
 
 
+def test_a_change_reuses_the_snapshots_of_unchanged_documents(db, coll):
+    for i in range(3):
+        db.document(f"{coll}/d{i}").set({"i": i})
+    calls: list[list] = []
+    cond = threading.Condition()
+
+    def callback(docs, changes, read_time):
+        with cond:
+            calls.append(list(docs))
+            cond.notify_all()
+
+    w = db.collection(coll).on_snapshot(callback)
+    try:
+        with cond:
+            assert cond.wait_for(lambda: len(calls) == 1, WAIT)
+        db.document(f"{coll}/d1").set({"i": 10})
+        with cond:
+            assert cond.wait_for(lambda: len(calls) == 2, WAIT)
+        first, second = calls
+        # A change costs the changed documents, not the size of the result.
+        assert second[0] is first[0] and second[2] is first[2]
+        assert second[1] is not first[1] and second[1].to_dict() == {"i": 10}
+    finally:
+        w.unsubscribe()
+
+
 def test_document_listener_sees_creation_change_and_deletion(db, coll):
     ref = db.document(f"{coll}/one")
     calls: list[tuple[list, list]] = []

@@ -31,9 +31,9 @@ from docstore.watch import (
     Listener,
     QuerySnapshot,
     SessionCore,
+    Snapshots,
     permission_error,
     retry_delay,
-    to_snapshots,
 )
 
 _LOGGER = logging.getLogger(__name__)
@@ -235,8 +235,10 @@ def document_listen(ref: Any) -> AsyncIterator[Any]:
 def docs_listen(client: Any, target: dict[str, Any]) -> AsyncIterator[QuerySnapshot]:
     """A query-shaped target: QuerySnapshots."""
 
+    snapshots = Snapshots(client)
+
     def convert(delivery: Delivery) -> QuerySnapshot:
-        return QuerySnapshot(*to_snapshots(client, delivery))
+        return QuerySnapshot(*snapshots(delivery))
 
     return target_listen(client, target, convert)
 
@@ -269,10 +271,12 @@ def sql_listen(sql: Any) -> AsyncIterator[Any]:
     """``client.sql(text).listen()``: QuerySnapshots, or for an aggregation ``get()``'s shape."""
     client = sql._client
 
+    snapshots = Snapshots(client)
+
     def convert(delivery: Delivery) -> Any:
         if delivery.aggregation is not None:
             read_time = parse_optional_timestamp(delivery.read_time)
             return sql._listen_results(delivery.aggregation, read_time)
-        return QuerySnapshot(*to_snapshots(client, delivery))
+        return QuerySnapshot(*snapshots(delivery))
 
     return target_listen(client, sql._listen_target(), convert)

@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from docstore._listen import (
+    REMOVED,
     Delivery,
     Event,
     ProtocolError,
@@ -111,22 +112,40 @@ class QuerySnapshot:
         return iter(self.docs)
 
 
-def to_snapshots(
-    client: Any, delivery: Delivery, reference: Any = None
-) -> tuple[list[Any], list[DocumentChange], Any]:
-    """A delivery as python-firestore hands it: (DocumentSnapshots, DocumentChanges, read time);
-    ``reference`` is the document listener's own reference (None for queries)."""
-    read_time = parse_optional_timestamp(delivery.read_time)
-    made: dict[int, Any] = {}
+class Snapshots:
+    """Turns one listener's deliveries into what python-firestore hands over: (DocumentSnapshots
+    in order, DocumentChanges, read time). A document's snapshot is made once per version and
+    reused while the version stands (a change costs the changed documents, not the result's
+    size); its ``read_time`` is the commit time of the event that brought that version.
+    ``reference`` is a document listener's own reference (None for queries)."""
 
-    def snap(raw: dict[str, Any]) -> Any:
-        if id(raw) not in made:
-            made[id(raw)] = client._snapshot(reference, raw, delivery.read_time)
-        return made[id(raw)]
+    def __init__(self, client: Any, reference: Any = None) -> None:
+        self._client = client
+        self._reference = reference
+        self._made: dict[str, tuple[dict[str, Any], Any]] = {}
 
-    docs = [snap(d) for d in delivery.docs]
-    changes = [_change(c, snap) for c in delivery.changes]
-    return docs, changes, read_time
+    def __call__(self, delivery: Delivery) -> tuple[list[Any], list[DocumentChange], Any]:
+        """(docs, changes, read_time) of one delivery."""
+        made, fresh = self._made, {}
+
+        def snap(raw: dict[str, Any]) -> Any:
+            path = raw["path"]
+            hit = fresh.get(path) or made.get(path)
+            if hit is not None and hit[0] is raw:
+                return hit[1]
+            snapshot = self._client._snapshot(self._reference, raw, delivery.read_time)
+            fresh[path] = (raw, snapshot)
+            return snapshot
+
+        changes = [_change(c, snap) for c in delivery.changes]
+        docs = [snap(d) for d in delivery.docs]
+        for change in delivery.changes:
+            if change.type == REMOVED:
+                made.pop(change.document["path"], None)
+        made.update(fresh)
+        if len(made) > len(delivery.docs):
+            self._made = {d["path"]: made[d["path"]] for d in delivery.docs}
+        return docs, changes, parse_optional_timestamp(delivery.read_time)
 
 
 def _change(c: RawChange, snap: Callable[[dict[str, Any]], Any]) -> DocumentChange:
@@ -486,8 +505,10 @@ def document_watch(
     read_time)``."""
     client = ref._client
 
+    snapshots = Snapshots(client, ref)
+
     def deliver(delivery: Delivery) -> None:
-        callback(*to_snapshots(client, delivery, ref))
+        callback(*snapshots(delivery))
 
     return target_watch(client, {"document": ref.path}, deliver, on_error)
 
@@ -501,8 +522,10 @@ def docs_watch(
     """A query-shaped target: ``callback(docs, changes, read_time)`` as python-firestore's
     ``Query.on_snapshot``."""
 
+    snapshots = Snapshots(client)
+
     def deliver(delivery: Delivery) -> None:
-        callback(*to_snapshots(client, delivery))
+        callback(*snapshots(delivery))
 
     return target_watch(client, target, deliver, on_error)
 
@@ -549,11 +572,13 @@ def sql_watch(
     read_time)``, an aggregation ``callback(results, read_time)`` (as ``aggregation_watch``)."""
     client = sql._client
 
+    snapshots = Snapshots(client)
+
     def deliver(delivery: Delivery) -> None:
         if delivery.aggregation is not None:
             read_time = parse_optional_timestamp(delivery.read_time)
             callback(sql._listen_results(delivery.aggregation, read_time), read_time)
         else:
-            callback(*to_snapshots(client, delivery))
+            callback(*snapshots(delivery))
 
     return target_watch(client, sql._listen_target(), deliver, on_error)
