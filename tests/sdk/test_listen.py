@@ -276,6 +276,18 @@ def test_a_refused_first_target_raises_and_the_client_listens_afterwards(stack, 
             w.unsubscribe()
 
 
+def test_closing_the_client_ends_its_listener_thread(stack, coll):
+    client = docstore.Client(stack.url, token=stack.admin_key)
+    rec = Recorder()
+    client.collection(coll).on_snapshot(rec)
+    rec.wait(lambda r: r.calls >= 1, "the first results")
+    thread = watch.session_of(client)._thread
+    assert thread is not None and thread.is_alive()
+    client.close()
+    thread.join(WAIT)
+    assert not thread.is_alive()
+
+
 def test_listeners_of_a_client_share_one_stream(stack, db, coll):
     recs = [Recorder() for _ in range(3)]
     watches = [
