@@ -48,6 +48,7 @@ from docstore.transforms import (
     Maximum,
     Minimum,
 )
+from docstore.watch import ChangeType, DocumentChange, QuerySnapshot, Watch
 
 __version__ = "0.2.0"
 
@@ -70,11 +71,13 @@ __all__ = [
     "BulkWriteFailure",
     "BulkWriter",
     "BulkWriterOptions",
+    "ChangeType",
     "Client",
     "CollectionGroup",
     "CollectionReference",
     "CountAggregation",
     "DELETE_FIELD",
+    "DocumentChange",
     "DocumentReference",
     "DocumentSnapshot",
     "ExistsOption",
@@ -87,12 +90,14 @@ __all__ = [
     "Minimum",
     "Or",
     "Query",
+    "QuerySnapshot",
     "SERVER_TIMESTAMP",
     "SendMode",
     "SqlQuery",
     "SumAggregation",
     "Transaction",
     "Vector",
+    "Watch",
     "WriteBatch",
     "WriteOption",
     "WriteResult",

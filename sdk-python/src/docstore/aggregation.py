@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from docstore import watch
 from docstore.base_aggregation import AggregationResult, BaseAggregationQuery
 
 
@@ -24,3 +25,8 @@ class AggregationQuery(BaseAggregationQuery):
     def get(self, transaction: Any = None) -> list[list[AggregationResult]]:
         """``[[AggregationResult, ...]]``, as python-firestore returns."""
         return list(self.stream(transaction=transaction))
+
+    def on_snapshot(self, callback: Any, on_error: Any = None) -> Any:
+        """Listen to the aggregation: ``callback(results, read_time)`` (``results`` shaped as
+        ``get()``'s) from a background thread (docstore.watch); returns a Watch."""
+        return watch.aggregation_watch(self, callback, on_error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from docstore import async_watch
 from docstore.base_aggregation import AggregationResult, BaseAggregationQuery
 
 
@@ -24,3 +25,7 @@ class AsyncAggregationQuery(BaseAggregationQuery):
     async def get(self, transaction: Any = None) -> list[list[AggregationResult]]:
         """``[[AggregationResult, ...]]``, as python-firestore returns."""
         return [results async for results in self.stream(transaction=transaction)]
+
+    def listen(self) -> AsyncIterator[list[list[AggregationResult]]]:
+        """Listen to the aggregation: yields ``get()``'s shape now and after each change."""
+        return async_watch.aggregation_listen(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from docstore import base_batch
+from docstore import async_watch, base_batch
 from docstore._types import WriteOption, WriteResult
 from docstore.base_document import (
     BaseDocumentReference,
@@ -69,3 +69,8 @@ class AsyncDocumentReference(BaseDocumentReference):
         """The subcollections holding at least one document (admin key only)."""
         async for collection in self._client._collections_under(self.path):
             yield collection
+
+    def listen(self) -> AsyncIterator[DocumentSnapshot]:
+        """Listen to the document: ``async for snapshot in ref.listen()`` yields a
+        DocumentSnapshot now and after each change (docstore.async_watch)."""
+        return async_watch.document_listen(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from docstore import async_watch
 from docstore.async_aggregation import AsyncAggregationQuery
 from docstore.base_document import DocumentSnapshot
 from docstore.base_query import BaseQuery
@@ -52,6 +53,11 @@ class AsyncQuery(BaseQuery):
         if transaction is not None:
             transaction._record_query(snapshots)
         return snapshots
+
+    def listen(self) -> AsyncIterator[Any]:
+        """Listen to the query: ``async for snapshot in query.listen()`` yields a QuerySnapshot
+        now and after each change (docstore.async_watch)."""
+        return async_watch.query_listen(self)
 
 
 AsyncQuery._query_class = AsyncQuery

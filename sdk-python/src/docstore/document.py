@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from docstore import base_batch
+from docstore import base_batch, watch
 from docstore._types import WriteOption, WriteResult
 from docstore.base_document import (
     BaseDocumentReference,
@@ -66,3 +66,8 @@ class DocumentReference(BaseDocumentReference):
     def collections(self, page_size: int | None = None) -> Iterator[Any]:
         """The subcollections holding at least one document (admin key only)."""
         return self._client._collections_under(self.path)
+
+    def on_snapshot(self, callback: Any, on_error: Any = None) -> Any:
+        """Listen to the document: ``callback([DocumentSnapshot] or [], changes, read_time)``
+        from a background thread (docstore.watch); returns a Watch (``unsubscribe()``)."""
+        return watch.document_watch(self, callback, on_error)

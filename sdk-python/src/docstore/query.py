@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from docstore import watch
 from docstore.aggregation import AggregationQuery
 from docstore.base_document import DocumentSnapshot
 from docstore.base_query import BaseQuery
@@ -54,6 +55,11 @@ class Query(BaseQuery):
         if transaction is not None:
             transaction._record_query(snapshots)
         return snapshots
+
+    def on_snapshot(self, callback: Any, on_error: Any = None) -> Any:
+        """Listen to the query: ``callback(docs, changes, read_time)`` from a background
+        thread (docstore.watch); returns a Watch (``unsubscribe()``)."""
+        return watch.query_watch(self, callback, on_error)
 
 
 Query._query_class = Query

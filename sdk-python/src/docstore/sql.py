@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from docstore import async_watch, watch
 from docstore.base_aggregation import results_of_row
 
 
@@ -69,6 +70,11 @@ class SqlQuery(BaseSqlQuery):
         """The results as a list."""
         return list(self.stream())
 
+    def on_snapshot(self, callback: Any, on_error: Any = None) -> Any:
+        """Listen to the query: as ``Query.on_snapshot`` for a document query, as
+        ``AggregationQuery.on_snapshot`` for an aggregation (docstore.watch)."""
+        return watch.sql_watch(self, callback, on_error)
+
 
 class AsyncSqlQuery(BaseSqlQuery):
     """A text-dialect query run through an ``AsyncClient``."""
@@ -83,3 +89,7 @@ class AsyncSqlQuery(BaseSqlQuery):
     async def get(self) -> list[Any]:
         """The results as a list."""
         return [item async for item in self.stream()]
+
+    def listen(self) -> AsyncIterator[Any]:
+        """Listen to the query: QuerySnapshots, or for an aggregation ``get()``'s shape."""
+        return async_watch.sql_listen(self)
