@@ -83,3 +83,7 @@ as $$ select false $$;
 create trigger databases_changed after insert or update or delete or truncate on docstore.databases
     for each statement execute function docstore.rules_changed();
 select docstore.rules_install() where exists (select from docstore.rules);
+
+-- The policy function decides only stored rows where the list rules read other documents
+-- (docs/security.md, "What a non-admin caller cannot learn"): regenerate it from the stored rulesets.
+select docstore.rules_install() where exists (select from docstore.rules);

@@ -10,7 +10,10 @@
 //! documents) as the extension runs them for plain SQL: `set_rules` installs the ruleset,
 //! `docstore.rules_policy(database, path, data)` (the row-level-security function, with
 //! `request` and `resource` built in SQL from `docstore.auth` and the row) decides each row,
-//! and the evaluator decides the same `list` with the same documents to look up.
+//! stored first and read back from `docstore.entities` as row-level security passes it, and
+//! the evaluator decides the same `list` with the same documents to look up. The same values
+//! passed directly once the row is gone again must be false where the `list` rules look
+//! documents up (the function decides only stored rows there, docs/security.md).
 //!
 //! Each test takes a fresh seed per run (`DOCSTORE_SEED` replays one: docstore-core's
 //! src/test_env.rs), named in its failure messages (the backend's own output is in the
@@ -467,8 +470,10 @@ mod tests {
         Spi::run("select set_config('docstore.database', 'rulesdiff', true)").unwrap();
         // The documents rules may look up: c/d1 and c/d2 (c/none is missing).
         let mut stored = std::collections::HashMap::new();
+        let mut originals = std::collections::HashMap::new();
         for name in ["c/d1", "c/d2"] {
             let data = document(&mut rng);
+            originals.insert(ResourcePath::parse_document(name).unwrap(), data.clone());
             Spi::run_with_args(
                 "select docstore.set($1, $2::jsonb)",
                 &[name.into(), data.to_string().as_str().into()],
@@ -510,6 +515,11 @@ mod tests {
                 continue;
             }
             compiled += 1;
+            // Whether the `list` rule reads other documents (get()/exists() in its SQL).
+            let looks_up = docstore_rules::sql::generate(&ruleset, "request", "resource")
+                .methods
+                .iter()
+                .any(|m| m.method == Method::List && m.expression.contains("rules_lookup("));
             for _ in 0..ROWS {
                 cases += 1;
                 let path = ResourcePath::parse_document(rng.pick(&paths)).unwrap();
@@ -538,19 +548,30 @@ mod tests {
                     path: path.clone(),
                     data: typed_json::map_from_json(&data).unwrap(),
                 };
-                let by_evaluator = eval::evaluate(
-                    &ruleset,
-                    &request,
-                    Some(&row),
-                    &stored,
-                    &mut Budget::single(),
-                ) == Decision::Allow;
-                let by_policy = Spi::get_one_with_args::<bool>(
-                    "select docstore.rules_policy('rulesdiff', $1, $2::jsonb)",
+                // The policy decides stored rows (docs/security.md): store this one (the rules
+                // may look it up too), decide it as row-level security does, then restore the
+                // documents the rules look up.
+                Spi::run_with_args(
+                    "select docstore.set($1, $2::jsonb)",
                     &[
                         path.to_string().as_str().into(),
                         data.to_string().as_str().into(),
                     ],
+                )
+                .unwrap();
+                let mut with_row = stored.0.clone();
+                with_row.insert(path.clone(), row.data.clone());
+                let by_evaluator = eval::evaluate(
+                    &ruleset,
+                    &request,
+                    Some(&row),
+                    &Stored(with_row),
+                    &mut Budget::single(),
+                ) == Decision::Allow;
+                let by_policy = Spi::get_one_with_args::<bool>(
+                    "select docstore.rules_policy(database_id, path, data) from docstore.entities \
+                     where database_id = 'rulesdiff' and path = $1",
+                    &[path.to_string().as_str().into()],
                 )
                 .unwrap()
                 .unwrap_or(false);
@@ -559,6 +580,40 @@ mod tests {
                     disagreements.push(format!(
                         "{source}\n  row {path} {data} auth {auth_text}: policy {by_policy}, evaluator {by_evaluator}"
                     ));
+                }
+                if let Some(original) = originals.get(&path) {
+                    Spi::run_with_args(
+                        "select docstore.set($1, $2::jsonb)",
+                        &[
+                            path.to_string().as_str().into(),
+                            original.to_string().as_str().into(),
+                        ],
+                    )
+                    .unwrap();
+                } else {
+                    Spi::run_with_args(
+                        "select docstore.delete($1)",
+                        &[path.to_string().as_str().into()],
+                    )
+                    .unwrap();
+                    // Not stored any more: called directly with the same values, a rule that
+                    // reads other documents denies (it decides stored rows only), one that
+                    // reads none decides the values as before.
+                    let made_up = Spi::get_one_with_args::<bool>(
+                        "select docstore.rules_policy('rulesdiff', $1, $2::jsonb)",
+                        &[
+                            path.to_string().as_str().into(),
+                            data.to_string().as_str().into(),
+                        ],
+                    )
+                    .unwrap()
+                    .unwrap_or(false);
+                    let expected = by_evaluator && !looks_up;
+                    if made_up != expected {
+                        disagreements.push(format!(
+                            "{source}\n  made-up row {path} {data} auth {auth_text}: policy {made_up}, expected {expected}"
+                        ));
+                    }
                 }
             }
         }

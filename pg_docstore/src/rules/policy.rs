@@ -7,6 +7,16 @@
 //! without a ruleset, or one `docstore.databases` does not list, is locked (`ELSE false`): no
 //! row of it passes. The trigger on `docstore.databases` regenerates the function too.
 //!
+//! Clients can call the function directly (a policy's functions run with the querying user's
+//! privileges, so EXECUTE cannot be revoked from them), with a row of their own making. A
+//! `list` rule that reads other documents (`get()` / `exists()`) would then answer questions
+//! about documents the client may not read (an existence or content oracle). So such a branch
+//! decides only a row stored exactly as given: it first reads the row of (database_id, path)
+//! through `docstore.rules_lookup` (as the owner) and answers false unless it is `resource`;
+//! a stored row the client may read, or false, is all it can learn. A branch whose rule reads
+//! no other document decides the given values only, which tell nothing about stored ones, and
+//! keeps the row-level-security path free of the extra read.
+//!
 //! This is the documented deviation: Firestore refuses a query that could return a denied
 //! document; here a plain `select` is filtered by the per-document `list` rule (a policy that
 //! raised would make results depend on the plan).
@@ -35,9 +45,18 @@ pub fn body(rulesets: &[(String, String)]) -> Result<String, DocstoreError> {
             .find(|m| m.method == Method::List)
             .map_or("false", |m| m.expression.as_str());
         // The inner SELECT is fenced (OFFSET 0) so the planner does not copy the request and
-        // resource expressions into every use of them.
+        // resource expressions into every use of them. Every get()/exists() of the SQL back end
+        // is a call of `docstore.rules_lookup(` (a string literal of the source that spells it
+        // only adds the check).
+        let decided = if list.contains("docstore.rules_lookup(") {
+            format!(
+                "CASE WHEN coalesce(docstore.rules_lookup('get', resource->'__name__', database_id) = resource, false) THEN {list} ELSE false END"
+            )
+        } else {
+            list.to_owned()
+        };
         out.push_str(&format!(
-            "\n  WHEN '{}' THEN (SELECT {list} FROM (SELECT docstore.rules_request('list', database_id, path) AS request, docstore.rules_document(database_id, path, data) AS resource OFFSET 0) AS r)",
+            "\n  WHEN '{}' THEN (SELECT {decided} FROM (SELECT docstore.rules_request('list', database_id, path) AS request, docstore.rules_document(database_id, path, data) AS resource OFFSET 0) AS r)",
             database.replace('\'', "''")
         ));
     }
