@@ -82,8 +82,7 @@ language sql stable parallel safe security definer set search_path = pg_catalog,
 as $$ select false $$;
 create trigger databases_changed after insert or update or delete or truncate on docstore.databases
     for each statement execute function docstore.rules_changed();
-select docstore.rules_install() where exists (select from docstore.rules);
-
--- The policy function decides only stored rows where the list rules read other documents
--- (docs/security.md, "What a non-admin caller cannot learn"): regenerate it from the stored rulesets.
+-- Regenerate the policy function from the stored rulesets: new triggers above, and it now
+-- decides only stored rows where the list rules read other documents (docs/security.md, "What a
+-- non-admin caller cannot learn").
 select docstore.rules_install() where exists (select from docstore.rules);
