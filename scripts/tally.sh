@@ -216,6 +216,9 @@ count_sdk() { count_pytest "$1"; }
 # failed, N skipped` (allow-listed failures among the skipped, each with a `SKIPPED:` line).
 count_oracle() { count_summary 'firestore system tests' "$1"; }
 
+# scripts/node_sdk_tests.sh: its closing line `node: N passed, N failed, N skipped`.
+count_node() { count_summary node "$1"; }
+
 # The numbers of the last line `$1: N passed, N failed, N skipped` of log $2 (none: "0 0 0").
 count_summary() {
   local line
