@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The oracle: python-firestore's own system tests (tests/system/test_system.py and
+# test_system_async.py of the google-cloud-firestore sdist), unchanged, against the Firestore
+# gRPC server at FIRESTORE_EMULATOR_HOST, as they run against Google's emulator.
+# Usage: FIRESTORE_EMULATOR_HOST=HOST:PORT scripts/firestore_system_tests.sh [PYTEST ARGS...]
+#   (default HOST:PORT: the FIRESTORE_EMULATOR_HOST line of .docstore/dev.env, which `make up`
+#   writes). Extra arguments go to pytest (e.g. `-k test_document_get`).
+#
+# - The sdist, at the version tests/grpc/system-requirements.txt pins (its hash checked here), is
+#   fetched with pip into target/firestore-system/ (never into the repository), and only its
+#   tests/system/{test_system,test_system_async,test__helpers}.py are extracted.
+# - They run in their own venv, target/firestore-system-venv, from that requirements file (the
+#   SDK itself at the same version, pytest < 8, pytest-asyncio 0.21.2, pytest-timeout, and what
+#   the tests import).
+# - A preflight gRPC call fails the run at once when nothing answers gRPC at the address (the SDK
+#   would retry each RPC for a minute); each test is bounded by pytest-timeout
+#   (FIRESTORE_SYSTEM_TEST_TIMEOUT seconds, default 120) and the whole run by
+#   FIRESTORE_SYSTEM_RUN_TIMEOUT (default 3600).
+# - GCLOUD_PROJECT (the variable the tests read) and GOOGLE_CLOUD_PROJECT: the project id of the
+#   resource names, default `demo-docstore`.
+# - The closing lines (scripts/firestore_system_tests.py report): every skip and allow-listed
+#   failure as `SKIPPED: ID: REASON`, every other failure as `FAILED: ID: REASON`, then
+#   `firestore system tests: N passed, N failed, N skipped`. The allow-list is
+#   tests/allowed-skips.txt, layer `oracle`; the script fails when a test fails or skips that it
+#   does not name.
+source "$(dirname "$0")/lib.sh"
+cd "${ROOT}"
+
+REQUIREMENTS="${ROOT}/tests/grpc/system-requirements.txt"
+ALLOWED="${ROOT}/tests/allowed-skips.txt"
+PLUGIN_DIR="${ROOT}/tests/grpc"
+WORK="${ROOT}/target/firestore-system"
+VENV="${ROOT}/target/firestore-system-venv"
+# sha256 of the sdist of the pinned version (PyPI's published hash); change both together.
+SDIST_SHA256=d403b12375e4f68176bb638451417330a7a66d11c9cace98f7778109b884d9ab
+TESTS=(test_system.py test_system_async.py test__helpers.py)
+
+VERSION="$(sed -n 's/^google-cloud-firestore==//p' "${REQUIREMENTS}")"
+[ -n "${VERSION}" ] || die "${REQUIREMENTS} pins no google-cloud-firestore==VERSION"
+
+if [ -z "${FIRESTORE_EMULATOR_HOST:-}" ] && [ -f .docstore/dev.env ]; then
+  FIRESTORE_EMULATOR_HOST="$(sed -n 's/^FIRESTORE_EMULATOR_HOST=//p' .docstore/dev.env)"
+fi
+[ -n "${FIRESTORE_EMULATOR_HOST:-}" ] ||
+  die "set FIRESTORE_EMULATOR_HOST=HOST:PORT (or run 'make up', which writes it into .docstore/dev.env)"
+GCLOUD_PROJECT="${GCLOUD_PROJECT:-${GOOGLE_CLOUD_PROJECT:-demo-docstore}}"
+export FIRESTORE_EMULATOR_HOST GCLOUD_PROJECT GOOGLE_CLOUD_PROJECT="${GCLOUD_PROJECT}"
+
+# The venv, again when the requirements changed or the interpreter went away.
+if [ -d "${VENV}" ] && ! "${VENV}/bin/python" -c pass 2>/dev/null; then
+  rm -rf "${VENV}"
+fi
+[ -x "${VENV}/bin/python" ] || python3 -m venv "${VENV}"
+want="$(fingerprint "${REQUIREMENTS}")"
+if [ "$(cat "${VENV}/requirements.sha256" 2>/dev/null || true)" != "${want}" ]; then
+  say "installing the oracle's requirements into ${VENV} (tests/grpc/system-requirements.txt)"
+  "${VENV}/bin/python" -m pip install --quiet --disable-pip-version-check -r "${REQUIREMENTS}"
+  echo "${want}" > "${VENV}/requirements.sha256"
+fi
+
+# The tests, from the sdist of the same version.
+SDIST="${WORK}/dist/google_cloud_firestore-${VERSION}.tar.gz"
+if [ ! -f "${SDIST}" ]; then
+  say "fetching the google-cloud-firestore ${VERSION} sdist (its tests/system)"
+  "${VENV}/bin/python" -m pip download --quiet --disable-pip-version-check --no-binary :all: \
+    --no-deps "google-cloud-firestore==${VERSION}" -d "${WORK}/dist"
+fi
+[ "$(fingerprint "${SDIST}")" = "${SDIST_SHA256}" ] ||
+  die "${SDIST} does not have the pinned sha256 ${SDIST_SHA256}: remove it and run again"
+rm -rf "${WORK}/tests"
+mkdir -p "${WORK}/tests/system"
+for file in "${TESTS[@]}"; do
+  tar -xzf "${SDIST}" -C "${WORK}/tests/system" --strip-components=3 \
+    "google_cloud_firestore-${VERSION}/tests/system/${file}" ||
+    die "the sdist has no tests/system/${file}"
+done
+
+say "preflight: does ${FIRESTORE_EMULATOR_HOST} answer gRPC?"
+"${VENV}/bin/python" scripts/firestore_system_tests.py preflight "${FIRESTORE_EMULATOR_HOST}" "${GCLOUD_PROJECT}" ||
+  die "the oracle needs a Firestore gRPC server at FIRESTORE_EMULATOR_HOST=${FIRESTORE_EMULATOR_HOST}"
+
+say "python-firestore ${VERSION} system tests against ${FIRESTORE_EMULATOR_HOST} (project ${GCLOUD_PROJECT})"
+REPORT="${WORK}/report.jsonl"
+rm -f "${REPORT}"
+set +e
+(
+  cd "${WORK}"
+  FIRESTORE_SYSTEM_REPORT="${REPORT}" PYTHONPATH="${PLUGIN_DIR}" \
+    timeout --kill-after=30 "${FIRESTORE_SYSTEM_RUN_TIMEOUT:-3600}" \
+    "${VENV}/bin/python" -m pytest -p system_plugin -p no:cacheprovider -q -rN --tb=line \
+    --timeout="${FIRESTORE_SYSTEM_TEST_TIMEOUT:-120}" \
+    tests/system/test_system.py tests/system/test_system_async.py "$@"
+)
+status=$?
+set -e
+# pytest: 0 all passed, 1 some failed; anything else (interrupted, internal error, no test
+# collected, the run's timeout) fails the run whatever the report says.
+"${VENV}/bin/python" scripts/firestore_system_tests.py report "${REPORT}" "${ALLOWED}" || exit 1
+case "${status}" in
+  0 | 1) ;;
+  *) die "pytest ended with status ${status} (124: the run exceeded FIRESTORE_SYSTEM_RUN_TIMEOUT)" ;;
+esac
