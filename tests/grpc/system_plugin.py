@@ -2,7 +2,11 @@
 `-p system_plugin` into python-firestore's system tests: it writes one JSON line per test phase
 (node id, phase, outcome, one-line reason) to $FIRESTORE_SYSTEM_REPORT, from which
 scripts/firestore_system_tests.py names every failure and skip with its reason. It only
-observes: the tests run unchanged."""
+observes: the tests run unchanged.
+
+A subtest's report (pytest-subtests' `subtests.test(msg=...)`, e.g. the `verify_pipeline` part
+of the query tests) carries `subtest`, pytest-subtests' own description of it (`[msg]`, with its
+keyword arguments): its outcome is the subtest's, not the test's."""
 
 from __future__ import annotations
 
@@ -41,6 +45,14 @@ def _write(record: dict[str, str]) -> None:
         out.write(json.dumps(record) + "\n")
 
 
+def _subtest(report: Any) -> str:
+    """pytest-subtests' description of the subtest the report is of, "" for the test's own."""
+    if getattr(report, "context", None) is None:
+        return ""
+    describe = getattr(report, "sub_test_description", None)
+    return describe() if callable(describe) else "[subtest]"
+
+
 def pytest_runtest_logreport(report: Any) -> None:
     _write(
         {
@@ -48,6 +60,7 @@ def pytest_runtest_logreport(report: Any) -> None:
             "when": report.when,
             "outcome": report.outcome,
             "reason": _reason(report),
+            "subtest": _subtest(report),
         }
     )
 
