@@ -22,7 +22,7 @@
 #   failure as `SKIPPED: ID: REASON`, every other failure as `FAILED: ID: REASON`, then
 #   `firestore system tests: N passed, N failed, N skipped`. The allow-list is
 #   tests/allowed-skips.txt, layer `oracle`; the script fails when a test fails or skips that it
-#   does not name. Before the suite, tests/grpc/test_system_report.py checks that accounting
+#   does not name. Before the suite, tests/grpc/system_report_check.py checks that accounting
 #   (the plugin and the report, on small suites run through real pytest): the run stops if it fails.
 #
 # Calibration against Google's own emulator (not part of `make test`: it needs Google's emulator):
@@ -100,12 +100,12 @@ for file in "${TESTS[@]}"; do
     die "the sdist has no tests/system/${file}"
 done
 
-say "the layer's own accounting first (tests/grpc/test_system_report.py)"
+say "the layer's own accounting first (tests/grpc/system_report_check.py)"
 (
   cd "${PLUGIN_DIR}"
   PYTHONPATH="${PLUGIN_DIR}" timeout --kill-after=10 300 "${VENV}/bin/python" -m pytest -q \
-    -p no:cacheprovider --confcutdir=. test_system_report.py
-) || die "the oracle layer's accounting is wrong (tests/grpc/test_system_report.py): its counts cannot be trusted"
+    -p no:cacheprovider --confcutdir=. system_report_check.py
+) || die "the oracle layer's accounting is wrong (tests/grpc/system_report_check.py): its counts cannot be trusted"
 
 say "preflight: does ${FIRESTORE_EMULATOR_HOST} answer gRPC?"
 "${VENV}/bin/python" scripts/firestore_system_tests.py preflight "${FIRESTORE_EMULATOR_HOST}" "${GCLOUD_PROJECT}" ||

@@ -1,5 +1,6 @@
 """The oracle layer's own accounting (tests/grpc/system_plugin.py and scripts/firestore_system_tests.py),
-run by scripts/firestore_system_tests.sh with the oracle's venv before the system tests: small
+run by scripts/firestore_system_tests.sh with the oracle's venv before the system tests (named so
+that the e2e layer's `pytest tests`, whose venv lacks pytest-subtests, does not collect it): small
 test files run through real pytest and pytest-subtests (pytester), their report read as the layer
 reads python-firestore's.
 
