@@ -24,7 +24,7 @@ grant execute on all functions in schema docstore to docstore_client;
 -- Managing databases is for administrators (the extension's owner and superusers), as is
 -- creating indexes (which needs the rights on docstore.indexes that clients lack).
 revoke execute on function docstore.create_database(text), docstore.drop_database(text),
-    docstore.set_database_options(text, bigint)
+    docstore.set_database_options(text, bigint, boolean)
     from public, docstore_client;
 
 -- The change stream's publication (docs/architecture.md). A publication cannot be a member of

@@ -87,11 +87,14 @@ create table docstore.field_exemptions (
 -- The Firestore databases that exist (the sidecar answers 404 for any other id). The SQL
 -- functions work for any valid id (`set docstore.database`); docstore.create_database and
 -- docstore.drop_database keep this list. max_query_results: the most documents one client query
--- may return (NULL: no cap), set by docstore.set_database_options (docs/storage.md).
+-- may return (NULL: no cap); auto_composite_indexes: a query that needs a composite index
+-- creates and builds it (off by default); both set by docstore.set_database_options
+-- (docs/storage.md).
 create table docstore.databases (
-    id                text collate "C" primary key,
-    created_at        timestamptz not null default now(),
-    max_query_results bigint check (max_query_results > 0)
+    id                     text collate "C" primary key,
+    created_at             timestamptz not null default now(),
+    max_query_results      bigint check (max_query_results > 0),
+    auto_composite_indexes boolean not null default false
 );
 insert into docstore.databases (id) values ('(default)');
 

@@ -98,3 +98,23 @@ STRICT STABLE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'explain_structured_wrapper';
 grant execute on function docstore.explain(jsonb, boolean) to docstore_client;
+
+-- Automatic composite indexes, a per-database option (docs/query.md, "Automatic composite
+-- indexes"): a column of docstore.databases and a parameter of docstore.set_database_options.
+-- (Added without a default, then filled: a column added with a default keeps a "missing value"
+-- in the catalog that a fresh install does not have.)
+alter table docstore.databases add column auto_composite_indexes boolean;
+update docstore.databases set auto_composite_indexes = false;
+alter table docstore.databases alter column auto_composite_indexes set default false,
+    alter column auto_composite_indexes set not null;
+drop function docstore.set_database_options(text, bigint);
+-- pg_docstore::api::databases::set_database_options
+CREATE  FUNCTION docstore."set_database_options"(
+	"id" TEXT, /* &str */
+	"max_query_results" bigint, /* core::option::Option<i64> */
+	"auto_composite_indexes" bool DEFAULT NULL /* core::option::Option<bool> */
+) RETURNS VOID /* core::result::Result<(), pgrx_pg_sys::submodules::panic::ErrorReport> */
+VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'set_database_options_wrapper';
+revoke execute on function docstore.set_database_options(text, bigint, boolean) from public;

@@ -16,6 +16,7 @@
 //! | too large (document, nesting, index entries, a client query over max_query_results) | 54000 |
 //! | query syntax | 42601 (message has line and column) |
 //! | missing index | 55000 (message has the `create_index` call) |
+//! | missing index that `auto_composite_indexes` could not create there (read-only or snapshot transaction) | 55000 (same message; the hint says why) |
 //! | a query no index layout can serve | 0A000 |
 //! | internal (SPI, corrupt data) | XX000 |
 
@@ -31,6 +32,17 @@ use docstore_core::mutation::MutationError;
 use docstore_core::plan::PlanError;
 use docstore_core::query::QueryError;
 use docstore_core::{PathError, TypedJsonError};
+
+/// Why a query could not create the composite index it needs although its database has
+/// `auto_composite_indexes` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoIndexBlock {
+    /// A read-only transaction or a hot standby: nothing can be written.
+    ReadOnly,
+    /// A REPEATABLE READ or SERIALIZABLE transaction: its snapshot may miss documents committed
+    /// since it began, which the build would then leave out of the index.
+    Snapshot,
+}
 
 /// Every error the SQL functions raise.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +84,13 @@ pub enum DocstoreError {
     Query(#[from] QueryError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A missing index that the database's `auto_composite_indexes` could not create where the
+    /// query ran: the message is the missing index's, the hint says why.
+    #[error("{error}")]
+    AutoIndexBlocked {
+        error: PlanError,
+        reason: AutoIndexBlock,
+    },
     #[error("{}", .0.headline())]
     Rules(docstore_rules::CompileError),
     #[error("permission denied: {0}")]
@@ -102,7 +121,7 @@ impl DocstoreError {
             DocstoreError::Index(e) => e.kind(),
             DocstoreError::Commit(e) => e.kind(),
             DocstoreError::Query(e) => e.kind(),
-            DocstoreError::Plan(e) => e.kind(),
+            DocstoreError::Plan(e) | DocstoreError::AutoIndexBlocked { error: e, .. } => e.kind(),
             DocstoreError::InWrite { error, .. } => error.kind(),
             DocstoreError::InvalidArgument(_) => ErrorKind::InvalidArgument,
             DocstoreError::NotFound { .. } | DocstoreError::IndexNotFound { .. } => {
@@ -135,6 +154,12 @@ impl DocstoreError {
             DocstoreError::InWrite { error, .. } => error.hint(),
             DocstoreError::Plan(PlanError::MissingIndex { .. }) => {
                 Some("run the create_index call above; the index is built in the background (see docs/query.md)")
+            }
+            DocstoreError::AutoIndexBlocked { reason: AutoIndexBlock::ReadOnly, .. } => {
+                Some("this database creates missing composite indexes automatically, but not in a read-only transaction or on a standby: run the query once in a read-write transaction, or the create_index call above (see docs/query.md)")
+            }
+            DocstoreError::AutoIndexBlocked { reason: AutoIndexBlock::Snapshot, .. } => {
+                Some("this database creates missing composite indexes automatically, but only in READ COMMITTED transactions: run the query once outside this transaction, or the create_index call above (see docs/query.md)")
             }
             DocstoreError::Query(QueryError::Syntax { .. }) => Some("the query dialect is described in docs/query.md"),
             _ => None,
@@ -250,6 +275,18 @@ mod tests {
                 "55000",
             ),
             (DocstoreError::Contention { path: "c/d".into() }, "40001"),
+            (
+                DocstoreError::AutoIndexBlocked {
+                    error: PlanError::MissingIndex {
+                        collection_group: "c".into(),
+                        scope: docstore_core::index::Scope::Collection,
+                        fields: Vec::new(),
+                        call: "select 1;".into(),
+                    },
+                    reason: AutoIndexBlock::ReadOnly,
+                },
+                "55000",
+            ),
             (DocstoreError::PermissionDenied("x".into()), "42501"),
             (DocstoreError::Unauthenticated("x".into()), "28000"),
             (DocstoreError::ResultTooLarge(10), "54000"),

@@ -87,14 +87,23 @@ fn drop_database(id: &str) -> Result<bool, ErrorReport> {
 
 /// Set a database's options (administrators only). `max_query_results`: the most documents one
 /// client query may return (a larger result fails with 54000, RESOURCE_EXHAUSTED over HTTP,
-/// after the rows before it); NULL removes the cap (the default, as in Firestore). Fails with
-/// 22023 when the catalog does not list the database or for a cap below 1.
+/// after the rows before it); NULL removes the cap (the default, as in Firestore); it is always
+/// set, so pass the current cap to keep it. `auto_composite_indexes`: whether a query that needs
+/// a composite index creates it and builds it in its own transaction instead of failing with
+/// 55000 (off by default, as in Firestore; the emulator needs no index definitions); NULL, the
+/// default, keeps the current setting. Fails with 22023 when the catalog does not list the
+/// database or for a cap below 1.
 ///
 /// ```sql
 /// select docstore.set_database_options('(default)', max_query_results => 10000);
+/// select docstore.set_database_options('dev', null, auto_composite_indexes => true);
 /// ```
 #[pg_extern(volatile)]
-fn set_database_options(id: &str, max_query_results: Option<i64>) -> Result<(), ErrorReport> {
+fn set_database_options(
+    id: &str,
+    max_query_results: Option<i64>,
+    auto_composite_indexes: default!(Option<bool>, "NULL"),
+) -> Result<(), ErrorReport> {
     valid(id)?;
     if max_query_results.is_some_and(|m| m < 1) {
         return Err(DocstoreError::InvalidArgument(
@@ -105,9 +114,15 @@ fn set_database_options(id: &str, max_query_results: Option<i64>) -> Result<(), 
     let updated = Spi::connect_mut(|client| -> Result<usize, DocstoreError> {
         Ok(client
             .update(
-                "update docstore.databases set max_query_results = $2 where id = $1 returning id",
+                "update docstore.databases set max_query_results = $2, \
+                 auto_composite_indexes = coalesce($3, auto_composite_indexes) \
+                 where id = $1 returning id",
                 None,
-                &[id.into(), max_query_results.into()],
+                &[
+                    id.into(),
+                    max_query_results.into(),
+                    auto_composite_indexes.into(),
+                ],
             )?
             .len())
     })?;

@@ -78,37 +78,50 @@ fn create_index(
                 )));
             }
         }
-        let existing = client.select(
-            "select id from docstore.indexes where database_id = $1 and collection_group = $2 \
-             and scope = $3 and fields = $4 and state <> 'DELETING'",
-            Some(1),
-            &[
-                database.as_str().into(),
-                collection_group.into(),
-                scope.as_str().into(),
-                canonical.clone().into(),
-            ],
-        )?;
-        if let Some(row) = existing.into_iter().next() {
-            let id: Option<i32> = row.get(1)?;
-            return Err(DocstoreError::IndexExists {
-                id: id.unwrap_or(0),
-                collection_group: collection_group.to_owned(),
-            });
-        }
-        crate::pg::catalog_cache::invalidate(client)?;
-        let rows = client.update(
-            "insert into docstore.indexes (database_id, collection_group, scope, fields) values ($1, $2, $3, $4) returning id",
-            Some(1),
-            &[database.as_str().into(), collection_group.into(), scope.as_str().into(), canonical.into()],
-        )?;
-        rows.into_iter()
-            .next()
-            .and_then(|r| r.get::<i32>(1).ok().flatten())
-            .ok_or_else(|| DocstoreError::Internal("insert returned no id".into()))
+        define(client, &database, collection_group, scope, canonical)
     })?;
     crate::pg::background::request();
     Ok(id)
+}
+
+/// Insert the catalog row of a new index (CREATING) whose `fields` are canonical
+/// ([`IndexDefinition::fields_json`]); [`DocstoreError::IndexExists`] when one with the same
+/// definition is there (other than DELETING).
+pub(crate) fn define(
+    client: &mut SpiClient<'_>,
+    database: &str,
+    collection_group: &str,
+    scope: Scope,
+    canonical: TypedJsonb,
+) -> Result<i32, DocstoreError> {
+    let existing = client.select(
+        "select id from docstore.indexes where database_id = $1 and collection_group = $2 \
+     and scope = $3 and fields = $4 and state <> 'DELETING'",
+        Some(1),
+        &[
+            database.into(),
+            collection_group.into(),
+            scope.as_str().into(),
+            canonical.clone().into(),
+        ],
+    )?;
+    if let Some(row) = existing.into_iter().next() {
+        let id: Option<i32> = row.get(1)?;
+        return Err(DocstoreError::IndexExists {
+            id: id.unwrap_or(0),
+            collection_group: collection_group.to_owned(),
+        });
+    }
+    crate::pg::catalog_cache::invalidate(client)?;
+    let rows = client.update(
+    "insert into docstore.indexes (database_id, collection_group, scope, fields) values ($1, $2, $3, $4) returning id",
+    Some(1),
+    &[database.into(), collection_group.into(), scope.as_str().into(), canonical.into()],
+    )?;
+    rows.into_iter()
+        .next()
+        .and_then(|r| r.get::<i32>(1).ok().flatten())
+        .ok_or_else(|| DocstoreError::Internal("insert returned no id".into()))
 }
 
 /// Stop using and maintaining an index; the background index builder (or `CALL
@@ -185,100 +198,110 @@ fn list_indexes() -> Result<
 #[pg_extern(volatile)]
 fn index_build_step(index_id: i32, batch_size: i32) -> Result<bool, ErrorReport> {
     let limit = i64::from(batch_size.max(1));
-    Ok(Spi::connect_mut(|client| -> Result<bool, DocstoreError> {
-        // One step of an index at a time: the background builder and a `CALL
-        // docstore.build_indexes()` may both be at it; the second waits here, then reads the
-        // first one's progress (a fresh snapshot per statement).
-        client.update(
-            "select 1 from docstore.indexes where id = $1 for update",
-            None,
-            &[index_id.into()],
-        )?;
-        let Some(row) = catalog::index_by_id(client, index_id)? else {
-            return Ok(true);
-        };
-        let database = row.database_id.as_str();
-        let index = &row.definition;
-        let prefix = index.prefix(None);
-        match row.state.as_str() {
-            "CREATING" => {
-                let docs = client.update(
-                    "select e.name, e.path, e.data from docstore.entities e, docstore.indexes i \
-                     where i.id = $3 and e.database_id = $1 and e.collection_id = $2 \
-                       and e.name > coalesce(i.backfill_cursor, ''::pg_catalog.bytea) \
-                     order by e.name limit $4 for share of e",
+    Ok(Spi::connect_mut(|client| {
+        build_step(client, index_id, limit)
+    })?)
+}
+
+/// One batch of `index_build_step` (also run by a query that creates its index, see
+/// `executor::auto_index`).
+pub(crate) fn build_step(
+    client: &mut SpiClient<'_>,
+    index_id: i32,
+    limit: i64,
+) -> Result<bool, DocstoreError> {
+    // One step of an index at a time: the background builder and a `CALL
+    // docstore.build_indexes()` may both be at it; the second waits here, then reads the
+    // first one's progress (a fresh snapshot per statement).
+    client.update(
+        "select 1 from docstore.indexes where id = $1 for update",
+        None,
+        &[index_id.into()],
+    )?;
+    let Some(row) = catalog::index_by_id(client, index_id)? else {
+        return Ok(true);
+    };
+    let database = row.database_id.as_str();
+    let index = &row.definition;
+    let prefix = index.prefix(None);
+    match row.state.as_str() {
+        "CREATING" => {
+            let docs = client.update(
+                "select e.name, e.path, e.data from docstore.entities e, docstore.indexes i \
+                 where i.id = $3 and e.database_id = $1 and e.collection_id = $2 \
+                   and e.name > coalesce(i.backfill_cursor, ''::pg_catalog.bytea) \
+                 order by e.name limit $4 for share of e",
+                None,
+                &[
+                    database.into(),
+                    index.collection_group.as_str().into(),
+                    index_id.into(),
+                    limit.into(),
+                ],
+            )?;
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            let mut names: Vec<Vec<u8>> = Vec::new();
+            let mut last: Option<Vec<u8>> = None;
+            let mut count = 0i64;
+            for doc in docs {
+                count += 1;
+                let name: Vec<u8> = doc.get(1)?.unwrap_or_default();
+                let path =
+                    ResourcePath::parse_document(&doc.get::<String>(2)?.unwrap_or_default())?;
+                let data: TypedJsonb = doc.get(3)?.unwrap_or(TypedJsonb("{}".into()));
+                let fields = crate::storage::entities::stored_fields(&data)?;
+                let mut entries = BTreeSet::new();
+                if let Err(error) = index.entries(&path, &fields, &mut entries) {
+                    return needs_repair(client, index_id, &error.to_string());
+                }
+                for key in entries {
+                    keys.push(key);
+                    names.push(name.clone());
+                }
+                last = Some(name);
+            }
+            entries::insert_missing(client, database, keys, names)?;
+            let done = count < limit;
+            if done {
+                crate::pg::catalog_cache::invalidate(client)?;
+            }
+            client.update(
+                "update docstore.indexes set backfill_cursor = coalesce($2, backfill_cursor), \
+                 documents_done = documents_done + $3, \
+                 state = case when $4 then 'READY' else state end, \
+                 ready_at = case when $4 then clock_timestamp() end where id = $1",
+                None,
+                &[index_id.into(), last.into(), count.into(), done.into()],
+            )?;
+            Ok(done)
+        }
+        "DELETING" => {
+            let deleted = client
+                .update(
+                    "delete from docstore.index_entries where database_id = $1 and key in \
+                     (select key from docstore.index_entries where database_id = $1 \
+                      and key >= $2 and key < $3 limit $4)",
                     None,
                     &[
                         database.into(),
-                        index.collection_group.as_str().into(),
-                        index_id.into(),
+                        prefix.clone().into(),
+                        prefix_end(&prefix).into(),
                         limit.into(),
                     ],
-                )?;
-                let mut keys: Vec<Vec<u8>> = Vec::new();
-                let mut names: Vec<Vec<u8>> = Vec::new();
-                let mut last: Option<Vec<u8>> = None;
-                let mut count = 0i64;
-                for doc in docs {
-                    count += 1;
-                    let name: Vec<u8> = doc.get(1)?.unwrap_or_default();
-                    let path =
-                        ResourcePath::parse_document(&doc.get::<String>(2)?.unwrap_or_default())?;
-                    let data: TypedJsonb = doc.get(3)?.unwrap_or(TypedJsonb("{}".into()));
-                    let fields = crate::storage::entities::stored_fields(&data)?;
-                    let mut entries = BTreeSet::new();
-                    if let Err(error) = index.entries(&path, &fields, &mut entries) {
-                        return needs_repair(client, index_id, &error.to_string());
-                    }
-                    for key in entries {
-                        keys.push(key);
-                        names.push(name.clone());
-                    }
-                    last = Some(name);
-                }
-                entries::insert_missing(client, database, keys, names)?;
-                let done = count < limit;
-                if done {
-                    crate::pg::catalog_cache::invalidate(client)?;
-                }
+                )?
+                .len();
+            let done = i64::try_from(deleted).unwrap_or(i64::MAX) < limit;
+            if done {
                 client.update(
-                    "update docstore.indexes set backfill_cursor = coalesce($2, backfill_cursor), \
-                     documents_done = documents_done + $3, \
-                     state = case when $4 then 'READY' else state end, \
-                     ready_at = case when $4 then clock_timestamp() end where id = $1",
+                    "delete from docstore.indexes where id = $1",
                     None,
-                    &[index_id.into(), last.into(), count.into(), done.into()],
+                    &[index_id.into()],
                 )?;
-                Ok(done)
             }
-            "DELETING" => {
-                let deleted = client
-                    .update(
-                        "delete from docstore.index_entries where database_id = $1 and key in \
-                         (select key from docstore.index_entries where database_id = $1 \
-                          and key >= $2 and key < $3 limit $4)",
-                        None,
-                        &[
-                            database.into(),
-                            prefix.clone().into(),
-                            prefix_end(&prefix).into(),
-                            limit.into(),
-                        ],
-                    )?
-                    .len();
-                let done = i64::try_from(deleted).unwrap_or(i64::MAX) < limit;
-                if done {
-                    client.update(
-                        "delete from docstore.indexes where id = $1",
-                        None,
-                        &[index_id.into()],
-                    )?;
-                }
-                Ok(done)
-            }
-            _ => Ok(true),
+            Ok(done)
         }
-    })?)
+        _ => Ok(true),
+    }
 }
 
 /// Stop a build that cannot finish (a document's entry is over the key limit): the index

@@ -2,7 +2,7 @@
 
 mod databases;
 mod documents;
-mod indexes;
+pub(crate) mod indexes;
 mod query;
 mod rules;
 mod values;

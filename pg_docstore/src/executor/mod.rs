@@ -3,6 +3,7 @@
 //! limit and projection. A limit stops every scan early; nothing is sorted or filtered in
 //! memory except the matcher re-check the plan asks for (values cut at 1,500 bytes).
 
+mod auto_index;
 mod fast;
 mod streams;
 
@@ -72,6 +73,23 @@ pub fn plan_query(
     plan::plan(query, &catalog).map_err(DocstoreError::from)
 }
 
+/// [`plan_query`], and when no ready index answers the query and the database has
+/// `auto_composite_indexes` on, create and build the index it needs, then plan again
+/// ([`auto_index`]).
+pub fn plan_or_create_index(
+    client: &SpiClient<'_>,
+    database: &str,
+    query: &Query,
+) -> Result<Plan, DocstoreError> {
+    match plan_query(client, database, query) {
+        Err(DocstoreError::Plan(missing @ plan::PlanError::MissingIndex { .. })) => {
+            auto_index::create(client, database, missing)?;
+            plan_query(client, database, query)
+        }
+        other => other,
+    }
+}
+
 /// A parsed and planned query.
 pub type Prepared = Rc<(Query, Plan)>;
 
@@ -101,7 +119,7 @@ pub fn prepare(
         return Ok(hit);
     }
     let query = parse(text)?;
-    let plan = plan_query(client, database, &query)?;
+    let plan = plan_or_create_index(client, database, &query)?;
     let prepared: Prepared = Rc::new((query, plan));
     PLANS.with(|p| {
         let mut plans = p.borrow_mut();

@@ -403,3 +403,17 @@ pub fn fetch_many(
     }
     Ok(out)
 }
+
+/// Take ROW EXCLUSIVE on `docstore.entities` (the lock the writes take anyway) now, before the
+/// index catalog is read: a query that creates an index automatically holds SHARE until it
+/// commits (`executor::auto_index`), and taking the lock applies the invalidations of that
+/// commit, so the catalog read next includes the new index.
+pub fn lock_for_write() {
+    if let Some(entities) = crate::pg::names::relation(c"docstore", c"entities") {
+        #[allow(clippy::cast_possible_wrap)]
+        let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+        // SAFETY: locks an existing relation until the end of the transaction, as the INSERT,
+        // UPDATE or DELETE that follows would.
+        unsafe { pg_sys::LockRelationOid(entities, mode) };
+    }
+}

@@ -264,7 +264,11 @@ pub fn commit(
         }
     }
 
-    // Write entities and index deltas, in name order.
+    // Write entities and index deltas, in name order, with the index catalog read after the
+    // table lock (an index created automatically is committed by then).
+    if slots.values().any(|s| s.written) {
+        entities::lock_for_write();
+    }
     let mut configs: HashMap<String, IndexConfig> = HashMap::new();
     let mut names: Vec<&Vec<u8>> = slots.keys().collect();
     names.sort();
