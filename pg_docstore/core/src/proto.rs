@@ -109,6 +109,25 @@ impl DatabaseName {
         self.parse_at(name, "<name>")
     }
 
+    /// The database at the head of a name, `projects/{p}/databases/{d}`, and what follows it
+    /// (empty, or starting with `/`); `None` when the name does not start that way. The
+    /// database id is not checked here (see [`crate::path::is_valid_database_id`]).
+    pub fn split_name(name: &str) -> Option<(DatabaseName, &str)> {
+        let rest = name.strip_prefix("projects/")?;
+        let (project, rest) = rest.split_once('/')?;
+        let rest = rest.strip_prefix("databases/")?;
+        let end = rest.find('/').unwrap_or(rest.len());
+        let (database, rest) = rest.split_at(end);
+        if project.is_empty() || database.is_empty() {
+            return None;
+        }
+        let db = DatabaseName {
+            project: project.to_owned(),
+            database: database.to_owned(),
+        };
+        Some((db, rest))
+    }
+
     fn parse_at(&self, name: &str, at: &str) -> Result<Option<ResourcePath>, ProtoError> {
         let bad = |reason: String| ProtoError::BadReference {
             at: at.to_owned(),
@@ -120,28 +139,20 @@ impl DatabaseName {
                 abbreviate(name)
             ))
         };
-        let rest = name.strip_prefix("projects/").ok_or_else(shape)?;
-        let (project, rest) = rest.split_once('/').ok_or_else(shape)?;
-        let rest = rest.strip_prefix("databases/").ok_or_else(shape)?;
-        let (database, rest) = match rest.split_once('/') {
-            Some((database, rest)) => (database, rest),
-            None => return Err(shape()),
-        };
-        if project.is_empty() || database.is_empty() {
-            return Err(shape());
-        }
-        if database != self.database {
+        let (named, rest) = DatabaseName::split_name(name).ok_or_else(shape)?;
+        if named.database != self.database {
             return Err(ProtoError::OtherDatabase {
                 at: at.to_owned(),
-                found: abbreviate(database),
+                found: abbreviate(&named.database),
                 expected: self.database.clone(),
             });
         }
-        if rest == "documents" {
+        if rest == "/documents" {
             return Ok(None);
         }
-        let path = rest.strip_prefix("documents/").ok_or_else(shape)?;
-        ResourcePath::parse(path)
+        let path = rest.strip_prefix("/documents/").ok_or_else(shape)?;
+        // Not `ResourcePath::parse`, which takes a leading `/`: `documents//c/d` is no name.
+        ResourcePath::from_segments(path.split('/').map(str::to_owned).collect())
             .map(Some)
             .map_err(|e| bad(e.to_string()))
     }

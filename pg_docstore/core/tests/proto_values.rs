@@ -360,6 +360,9 @@ fn references_are_within_the_database() {
         "projects/p/databases/(default)/documents",
         "projects/p/databases/(default)/documents/c",
         "projects/p/databases/(default)/documents/c//d",
+        "projects/p/databases/(default)/documents//c/d",
+        "projects/p/databases/(default)/documents/",
+        "projects/p/databases/(default)/documentsX/c/d",
         "projects/p/databases/(default)/documents/c/__x__",
         "projects/p/databases/(default)/c/d",
         "projects/p/databases/(default)",
@@ -388,6 +391,19 @@ fn names_parse_to_paths() {
         name("projects/x/databases/db2/documents/c/d").unwrap_err(),
         ProtoError::OtherDatabase { .. }
     ));
+    let (named, rest) = DatabaseName::split_name("projects/x/databases/db-2/documents/c").unwrap();
+    assert_eq!(
+        (named.project.as_str(), named.database.as_str(), rest),
+        ("x", "db-2", "/documents/c")
+    );
+    assert_eq!(
+        DatabaseName::split_name("projects/x/databases/d")
+            .unwrap()
+            .1,
+        ""
+    );
+    assert!(DatabaseName::split_name("projects/x/databases/").is_none());
+    assert!(DatabaseName::split_name("projects/x").is_none());
     assert_eq!(
         db().document_name(&ResourcePath::parse("c/d").unwrap()),
         "projects/p/databases/(default)/documents/c/d"
