@@ -1,8 +1,10 @@
 //! The gRPC front end (src/grpc/, docs/grpc.md) over a real HTTP/2 connection, with the
-//! googleapis crate's Firestore client: every RPC answers UNIMPLEMENTED naming itself for a
-//! good request, INVALID_ARGUMENT for a bad name or resource prefix, UNAUTHENTICATED for a bad
-//! token; `Bearer owner` is the admin only in development mode. No database is needed: the
-//! checks come before any operation.
+//! googleapis crate's Firestore client: every RPC not served yet answers UNIMPLEMENTED naming
+//! itself for a good request, INVALID_ARGUMENT for a bad name or resource prefix,
+//! UNAUTHENTICATED for a bad token; `Bearer owner` is the admin only in development mode. These
+//! need no database (the checks come before any operation). GetDocument and BatchGetDocuments
+//! read a real cluster (`DOCSTORE_TEST_DSN`, as tests/session_listen.rs; without it that test
+//! says so and passes vacuously, unless `DOCSTORE_REQUIRE_CLUSTER=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
@@ -25,12 +27,17 @@ const ROOT: &str = "projects/p/databases/(default)/documents";
 
 /// A gRPC front end on a free port (its database pool never connects: nothing reaches it).
 async fn start(dev_mode: bool) -> SocketAddr {
+    start_on("postgresql://nobody@127.0.0.1:1/none", dev_mode).await
+}
+
+/// A gRPC front end on a free port over the database `dsn`.
+async fn start_on(dsn: &str, dev_mode: bool) -> SocketAddr {
     let config = Config::parse_from([
         "docstore-sidecar",
         "--admin-key",
         "the-admin-key",
         "--database-url",
-        "postgresql://nobody@127.0.0.1:1/none",
+        dsn,
     ]);
     let state = Arc::new(AppState {
         db: Db::connect(&config.database_url, 1).unwrap(),
@@ -84,14 +91,10 @@ fn failure<T: std::fmt::Debug>(result: Result<T, tonic::Status>) -> (Code, Strin
 }
 
 #[tokio::test]
-async fn every_rpc_answers_unimplemented_naming_itself() {
+async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
     let mut c = client(start(true).await).await;
     let owner = "Bearer owner";
     let mut answers: Vec<(&str, (Code, String))> = Vec::new();
-    answers.push((
-        "GetDocument",
-        failure(c.get_document(sdk(get(DOC), owner)).await),
-    ));
     let list = wire::ListDocumentsRequest {
         parent: ROOT.into(),
         collection_id: "c".into(),
@@ -119,15 +122,6 @@ async fn every_rpc_answers_unimplemented_naming_itself() {
     answers.push((
         "DeleteDocument",
         failure(c.delete_document(sdk(delete, owner)).await),
-    ));
-    let batch = wire::BatchGetDocumentsRequest {
-        database: DEFAULT_DB.into(),
-        documents: vec![DOC.into()],
-        ..Default::default()
-    };
-    answers.push((
-        "BatchGetDocuments",
-        failure(c.batch_get_documents(sdk(batch, owner)).await),
     ));
     let begin = wire::BeginTransactionRequest {
         database: DEFAULT_DB.into(),
@@ -211,11 +205,8 @@ async fn every_rpc_answers_unimplemented_naming_itself() {
         "CreateDocument",
         failure(c.create_document(sdk(create, owner)).await),
     ));
-    assert_eq!(
-        answers.len(),
-        17,
-        "every RPC of google.firestore.v1.Firestore"
-    );
+    // 17 RPCs: these 15, GetDocument and BatchGetDocuments (served_reads_read_the_cluster).
+    assert_eq!(answers.len(), 15);
     for (rpc, (code, message)) in answers {
         assert_eq!(code, Code::Unimplemented, "{rpc}: {message}");
         let route = format!("google.firestore.v1.Firestore/{rpc} ");
@@ -287,8 +278,185 @@ async fn bad_tokens_are_unauthenticated_and_owner_needs_dev_mode() {
     }
     // The admin key and no token at all pass authentication (then: UNIMPLEMENTED).
     let mut c = client(prod).await;
-    let (code, _) = failure(c.get_document(sdk(get(DOC), "Bearer the-admin-key")).await);
+    let (code, _) = failure(c.commit(sdk(commit(), "Bearer the-admin-key")).await);
     assert_eq!(code, Code::Unimplemented);
-    let (code, _) = failure(c.get_document(Request::new(get(DOC))).await);
+    let (code, _) = failure(c.commit(Request::new(commit())).await);
+    assert_eq!(code, Code::Unimplemented);
+}
+
+/// A request with `Bearer owner` and no resource prefix.
+trait TapOwner {
+    fn tap_owner(self) -> Self;
+}
+
+impl<T> TapOwner for Request<T> {
+    fn tap_owner(mut self) -> Self {
+        self.metadata_mut()
+            .insert("authorization", MetadataValue::from_static("Bearer owner"));
+        self
+    }
+}
+
+fn commit() -> wire::CommitRequest {
+    wire::CommitRequest {
+        database: DEFAULT_DB.into(),
+        ..Default::default()
+    }
+}
+
+async fn exec(dsn: &str, sql: &str) {
+    let (client, connection) = tokio_postgres::connect(dsn, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client.batch_execute(sql).await.unwrap();
+}
+
+#[tokio::test]
+async fn served_reads_read_the_cluster() {
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("served_reads_read_the_cluster") else {
+        return;
+    };
+    let coll = format!(
+        "g{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+            % 1_000_000_000
+    );
+    exec(
+        &dsn,
+        &format!(
+            r#"select docstore.set('{coll}/a', '{{"n": 1, "m": {{"x": "y", "z": true}}, "t": {{"$timestamp": "2024-01-02T03:04:05.123456Z"}}, "d": {{"$double": "-0.0"}}}}')"#
+        ),
+    )
+    .await;
+    let mut c = client(start_on(&dsn, true).await).await;
+    let a = format!("{ROOT}/{coll}/a");
+    let b = format!("{ROOT}/{coll}/b");
+
+    let doc = c
+        .get_document(sdk(get(&a), "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(doc.name, a);
+    let db = docstore_core::proto::DatabaseName {
+        project: "p".into(),
+        database: "(default)".into(),
+    };
+    let fields = docstore_core::proto::fields_from_proto(&doc.fields, &db).unwrap();
+    let expected = docstore_core::typed_json::parse(
+        r#"{"n": 1, "m": {"x": "y", "z": true}, "t": {"$timestamp": "2024-01-02T03:04:05.123456Z"}, "d": {"$double": "-0.0"}}"#,
+    )
+    .unwrap();
+    assert_eq!(docstore_core::Value::Map(fields), expected);
+    assert!(doc.create_time.is_some() && doc.update_time.is_some());
+
+    // A mask keeps the named fields (nested ones in their maps).
+    let masked = wire::GetDocumentRequest {
+        name: a.clone(),
+        mask: Some(wire::DocumentMask {
+            field_paths: vec!["m.x".into(), "n".into()],
+        }),
+        ..Default::default()
+    };
+    let doc = c
+        .get_document(sdk(masked, "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut keys: Vec<_> = doc.fields.keys().cloned().collect();
+    keys.sort();
+    assert_eq!(keys, ["m", "n"]);
+
+    let (code, message) = failure(c.get_document(sdk(get(&b), "Bearer owner")).await);
+    assert_eq!(code, Code::NotFound, "{message}");
+
+    // BatchGetDocuments: found and missing, in request order, one read time.
+    let batch = wire::BatchGetDocumentsRequest {
+        database: DEFAULT_DB.into(),
+        documents: vec![b.clone(), a.clone(), b.clone()],
+        ..Default::default()
+    };
+    let mut stream = c
+        .batch_get_documents(sdk(batch, "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut answers = Vec::new();
+    while let Some(answer) = stream.message().await.unwrap() {
+        answers.push(answer);
+    }
+    use wire::batch_get_documents_response::Result as Found;
+    let kinds: Vec<String> = answers
+        .iter()
+        .map(|r| match &r.result {
+            Some(Found::Found(doc)) => format!("found {}", doc.name),
+            Some(Found::Missing(name)) => format!("missing {name}"),
+            None => "nothing".into(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            format!("missing {b}"),
+            format!("found {a}"),
+            format!("missing {b}")
+        ]
+    );
+    assert!(answers
+        .iter()
+        .all(|r| r.read_time.is_some() && r.read_time == answers[0].read_time));
+
+    // A client reads under the database's rules, as over HTTP: in a database whose rules
+    // want a signed-in caller, an anonymous read is PERMISSION_DENIED, the owner's is not.
+    let locked = format!("grpc-{coll}");
+    exec(
+        &dsn,
+        &format!(
+            "select docstore.create_database('{locked}'); \
+             select docstore.set_rules($r$rules_version = '2';
+service cloud.firestore {{
+  match /databases/{{database}}/documents {{
+    match /{{document=**}} {{
+      allow read: if request.auth != null;
+    }}
+  }}
+}}$r$, '{locked}'); \
+             set docstore.database = '{locked}'; \
+             select docstore.set('c/d', '{{\"n\": 2}}');"
+        ),
+    )
+    .await;
+    let locked_doc = format!("projects/p/databases/{locked}/documents/c/d");
+    let doc = c
+        .get_document(Request::new(get(&locked_doc)).tap_owner())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(doc.name, locked_doc);
+    let (code, message) = failure(c.get_document(Request::new(get(&locked_doc))).await);
+    assert_eq!(code, Code::PermissionDenied, "{message}");
+
+    // A database that does not exist.
+    let other = "projects/p/databases/no-such-db/documents/c/d";
+    let mut request = Request::new(get(other));
+    request
+        .metadata_mut()
+        .insert("authorization", MetadataValue::from_static("Bearer owner"));
+    let (code, message) = failure(c.get_document(request).await);
+    assert_eq!(code, Code::NotFound, "{message}");
+
+    // Reads in a transaction are not served yet.
+    let in_tx = wire::GetDocumentRequest {
+        name: a.clone(),
+        consistency_selector: Some(
+            wire::get_document_request::ConsistencySelector::Transaction(vec![1]),
+        ),
+        ..Default::default()
+    };
+    let (code, _) = failure(c.get_document(sdk(in_tx, "Bearer owner")).await);
     assert_eq!(code, Code::Unimplemented);
 }

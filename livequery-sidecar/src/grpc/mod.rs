@@ -4,11 +4,13 @@
 //! A thin adapter, like `http/`: parse the request (names in [`names`], values with
 //! docstore-core's `proto` conversion), authenticate the caller ([`auth`]), call the
 //! operation, render the answer or the error ([`error`]). The RPCs are declared in
-//! `build.rs`; [`service`] implements them (most answer UNIMPLEMENTED for now). [`serve`]
+//! `build.rs`; [`service`] implements them (GetDocument and BatchGetDocuments, [`documents`];
+//! the others answer UNIMPLEMENTED for now). [`serve`]
 //! runs the server on its own listener (`--grpc-listen`): HTTP/2 without TLS (h2c with prior
 //! knowledge), what the SDKs' emulator channel speaks.
 
 pub mod auth;
+pub mod documents;
 pub mod error;
 pub mod names;
 pub mod service;

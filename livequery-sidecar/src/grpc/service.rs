@@ -1,8 +1,9 @@
 //! The RPCs of `google.firestore.v1.Firestore`. Each one authenticates its caller
 //! ([`super::auth`]) and checks the names of its request ([`super::names`], with the
-//! `google-cloud-resource-prefix`), in that order, then calls the operation. None is served
-//! yet: each answers UNIMPLEMENTED with its name (docs/grpc.md, "What is supported"); the
-//! operations come with the transport-neutral service layer.
+//! `google-cloud-resource-prefix`), in that order, then calls the operation. GetDocument and
+//! BatchGetDocuments are served ([`super::documents`]); the others answer UNIMPLEMENTED with
+//! their name (docs/grpc.md, "What is supported") until the transport-neutral service layer
+//! carries their operations.
 
 use std::pin::Pin;
 
@@ -12,7 +13,7 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::{invalid_argument, unimplemented};
-use super::{auth, names};
+use super::{auth, documents, names};
 use crate::http::auth::Principal;
 use crate::http::SharedState;
 
@@ -85,8 +86,11 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::GetDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        self.admit(&request, |r| of_document(&r.name))?;
-        Err(unimplemented("GetDocument"))
+        let (caller, db) = self.admit(&request, |r| of_document(&r.name))?;
+        let (_, path) = names::document(&request.get_ref().name)?;
+        let doc =
+            documents::get_document(&self.state, &caller, &db, &path, request.get_ref()).await?;
+        Ok(Response::new(doc))
     }
 
     async fn list_documents(
@@ -122,10 +126,20 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BatchGetDocumentsRequest>,
     ) -> Result<Response<Self::BatchGetDocumentsStream>, Status> {
-        self.admit(&request, |r| {
+        let (caller, db) = self.admit(&request, |r| {
             of_database_and_documents(&r.database, r.documents.iter().map(String::as_str))
         })?;
-        Err(unimplemented("BatchGetDocuments"))
+        let paths = request
+            .get_ref()
+            .documents
+            .iter()
+            .map(|name| names::document(name).map(|(_, path)| path))
+            .collect::<Result<Vec<_>, _>>()?;
+        let answers =
+            documents::batch_get(&self.state, &caller, &db, paths, request.get_ref()).await?;
+        let stream: Self::BatchGetDocumentsStream =
+            Box::pin(futures_util::stream::iter(answers.into_iter().map(Ok)));
+        Ok(Response::new(stream))
     }
 
     async fn begin_transaction(
