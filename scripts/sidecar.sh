@@ -8,11 +8,13 @@
 #   stop     stop it (SIGTERM, then SIGKILL after 10 s).
 #   status   say whether it runs and whether /healthz answers; exit 1 when it does not run.
 #   restart  stop, then start.
-# Environment: DOCSTORE_HTTP_PORT (default 8787), DOCSTORE_PG_PORT (default 5433),
-# CARGO_TARGET_DIR (where cargo builds; default target/).
+# Environment: DOCSTORE_HTTP_PORT (default 8787), DOCSTORE_GRPC_PORT (the gRPC front end,
+# docs/grpc.md; default the HTTP port + 1000), DOCSTORE_PG_PORT (default 5433), CARGO_TARGET_DIR
+# (where cargo builds; default target/). The sidecar runs in development mode (--dev-mode).
 source "$(dirname "$0")/lib.sh"
 
 DOCSTORE_HTTP_PORT="${DOCSTORE_HTTP_PORT:-8787}"
+DOCSTORE_GRPC_PORT="${DOCSTORE_GRPC_PORT:-$((DOCSTORE_HTTP_PORT + 1000))}"
 SIDECAR_STATE="${ROOT}/.docstore"
 SIDECAR_PID="${SIDECAR_STATE}/sidecar.pid"
 SIDECAR_LOG="${SIDECAR_STATE}/sidecar.log"
@@ -44,6 +46,10 @@ DOCSTORE_URL=http://127.0.0.1:${DOCSTORE_HTTP_PORT}
 ENV
     )
   fi
+  # Google's SDKs reach the gRPC front end through this variable (docs/grpc.md); added to a
+  # dev.env written before it existed.
+  grep -q '^FIRESTORE_EMULATOR_HOST=' "${DEV_ENV}" ||
+    echo "FIRESTORE_EMULATOR_HOST=127.0.0.1:${DOCSTORE_GRPC_PORT}" >> "${DEV_ENV}"
   local url
   url="$(sed -n 's/^DOCSTORE_URL=//p' "${DEV_ENV}")"
   [ "${url}" = "http://127.0.0.1:${DOCSTORE_HTTP_PORT}" ] ||
@@ -102,11 +108,15 @@ start() {
     rm -f "${SIDECAR_PID}"
   fi
   port_taken && die "port ${DOCSTORE_HTTP_PORT} is taken by another program (set DOCSTORE_HTTP_PORT)"
+  (exec 3<>"/dev/tcp/127.0.0.1/${DOCSTORE_GRPC_PORT}") 2>/dev/null &&
+    die "port ${DOCSTORE_GRPC_PORT} is taken by another program (set DOCSTORE_GRPC_PORT)"
   say "starting the sidecar on 127.0.0.1:${DOCSTORE_HTTP_PORT} (log: ${SIDECAR_LOG})"
   echo "--- $(date -u +%FT%TZ) starting ${SIDECAR_BIN}" >> "${SIDECAR_LOG}"
   # setsid: its own session, so a ^C in the terminal that ran `make up` does not reach it.
   DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DATABASE}" \
     DOCSTORE_LISTEN="127.0.0.1:${DOCSTORE_HTTP_PORT}" \
+    DOCSTORE_GRPC_LISTEN="127.0.0.1:${DOCSTORE_GRPC_PORT}" \
+    DOCSTORE_DEV_MODE=true \
     DOCSTORE_JWT_SECRET="$(dev_setting DOCSTORE_JWT_SECRET)" \
     DOCSTORE_ADMIN_KEY="$(dev_setting DOCSTORE_ADMIN_KEY)" \
     setsid "${SIDECAR_BIN}" >> "${SIDECAR_LOG}" 2>&1 < /dev/null &

@@ -170,6 +170,8 @@ pg_docstore is up.
            clients until docstore.set_rules (docs/rules.md)
   HTTP:    source .docstore/dev.env
            curl -H "Authorization: Bearer \$DOCSTORE_ADMIN_KEY" "\$DOCSTORE_URL/v1/databases/(default)/documents/restaurants/one"
+  gRPC:    export FIRESTORE_EMULATOR_HOST=$(sed -n 's/^FIRESTORE_EMULATOR_HOST=//p' "${ROOT}/.docstore/dev.env")
+           (Google's SDKs, in development mode: docs/grpc.md)
   logs:    ${PGLOG}, .docstore/sidecar.log
   stop:    make down
 DONE
