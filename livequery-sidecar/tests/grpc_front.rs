@@ -32,13 +32,20 @@ async fn start(dev_mode: bool) -> SocketAddr {
 
 /// A gRPC front end on a free port over the database `dsn`.
 async fn start_on(dsn: &str, dev_mode: bool) -> SocketAddr {
-    let config = Config::parse_from([
+    start_with(dsn, dev_mode, &[]).await
+}
+
+/// A gRPC front end on a free port over the database `dsn`, with more flags.
+async fn start_with(dsn: &str, dev_mode: bool, flags: &[&str]) -> SocketAddr {
+    let mut args = vec![
         "docstore-sidecar",
         "--admin-key",
         "the-admin-key",
         "--database-url",
         dsn,
-    ]);
+    ];
+    args.extend_from_slice(flags);
+    let config = Config::parse_from(args);
     let state = Arc::new(AppState {
         db: Db::connect(&config.database_url, 1).unwrap(),
         verifier: Verifier::from_config(&config).unwrap(),
@@ -295,6 +302,23 @@ impl<T> TapOwner for Request<T> {
             .insert("authorization", MetadataValue::from_static("Bearer owner"));
         self
     }
+}
+
+#[tokio::test]
+async fn a_message_over_max_body_bytes_is_refused() {
+    let addr = start_with(
+        "postgresql://nobody@127.0.0.1:1/none",
+        true,
+        &["--max-body-bytes", "1000"],
+    )
+    .await;
+    let mut c = client(addr).await;
+    let big = format!("{ROOT}/c/{}", "x".repeat(2_000));
+    let (code, message) = failure(c.get_document(sdk(get(&big), "Bearer owner")).await);
+    assert_eq!(code, Code::OutOfRange, "{message}");
+    // Under the limit, the same request is read (and answered by the front end).
+    let (code, _) = failure(c.commit(sdk(commit(), "Bearer owner")).await);
+    assert_eq!(code, Code::Unimplemented);
 }
 
 fn commit() -> wire::CommitRequest {

@@ -49,8 +49,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // A request message is bounded as an HTTP request body is (--max-body-bytes); tonic
+    // refuses a larger one with OUT_OF_RANGE before decoding it.
+    let limit = service.max_message_bytes();
+    let server = FirestoreServer::new(service).max_decoding_message_size(limit);
     tonic::transport::Server::builder()
-        .serve_with_incoming_shutdown(FirestoreServer::new(service), incoming, shutdown)
+        .serve_with_incoming_shutdown(server, incoming, shutdown)
         .await
         .map_err(|e| format!("gRPC server: {e}"))
 }

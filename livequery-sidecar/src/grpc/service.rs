@@ -33,6 +33,11 @@ impl FirestoreService {
         FirestoreService { state, dev_mode }
     }
 
+    /// The largest request message: `--max-body-bytes`, as for the HTTP API.
+    pub fn max_message_bytes(&self) -> usize {
+        self.state.max_body_bytes
+    }
+
     /// The caller of `request`, then its database (from `name`, which parses the request's
     /// main name) checked against the resource prefix.
     fn admit<T>(

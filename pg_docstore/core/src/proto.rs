@@ -60,6 +60,8 @@ pub enum ProtoError {
     BadVector { at: String, reason: String },
     #[error("reference at {at} is invalid: {reason}")]
     BadReference { at: String, reason: String },
+    #[error("name is invalid: {reason}")]
+    BadName { reason: String },
     #[error(
         "reference at {at} names database \"{found}\", but this request is on database \"{expected}\": references across databases are not supported"
     )]
@@ -103,10 +105,13 @@ impl DatabaseName {
     /// (document or collection).
     ///
     /// # Errors
-    /// [`ProtoError::BadReference`] for a name of another shape or a bad path,
-    /// [`ProtoError::OtherDatabase`] for a name of another database; `at` is `<name>`.
+    /// [`ProtoError::BadName`] for a name of another shape or a bad path,
+    /// [`ProtoError::OtherDatabase`] (`at` is `<name>`) for a name of another database.
     pub fn parse_name(&self, name: &str) -> Result<Option<ResourcePath>, ProtoError> {
-        self.parse_at(name, "<name>")
+        self.parse_at(name, "<name>").map_err(|e| match e {
+            ProtoError::BadReference { reason, .. } => ProtoError::BadName { reason },
+            other => other,
+        })
     }
 
     /// The database at the head of a name, `projects/{p}/databases/{d}`, and what follows it

@@ -391,6 +391,9 @@ fn names_parse_to_paths() {
         name("projects/x/databases/db2/documents/c/d").unwrap_err(),
         ProtoError::OtherDatabase { .. }
     ));
+    let e = name("projects/x/databases/(default)/documents/c//d").unwrap_err();
+    assert!(e.to_string().starts_with("name is invalid: "), "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     let (named, rest) = DatabaseName::split_name("projects/x/databases/db-2/documents/c").unwrap();
     assert_eq!(
         (named.project.as_str(), named.database.as_str(), rest),
