@@ -9,11 +9,13 @@
 #   stop     stop it (SIGTERM, then SIGKILL after 10 s).
 #   status   say whether it runs and whether /healthz answers; exit 1 when it does not run.
 #   restart  stop, then start.
-# Environment: DOCSTORE_HTTP_PORT (default 8787), DOCSTORE_PG_PORT (default 5433),
-# CARGO_TARGET_DIR (where cargo builds; default target/).
+# Environment: DOCSTORE_HTTP_PORT (default 8787), DOCSTORE_GRPC_PORT (the gRPC front end,
+# docs/grpc.md; default the HTTP port + 1000), DOCSTORE_PG_PORT (default 5433), CARGO_TARGET_DIR
+# (where cargo builds; default target/). The sidecar runs in development mode (--dev-mode).
 source "$(dirname "$0")/lib.sh"
 
 DOCSTORE_HTTP_PORT="${DOCSTORE_HTTP_PORT:-8787}"
+DOCSTORE_GRPC_PORT="${DOCSTORE_GRPC_PORT:-$((DOCSTORE_HTTP_PORT + 1000))}"
 SIDECAR_STATE="${ROOT}/.docstore"
 SIDECAR_PID="${SIDECAR_STATE}/sidecar.pid"
 SIDECAR_LOG="${SIDECAR_STATE}/sidecar.log"
@@ -55,12 +57,12 @@ ENV
 
 # The line FIRESTORE_EMULATOR_HOST=127.0.0.1:PORT of dev.env, rewritten at every start (the only
 # line that is; the secrets stay): Google's Firestore SDKs connect to the address it names, the
-# sidecar's port, where the gRPC front end shares the HTTP listener (h2c, by content type).
+# gRPC front end's port (DOCSTORE_GRPC_PORT, docs/grpc.md).
 set_emulator_host() {
   local tmp
   tmp="$(mktemp "${DEV_ENV}.XXXXXX")"
   { grep -v '^FIRESTORE_EMULATOR_HOST=' "${DEV_ENV}" || true; } > "${tmp}"
-  echo "FIRESTORE_EMULATOR_HOST=127.0.0.1:${DOCSTORE_HTTP_PORT}" >> "${tmp}"
+  echo "FIRESTORE_EMULATOR_HOST=127.0.0.1:${DOCSTORE_GRPC_PORT}" >> "${tmp}"
   mv "${tmp}" "${DEV_ENV}"
 }
 
@@ -116,11 +118,15 @@ start() {
     rm -f "${SIDECAR_PID}"
   fi
   port_taken && die "port ${DOCSTORE_HTTP_PORT} is taken by another program (set DOCSTORE_HTTP_PORT)"
+  (exec 3<>"/dev/tcp/127.0.0.1/${DOCSTORE_GRPC_PORT}") 2>/dev/null &&
+    die "port ${DOCSTORE_GRPC_PORT} is taken by another program (set DOCSTORE_GRPC_PORT)"
   say "starting the sidecar on 127.0.0.1:${DOCSTORE_HTTP_PORT} (log: ${SIDECAR_LOG})"
   echo "--- $(date -u +%FT%TZ) starting ${SIDECAR_BIN}" >> "${SIDECAR_LOG}"
   # setsid: its own session, so a ^C in the terminal that ran `make up` does not reach it.
   DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DATABASE}" \
     DOCSTORE_LISTEN="127.0.0.1:${DOCSTORE_HTTP_PORT}" \
+    DOCSTORE_GRPC_LISTEN="127.0.0.1:${DOCSTORE_GRPC_PORT}" \
+    DOCSTORE_DEV_MODE=true \
     DOCSTORE_JWT_SECRET="$(dev_setting DOCSTORE_JWT_SECRET)" \
     DOCSTORE_ADMIN_KEY="$(dev_setting DOCSTORE_ADMIN_KEY)" \
     setsid "${SIDECAR_BIN}" >> "${SIDECAR_LOG}" 2>&1 < /dev/null &

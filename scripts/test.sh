@@ -49,7 +49,8 @@ core() {
   # name (run_elsewhere), so it is neither run twice nor counted as skipped.
   local differential=docstore_query_returns_what_the_oracle_returns
   run_elsewhere differential "${differential}"
-  cargo test -p docstore-core -- --exact --skip "${differential}"
+  # firestore-proto: the protobuf value conversion of the gRPC front end (tests/proto_values.rs).
+  cargo test -p docstore-core --features firestore-proto -- --exact --skip "${differential}"
 }
 
 rules() {

@@ -173,7 +173,7 @@ pg_docstore is up.
   HTTP:    source .docstore/dev.env
            curl -H "Authorization: Bearer \$DOCSTORE_ADMIN_KEY" "\$DOCSTORE_URL/v1/databases/(default)/documents/restaurants/one"
   SDKs:    export FIRESTORE_EMULATOR_HOST=${EMULATOR_HOST}
-           (Google's Firestore SDKs, gRPC on the sidecar's port; also in .docstore/dev.env)
+           (Google's Firestore SDKs, gRPC front end in development mode, docs/grpc.md; also in .docstore/dev.env)
   logs:    ${PGLOG}, .docstore/sidecar.log
   stop:    make down
 DONE

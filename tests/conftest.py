@@ -344,6 +344,24 @@ def own_sidecar(stack, *flags: str, slot: str | None = None):
             )
 
 
+@contextlib.contextmanager
+def grpc_sidecar(stack, *flags: str):
+    """A sidecar of the test's own serving the gRPC front end (docs/grpc.md) on a free port,
+    started with `flags` besides `--grpc-listen`; yields `host:port`, the value of
+    `FIRESTORE_EMULATOR_HOST` for Google's SDKs."""
+    address = f"127.0.0.1:{free_port()}"
+    with own_sidecar(stack, "--grpc-listen", address, *flags):
+        yield address
+
+
+@pytest.fixture(scope="session")
+def firestore_emulator_host(stack):
+    """The gRPC front end of a sidecar in development mode (`Bearer owner`, what the SDKs send
+    to an emulator, is the admin): its `host:port`."""
+    with grpc_sidecar(stack, "--dev-mode") as address:
+        yield address
+
+
 # What did not run, named for scripts/tally.sh: one line `SKIPPED: <node id>: <reason>` per
 # skipped, xfailed or deselected test at the end of the run, checked there against
 # tests/allowed-skips.txt (an unlisted skip fails `make test`).

@@ -85,6 +85,8 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
     let config = Config {
         database_url: String::new(),
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        grpc_listen: None,
+        dev_mode: false,
         jwt_secret: Some("secret".into()),
         jwks_file: None,
         jwt_issuer: Some("iss".into()),

@@ -31,6 +31,18 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_LISTEN", default_value = "127.0.0.1:8787")]
     pub listen: SocketAddr,
 
+    /// Address and port of the gRPC front end (`google.firestore.v1.Firestore`, HTTP/2 without
+    /// TLS): what Google's SDKs reach with `FIRESTORE_EMULATOR_HOST=host:port` (docs/grpc.md).
+    /// Without it there is no gRPC front end.
+    #[arg(long, env = "DOCSTORE_GRPC_LISTEN")]
+    pub grpc_listen: Option<SocketAddr>,
+
+    /// Development mode, as Firebase's emulator: over gRPC, `Authorization: Bearer owner`
+    /// (what the SDKs send to an emulator) is the admin. Never in production: anyone who can
+    /// reach the port is the admin.
+    #[arg(long, env = "DOCSTORE_DEV_MODE")]
+    pub dev_mode: bool,
+
     /// Shared secret of HS256-signed JWTs (`Authorization: Bearer <JWT>`). Without it and
     /// without --jwks-file every bearer token but the admin key is refused (401).
     #[arg(long, env = "DOCSTORE_JWT_SECRET", hide_env_values = true)]
@@ -194,6 +206,8 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("database_url", &"<redacted>")
             .field("listen", &self.listen)
+            .field("grpc_listen", &self.grpc_listen)
+            .field("dev_mode", &self.dev_mode)
             .field("jwt_secret", &redacted(self.jwt_secret.is_some()))
             .field("jwks_file", &self.jwks_file)
             .field("jwt_issuer", &self.jwt_issuer)

@@ -4,11 +4,13 @@
 //! `source/` (replication connection, pgoutput decoding) -> `changelog/` (committed
 //! transactions, retention, snapshot visibility) -> `matcher/` (targets matched with
 //! docstore-core's matcher) -> `session/` (listen streams, positions, resume) -> `http/`
-//! (routes, auth, errors, SSE). `pg/` holds the SQL the sidecar runs through tokio-postgres;
+//! (routes, auth, errors, SSE); `grpc/` is the second front end, Firestore's own gRPC protocol
+//! (docs/grpc.md). `pg/` holds the SQL the sidecar runs through tokio-postgres;
 //! `config` its flags and environment.
 
 pub mod changelog;
 pub mod config;
+pub mod grpc;
 pub mod http;
 pub mod matcher;
 pub mod pg;

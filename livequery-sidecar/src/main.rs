@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use docstore_sidecar::changelog::Limits;
 use docstore_sidecar::config::Config;
+use docstore_sidecar::grpc;
 use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
 use docstore_sidecar::http::server::ServerLimits;
 use docstore_sidecar::http::{self, auth::Verifier, AppState};
@@ -111,6 +112,18 @@ async fn run(config: Config) -> Result<(), String> {
         hosts: HostPolicy::new(config.listen, &config.allowed_hosts),
         cors: CorsPolicy::new(&config.cors_origins),
     };
+    if let Some(addr) = config.grpc_listen {
+        let grpc_listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr} (--grpc-listen): {e}"))?;
+        tracing::info!(grpc_listen = %addr, dev_mode = config.dev_mode, "the gRPC front end is serving");
+        let service = grpc::FirestoreService::new(Arc::clone(&state), config.dev_mode);
+        tokio::spawn(async move {
+            if let Err(e) = grpc::serve(service, grpc_listener, std::future::pending()).await {
+                tracing::error!("{e}");
+            }
+        });
+    }
     http::serve(state, listener, exposure)
         .await
         .map_err(|e| format!("server: {e}"))

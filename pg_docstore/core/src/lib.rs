@@ -20,6 +20,8 @@
 //!    ends, the matcher and result shaping.
 //! 7. [`commit`]: the commit format (a batch of mutations with preconditions); [`plan`]: the
 //!    query planner over the index layout.
+//! 8. [`proto`] (feature `firestore-proto`): the conversion between Firestore's protobuf
+//!    values and ours, for the sidecar's gRPC front end (docs/grpc.md).
 //!
 //! Every error type reports an [`ErrorKind`] (`kind()`); the boundaries map kinds, never
 //! variants.
@@ -34,6 +36,8 @@ pub mod limits;
 pub mod mutation;
 pub mod path;
 pub mod plan;
+#[cfg(feature = "firestore-proto")]
+pub mod proto;
 pub mod query;
 pub mod reserved;
 #[cfg(feature = "test-env")]

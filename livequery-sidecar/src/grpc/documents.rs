@@ -1,0 +1,188 @@
+//! GetDocument and BatchGetDocuments: the reads of `GET .../documents/{path}`
+//! (http/documents.rs) and `:batchGet` (http/batch_get.rs), through the same `pg::documents`
+//! functions, with the same rules methods; only the rendering is protobuf.
+//!
+//! Not yet: reads in a transaction or at a `read_time` (UNIMPLEMENTED, docs/grpc.md).
+
+use docstore_core::proto::{document_to_proto, DatabaseName};
+use docstore_core::query::evaluate::project;
+use docstore_core::value::Map;
+use docstore_core::{typed_json, Code, FieldPath, ResourcePath, Timestamp, Value};
+use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
+use tonic::Status;
+
+use super::error::{from_api, invalid_argument, status};
+use crate::http::auth::Principal;
+use crate::http::body::MAX_BATCH_GET;
+use crate::http::context::{run_as, RulesMethod};
+use crate::http::error::ApiError;
+use crate::http::SharedState;
+use crate::pg::documents::{self as pg_documents, Document};
+use crate::pg::{PgError, RequestTx};
+
+/// GetDocument of `path`: the document, NOT_FOUND when it does not exist.
+///
+/// # Errors
+/// The read's errors (PERMISSION_DENIED when the `get` rule denies, NOT_FOUND for a missing
+/// database), INVALID_ARGUMENT for a bad mask, UNIMPLEMENTED for a transaction or read time.
+///
+/// # Cancel safety
+/// As `pg::documents::get`.
+pub async fn get_document(
+    state: &SharedState,
+    principal: &Principal,
+    db: &DatabaseName,
+    path: &ResourcePath,
+    request: &wire::GetDocumentRequest,
+) -> Result<wire::Document, Status> {
+    if request.consistency_selector.is_some() {
+        return Err(not_yet("GetDocument"));
+    }
+    let mask = mask(request.mask.as_ref())?;
+    let run_as = run_as(
+        principal,
+        RulesMethod::Get,
+        "GET",
+        &db.database,
+        &path.to_string(),
+        None,
+    );
+    match pg_documents::get(&state.db, &db.database, &run_as, path).await {
+        Ok(Some(doc)) => render(db, path, &doc, mask.as_deref()),
+        Ok(None) => Err(status(
+            Code::NotFound,
+            format!("document \"{}\" does not exist", db.document_name(path)),
+        )),
+        Err(e) => Err(from_api(ApiError::from(e))),
+    }
+}
+
+/// BatchGetDocuments of `names` (documents of `db`): one answer per name, in request order,
+/// all read in one snapshot at one read time.
+///
+/// # Errors
+/// As [`get_document`]; INVALID_ARGUMENT for more than `MAX_BATCH_GET` names.
+///
+/// # Cancel safety
+/// Dropped mid-way, the request's transaction is cancelled and its connection discarded.
+pub async fn batch_get(
+    state: &SharedState,
+    principal: &Principal,
+    db: &DatabaseName,
+    paths: Vec<ResourcePath>,
+    request: &wire::BatchGetDocumentsRequest,
+) -> Result<Vec<wire::BatchGetDocumentsResponse>, Status> {
+    if request.consistency_selector.is_some() {
+        return Err(not_yet("BatchGetDocuments"));
+    }
+    if paths.len() > MAX_BATCH_GET {
+        return Err(invalid_argument(format!(
+            "BatchGetDocuments reads at most {MAX_BATCH_GET} documents, not {}",
+            paths.len()
+        )));
+    }
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mask = mask(request.mask.as_ref())?;
+    let database = db.database.as_str();
+    let run_as = run_as(principal, RulesMethod::Get, "POST", database, "", None);
+    let read = async {
+        // `begin`, the settings and the read go out together (one round trip).
+        let (tx, read) = state
+            .db
+            .begin_snapshot_with(database, &run_as, async |tx: &RequestTx| {
+                pg_documents::read_many(tx, database, &run_as, &paths)
+                    .await
+                    .map_err(ApiError::from)
+            })
+            .await?;
+        tx.commit().await?;
+        Ok::<_, ApiError>(read)
+    };
+    let read = read.await.map_err(from_api)?;
+    let read_time = Timestamp::from_postgres_micros(read.read_time.0)
+        .ok_or_else(|| decode_error(&format!("read time {} is out of range", read.read_time.0)))?;
+    let read_time = docstore_core::proto::timestamp_to_proto(read_time);
+    paths
+        .iter()
+        .zip(&read.documents)
+        .map(|(path, found)| {
+            let result = match found {
+                Some(doc) => wire::batch_get_documents_response::Result::Found(render(
+                    db,
+                    path,
+                    doc,
+                    mask.as_deref(),
+                )?),
+                None => wire::batch_get_documents_response::Result::Missing(db.document_name(path)),
+            };
+            Ok(wire::BatchGetDocumentsResponse {
+                result: Some(result),
+                transaction: Vec::new(),
+                read_time: Some(read_time),
+            })
+        })
+        .collect()
+}
+
+/// UNIMPLEMENTED for a read in a transaction or at a read time.
+fn not_yet(rpc: &str) -> Status {
+    status(
+        Code::Unimplemented,
+        format!("{rpc} in a transaction or at a read_time is not implemented by pg_docstore yet (docs/grpc.md)"),
+    )
+}
+
+/// The field paths of a `DocumentMask` (`None`: every field).
+fn mask(mask: Option<&wire::DocumentMask>) -> Result<Option<Vec<FieldPath>>, Status> {
+    mask.map(|m| {
+        m.field_paths
+            .iter()
+            .map(|p| {
+                FieldPath::parse(p)
+                    .map_err(|e| invalid_argument(format!("mask field path \"{p}\": {e}")))
+            })
+            .collect()
+    })
+    .transpose()
+}
+
+/// A read document as Firestore's `Document` (its fields cut to `mask`).
+fn render(
+    db: &DatabaseName,
+    path: &ResourcePath,
+    doc: &Document,
+    mask: Option<&[FieldPath]>,
+) -> Result<wire::Document, Status> {
+    let fields = match typed_json::parse(&doc.data.0) {
+        Ok(Value::Map(fields)) => fields,
+        Ok(other) => {
+            return Err(decode_error(&format!(
+                "document {path} holds a {}, not a map",
+                other.type_name()
+            )))
+        }
+        Err(e) => return Err(decode_error(&format!("document {path}: {e}"))),
+    };
+    let fields: Map = match mask {
+        Some(mask) => project(path, &fields, mask),
+        None => fields,
+    };
+    let time = |t: crate::pg::types::PgTime| {
+        Timestamp::from_postgres_micros(t.0)
+            .ok_or_else(|| decode_error(&format!("time {} of {path} is out of range", t.0)))
+    };
+    Ok(document_to_proto(
+        db,
+        path,
+        &fields,
+        time(doc.create_time)?,
+        time(doc.update_time)?,
+    ))
+}
+
+/// INTERNAL: what Postgres returned cannot be read (a bug).
+fn decode_error(what: &str) -> Status {
+    from_api(ApiError::from(PgError::Decode(what.to_owned())))
+}
