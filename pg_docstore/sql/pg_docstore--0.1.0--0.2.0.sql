@@ -98,3 +98,29 @@ STRICT STABLE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'explain_structured_wrapper';
 grant execute on function docstore.explain(jsonb, boolean) to docstore_client;
+
+-- Least privilege for the sidecar: the group role docstore_service (sql/roles.sql).
+-- docstore_service: the rights of the sidecar's own login role (docs/security.md, "The sidecar's
+-- role"). The extension creates this group role (NOLOGIN, cluster-wide, created when missing and
+-- never dropped, like docstore_client) and grants it what the sidecar does; the operator creates
+-- the LOGIN REPLICATION role as a member of it (sql/sidecar_role.sql), so no superuser is needed
+-- at run time and no password is in the extension.
+do $$
+begin
+    if not exists (select from pg_catalog.pg_roles where rolname = 'docstore_service') then
+        create role docstore_service nologin;
+    end if;
+end $$;
+comment on role docstore_service is 'pg_docstore: the sidecar''s rights (members: its login role, see sql/sidecar_role.sql)';
+-- SET ROLE docstore_client for client requests (membership); its reads of documents.
+grant docstore_client to docstore_service;
+-- docstore.auth and docstore.request of client requests (SUSET settings).
+grant set on parameter docstore.auth, docstore.request to docstore_service;
+-- The admin key's requests run as the sidecar's role and bypass the rules: a role with DML on
+-- entities is an administrator (writes::authorize), whose writes run with these rights.
+grant insert, update, delete on docstore.entities to docstore_service;
+-- The rules poll of live queries reads the stored rulesets.
+grant select on docstore.rules to docstore_service;
+-- The one-statement client read and create (revoked from everyone above).
+grant execute on function docstore.get_document_as_client(text, text, text, text),
+    docstore.add_document_as_client(text, jsonb, text, text, text) to docstore_service;
