@@ -124,3 +124,34 @@ grant select on docstore.rules to docstore_service;
 -- The one-statement client read and create (revoked from everyone above).
 grant execute on function docstore.get_document_as_client(text, text, text, text),
     docstore.add_document_as_client(text, jsonb, text, text, text) to docstore_service;
+
+-- A plain pg_dump / pg_restore: the publication's event triggers (sql/roles.sql).
+-- pg_dump dumps the publication by itself (it is no extension member), and `create extension`
+-- in the restore has created it already: the dump's `create publication docstore_changes` would
+-- fail. These event triggers (extension members, so not dumped) make that statement replace
+-- the extension's copy (the dump's options win) and put docstore.entities back in it (pg_dump
+-- leaves out the membership of an extension's table): a plain pg_dump / pg_restore works
+-- (docs/storage.md, "Backups"). Only that one statement, alone, is matched.
+create function docstore.publication_replace() returns event_trigger
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+begin
+    if exists (select from pg_catalog.pg_publication where pubname = 'docstore_changes')
+       and current_query() ~* '^\s*create\s+publication\s+"?docstore_changes"?(\s+with\s*\([^;]*\))?\s*;?\s*$' then
+        drop publication docstore_changes;
+    end if;
+end $$;
+create function docstore.publication_complete() returns event_trigger
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+begin
+    if exists (select from pg_catalog.pg_publication where pubname = 'docstore_changes')
+       and not exists (select from pg_catalog.pg_publication_tables
+                       where pubname = 'docstore_changes'
+                         and schemaname = 'docstore' and tablename = 'entities') then
+        alter publication docstore_changes add table docstore.entities;
+    end if;
+end $$;
+-- (Event trigger functions cannot be called directly: no grant or revoke is needed.)
+create event trigger docstore_publication_replace on ddl_command_start
+    when tag in ('CREATE PUBLICATION') execute function docstore.publication_replace();
+create event trigger docstore_publication_complete on ddl_command_end
+    when tag in ('CREATE PUBLICATION') execute function docstore.publication_complete();
