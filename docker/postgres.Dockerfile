@@ -16,3 +16,5 @@ RUN cargo pgrx package -p pg_docstore --pg-config /usr/lib/postgresql/15/bin/pg_
 FROM postgres:15-bookworm
 COPY --from=build /src/target/release/pg_docstore-pg15/usr/ /usr/
 COPY docker/initdb.sql /docker-entrypoint-initdb.d/10-pg_docstore.sql
+COPY sql/sidecar_role.sql /docstore/sidecar_role.sql
+COPY docker/sidecar_role.sh /docker-entrypoint-initdb.d/20-sidecar_role.sh

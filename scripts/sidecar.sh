@@ -2,7 +2,9 @@
 # The sidecar (docstore-sidecar, the HTTP API) as `make up` runs it, next to the project cluster.
 # Usage: scripts/sidecar.sh start|stop|status|restart
 #   start    build it (release), generate .docstore/dev.env once (its FIRESTORE_EMULATOR_HOST
-#            line at every start), start it in the background
+#            line at every start), create or update its login role docstore_sidecar (not a
+#            superuser; sql/sidecar_role.sql, password generated once in
+#            .docstore/sidecar.password, mode 600), start it in the background as that role
 #            (pid and log under .docstore/) unless it already runs this very binary against
 #            this very cluster, and wait for /healthz; a rebuilt binary, a restarted cluster, a
 #            recreated extension or a dead process restarts it.
@@ -22,6 +24,9 @@ SIDECAR_LOG="${SIDECAR_STATE}/sidecar.log"
 # What the running process was started against (started_against).
 SIDECAR_STAMP="${SIDECAR_STATE}/sidecar.stamp"
 DEV_ENV="${SIDECAR_STATE}/dev.env"
+# The sidecar's own login role (docs/security.md, "The sidecar's role") and its password.
+SIDECAR_ROLE=docstore_sidecar
+SIDECAR_PASSWORD_FILE="${SIDECAR_STATE}/sidecar.password"
 SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar"
 HEALTH_URL="http://127.0.0.1:${DOCSTORE_HTTP_PORT}/healthz"
 # How long start waits for /healthz before it gives up (seconds).
@@ -66,6 +71,20 @@ set_emulator_host() {
   mv "${tmp}" "${DEV_ENV}"
 }
 
+# The login role the sidecar runs as: created (or its password and attributes set again) by
+# sql/sidecar_role.sql with a password generated once into .docstore/sidecar.password (mode
+# 600). The password goes to psql on its standard input, not on a command line.
+ensure_sidecar_role() {
+  if [ ! -s "${SIDECAR_PASSWORD_FILE}" ]; then
+    (umask 077 && random_hex 24 > "${SIDECAR_PASSWORD_FILE}")
+  fi
+  chmod 600 "${SIDECAR_PASSWORD_FILE}"
+  { printf '\\set password %s\n' "$(cat "${SIDECAR_PASSWORD_FILE}")"
+    cat "${ROOT}/sql/sidecar_role.sql"; } |
+    "${PSQL[@]}" -d "${DATABASE}" -q -f - >/dev/null ||
+    die "could not create the sidecar's role ${SIDECAR_ROLE} (sql/sidecar_role.sql)"
+}
+
 # Value of setting $1 in dev.env.
 dev_setting() { sed -n "s/^$1=//p" "${DEV_ENV}"; }
 
@@ -86,7 +105,7 @@ running_pid() {
 started_against() {
   local started
   started="$("${PSQL[@]}" -d postgres -Atc "select pg_postmaster_start_time()" 2>/dev/null || echo unknown)"
-  echo "binary $(fingerprint "${SIDECAR_BIN}"), extension $(cat "${PGSTATE}/extension.sha256" 2>/dev/null || echo none), cluster started ${started}"
+  echo "role ${SIDECAR_ROLE}, binary $(fingerprint "${SIDECAR_BIN}"), extension $(cat "${PGSTATE}/extension.sha256" 2>/dev/null || echo none), cluster started ${started}"
 }
 
 healthy() { curl -fsS -o /dev/null --max-time 2 "${HEALTH_URL}" 2>/dev/null; }
@@ -102,6 +121,7 @@ build() {
 start() {
   cluster_running || die "Postgres is not running: run 'make up' first"
   ensure_dev_env
+  ensure_sidecar_role
   build
   local stamp pid
   stamp="$(started_against)"
@@ -123,7 +143,7 @@ start() {
   say "starting the sidecar on 127.0.0.1:${DOCSTORE_HTTP_PORT} (log: ${SIDECAR_LOG})"
   echo "--- $(date -u +%FT%TZ) starting ${SIDECAR_BIN}" >> "${SIDECAR_LOG}"
   # setsid: its own session, so a ^C in the terminal that ran `make up` does not reach it.
-  DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DATABASE}" \
+  DOCSTORE_DATABASE_URL="postgresql://${SIDECAR_ROLE}:$(cat "${SIDECAR_PASSWORD_FILE}")@127.0.0.1:${DOCSTORE_PG_PORT}/${DATABASE}" \
     DOCSTORE_LISTEN="127.0.0.1:${DOCSTORE_HTTP_PORT}" \
     DOCSTORE_GRPC_LISTEN="127.0.0.1:${DOCSTORE_GRPC_PORT}" \
     DOCSTORE_DEV_MODE=true \

@@ -41,6 +41,36 @@ begin
     end if;
 end $$;
 
+-- pg_dump dumps the publication by itself (it is no extension member), and `create extension`
+-- in the restore has created it already: the dump's `create publication docstore_changes` would
+-- fail. These event triggers (extension members, so not dumped) make that statement replace
+-- the extension's copy (the dump's options win) and put docstore.entities back in it (pg_dump
+-- leaves out the membership of an extension's table): a plain pg_dump / pg_restore works
+-- (docs/storage.md, "Backups"). Only that one statement, alone, is matched.
+create function docstore.publication_replace() returns event_trigger
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+begin
+    if exists (select from pg_catalog.pg_publication where pubname = 'docstore_changes')
+       and current_query() ~* '^\s*create\s+publication\s+"?docstore_changes"?(\s+with\s*\([^;]*\))?\s*;?\s*$' then
+        drop publication docstore_changes;
+    end if;
+end $$;
+create function docstore.publication_complete() returns event_trigger
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+begin
+    if exists (select from pg_catalog.pg_publication where pubname = 'docstore_changes')
+       and not exists (select from pg_catalog.pg_publication_tables
+                       where pubname = 'docstore_changes'
+                         and schemaname = 'docstore' and tablename = 'entities') then
+        alter publication docstore_changes add table docstore.entities;
+    end if;
+end $$;
+-- (Event trigger functions cannot be called directly: no grant or revoke is needed.)
+create event trigger docstore_publication_replace on ddl_command_start
+    when tag in ('CREATE PUBLICATION') execute function docstore.publication_replace();
+create event trigger docstore_publication_complete on ddl_command_end
+    when tag in ('CREATE PUBLICATION') execute function docstore.publication_complete();
+
 -- Security rules (docs/rules.md). Rules are for administrators to set; the functions
 -- that write them and the trigger's are not for clients.
 revoke execute on function docstore.set_rules(text, text), docstore.drop_rules(text),
@@ -56,6 +86,31 @@ revoke execute on function docstore.get_document_as_client(text, text, text, tex
 -- Its create counterpart likewise (a client's POST to a collection in one statement).
 revoke execute on function docstore.add_document_as_client(text, jsonb, text, text, text)
     from public, docstore_client;
+-- docstore_service: the rights of the sidecar's own login role (docs/security.md, "The sidecar's
+-- role"). The extension creates this group role (NOLOGIN, cluster-wide, created when missing and
+-- never dropped, like docstore_client) and grants it what the sidecar does; the operator creates
+-- the LOGIN REPLICATION role as a member of it (sql/sidecar_role.sql), so no superuser is needed
+-- at run time and no password is in the extension.
+do $$
+begin
+    if not exists (select from pg_catalog.pg_roles where rolname = 'docstore_service') then
+        create role docstore_service nologin;
+    end if;
+end $$;
+comment on role docstore_service is 'pg_docstore: the sidecar''s rights (members: its login role, see sql/sidecar_role.sql)';
+-- SET ROLE docstore_client for client requests (membership); its reads of documents.
+grant docstore_client to docstore_service;
+-- docstore.auth and docstore.request of client requests (SUSET settings).
+grant set on parameter docstore.auth, docstore.request to docstore_service;
+-- The admin key's requests run as the sidecar's role and bypass the rules: a role with DML on
+-- entities is an administrator (writes::authorize), whose writes run with these rights.
+grant insert, update, delete on docstore.entities to docstore_service;
+-- The rules poll of live queries reads the stored rulesets.
+grant select on docstore.rules to docstore_service;
+-- The one-statement client read and create (revoked from everyone above).
+grant execute on function docstore.get_document_as_client(text, text, text, text),
+    docstore.add_document_as_client(text, jsonb, text, text, text) to docstore_service;
+
 -- Row-level security on documents: clients (roles with docstore_client's privileges and no
 -- DML on entities, as writes::authorize decides) see the rows the per-document `list` rule of
 -- their database allows (docstore.rules_policy), and none of a database without rules or not

@@ -305,17 +305,18 @@ def coll() -> str:
 
 
 @contextlib.contextmanager
-def own_sidecar(stack, *flags: str, slot: str | None = None):
+def own_sidecar(stack, *flags: str, slot: str | None = None, database_url: str | None = None):
     """A sidecar of the test's own on the test cluster, started with `flags`; yields its URL.
 
     Without `slot` it serves no live queries (`--live false`); with one, its live queries use
-    that slot (dropped afterwards)."""
+    that slot (dropped afterwards). It logs in as postgres unless `database_url` says
+    otherwise."""
     port = free_port()
     log = Path(stack.cluster.dir) / f"sidecar-{port}.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
     env.update(
         {
-            "DOCSTORE_DATABASE_URL": stack.cluster.url(),
+            "DOCSTORE_DATABASE_URL": database_url or stack.cluster.url(),
             "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
             "DOCSTORE_ADMIN_KEY": stack.admin_key,
             "DOCSTORE_JWT_SECRET": stack.jwt_secret,

@@ -185,3 +185,28 @@ select count(*) from docstore.entities where database_id = 'unlisted';
 reset docstore.database;
 select docstore.delete('s/a');
 select * from docstore.check_indexes();
+
+-- docstore_service: the rights of the sidecar's login role (docs/security.md, "The sidecar's
+-- role"; sql/sidecar_role.sql makes the login a member)
+select rolname, rolcanlogin, rolsuper, rolreplication from pg_roles where rolname = 'docstore_service';
+select pg_has_role('docstore_service', 'docstore_client', 'member') as client_member;
+select t as "table",
+       coalesce(string_agg(p, ', ' order by p) filter (where has_table_privilege('docstore_service', t, p)), '-') as rights
+from unnest(array['docstore.entities', 'docstore.rules', 'docstore.index_entries', 'docstore.indexes']) t,
+     unnest(array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) p
+group by t order by t;
+select has_parameter_privilege('docstore_service', 'docstore.auth', 'set') as auth,
+       has_parameter_privilege('docstore_service', 'docstore.request', 'set') as request;
+select has_function_privilege('docstore_service', 'docstore.get_document_as_client(text, text, text, text)', 'execute') as client_read,
+       has_function_privilege('docstore_service', 'docstore.add_document_as_client(text, jsonb, text, text, text)', 'execute') as client_add,
+       has_function_privilege('docstore_service', 'docstore.create_database(text)', 'execute') as create_database;
+
+-- a restore's `create publication docstore_changes` (pg_dump's, alone in its statement) replaces
+-- the extension's publication, and docstore.entities is put back into it (docs/storage.md,
+-- "Backups"); any other statement creating it fails as before
+begin;
+create publication docstore_changes with (publish = 'insert');
+select pubname, pubinsert, pubupdate, schemaname, tablename
+from pg_publication join pg_publication_tables using (pubname) where pubname = 'docstore_changes';
+select sqlstate_of($$create publication docstore_changes for table docstore.databases$$);
+rollback;
