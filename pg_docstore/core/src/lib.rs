@@ -21,10 +21,13 @@
 //! 7. [`commit`]: the commit format (a batch of mutations with preconditions); [`plan`]: the
 //!    query planner over the index layout.
 //!
+//! Apart from the layers, importing nothing: [`commit_time`], the time a commit takes.
+//!
 //! Every error type reports an [`ErrorKind`] (`kind()`); the boundaries map kinds, never
 //! variants.
 
 pub mod commit;
+pub mod commit_time;
 pub mod compare;
 pub mod document;
 pub mod encoding;
