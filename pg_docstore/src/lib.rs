@@ -50,6 +50,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::names::register();
     pg::heap::register();
     pg::background::init();
+    pg::commit_clock::init();
 }
 
 /// Required by `cargo pgrx test`.

@@ -23,10 +23,13 @@
 //! 8. [`proto`] (feature `firestore-proto`): the conversion between Firestore's protobuf
 //!    values and ours, for the sidecar's gRPC front end (docs/grpc.md).
 //!
+//! Apart from the layers, importing nothing: [`commit_time`], the time a commit takes.
+//!
 //! Every error type reports an [`ErrorKind`] (`kind()`); the boundaries map kinds, never
 //! variants.
 
 pub mod commit;
+pub mod commit_time;
 pub mod compare;
 pub mod document;
 pub mod encoding;

@@ -492,6 +492,42 @@ mod tests {
         assert_eq!(narrow, Ok(Some(0)));
     }
 
+    /// docs/storage.md, "Commit times": a write's time is taken when it is applied, not when
+    /// its transaction began; the write calls of one transaction share it, except where a
+    /// document's own time must move past its previous one.
+    #[pg_test]
+    fn commit_time_is_taken_at_the_write_and_shared_by_the_transaction() {
+        // The whole test is one transaction: now() is its start.
+        Spi::run("select pg_sleep(0.01)").unwrap();
+        Spi::run("select docstore.set('pt/t1', '{}'), docstore.set('pt/t2', '{}')").unwrap();
+        let time = |path: &str| {
+            Spi::get_one::<i64>(&format!(
+                "select (extract(epoch from update_time) * 1000000)::bigint \
+                 from docstore.documents where path = '{path}'"
+            ))
+            .unwrap()
+            .unwrap()
+        };
+        let after_begin = Spi::get_one::<bool>(
+            "select update_time > now() from docstore.documents where path = 'pt/t1'",
+        );
+        assert_eq!(
+            after_begin,
+            Ok(Some(true)),
+            "taken at the write, not at BEGIN"
+        );
+        let first = time("pt/t1");
+        assert_eq!(time("pt/t2"), first, "one transaction, one time");
+        Spi::run("select docstore.set('pt/t1', '{\"n\": 1}')").unwrap();
+        assert_eq!(
+            time("pt/t1"),
+            first + 1,
+            "a document's times strictly increase"
+        );
+        Spi::run("select docstore.set('pt/t3', '{}')").unwrap();
+        assert_eq!(time("pt/t3"), first, "the transaction keeps its time");
+    }
+
     #[pg_test(error = "document not found: pt/missing")]
     fn update_of_a_missing_document() {
         Spi::run("select docstore.update('pt/missing', '{\"n\": 1}')").unwrap();

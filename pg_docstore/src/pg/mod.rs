@@ -2,6 +2,7 @@
 
 pub mod background;
 pub mod catalog_cache;
+pub mod commit_clock;
 pub mod heap;
 pub mod jsonb;
 pub mod names;

@@ -26,8 +26,9 @@ use docstore_core::value::Map;
 use docstore_core::{typed_json, ResourcePath};
 
 use crate::errors::DocstoreError;
+use crate::pg::commit_clock;
 use crate::pg::jsonb::JsonbDatum;
-use crate::pg::time::{to_timestamp, transaction_start};
+use crate::pg::time::to_timestamp;
 use crate::storage::entities::{self, Data, Keys, Stored};
 use crate::storage::{catalog, entries};
 
@@ -153,7 +154,7 @@ pub fn commit(
             },
         );
     }
-    let commit_time = transaction_start().max(latest.saturating_add(1));
+    let commit_time = commit_clock::take(latest);
     let server_time = to_timestamp(commit_time)?;
 
     // Apply in order, in memory.
