@@ -58,7 +58,10 @@ end $$;
 create function docstore.publication_complete() returns event_trigger
 language plpgsql set search_path = pg_catalog, pg_temp as $$
 begin
-    if exists (select from pg_catalog.pg_publication where pubname = 'docstore_changes')
+    -- Only the statement that created docstore_changes: another publication's CREATE, by any
+    -- role, is not this trigger's business (and must not fail on the owner's rights).
+    if exists (select from pg_catalog.pg_event_trigger_ddl_commands()
+               where object_type = 'publication' and object_identity = 'docstore_changes')
        and not exists (select from pg_catalog.pg_publication_tables
                        where pubname = 'docstore_changes'
                          and schemaname = 'docstore' and tablename = 'entities') then

@@ -175,3 +175,20 @@ create event trigger docstore_publication_replace on ddl_command_start
     when tag in ('CREATE PUBLICATION') execute function docstore.publication_replace();
 create event trigger docstore_publication_complete on ddl_command_end
     when tag in ('CREATE PUBLICATION') execute function docstore.publication_complete();
+
+-- The publication event trigger acts on CREATE PUBLICATION docstore_changes only (sql/roles.sql):
+-- another publication's CREATE by a role that does not own docstore_changes failed while the
+-- publication lacked docstore.entities.
+create or replace function docstore.publication_complete() returns event_trigger
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+begin
+    -- Only the statement that created docstore_changes: another publication's CREATE, by any
+    -- role, is not this trigger's business (and must not fail on the owner's rights).
+    if exists (select from pg_catalog.pg_event_trigger_ddl_commands()
+               where object_type = 'publication' and object_identity = 'docstore_changes')
+       and not exists (select from pg_catalog.pg_publication_tables
+                       where pubname = 'docstore_changes'
+                         and schemaname = 'docstore' and tablename = 'entities') then
+        alter publication docstore_changes add table docstore.entities;
+    end if;
+end $$;
