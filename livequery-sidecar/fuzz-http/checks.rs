@@ -17,7 +17,7 @@ pub type Failure = String;
 /// A parser's refusal must be a 4xx with a message.
 pub fn client_error(e: &ApiError) -> Result<(), Failure> {
     let status = e.status().as_u16();
-    if (400..500).contains(&status) && !e.message.is_empty() {
+    if (400..500).contains(&status) && !e.message().is_empty() {
         Ok(())
     } else {
         Err(format!("a parser refused input with {status}: {e:?}"))

@@ -12,5 +12,6 @@ pub mod config;
 pub mod http;
 pub mod matcher;
 pub mod pg;
+pub mod service;
 pub mod session;
 pub mod source;

@@ -258,7 +258,10 @@ impl Verifier {
             .with_hint("send one Authorization header"));
         }
         let bad = |why: &str| {
-            ApiError::unauthenticated(format!("invalid credentials: {why}")).with_hint(
+            ApiError::from(crate::service::error::ServiceError::unauthenticated(
+                format!("invalid credentials: {why}"),
+            ))
+            .with_hint(
                 "send Authorization: Bearer <JWT> or the admin key, or no Authorization header",
             )
         };
@@ -458,7 +461,7 @@ mod tests {
             let e = v
                 .authenticate(&headers(&format!("Bearer {t}")))
                 .unwrap_err();
-            assert!(e.message.contains(why), "{why}: {e:?}");
+            assert!(e.message().contains(why), "{why}: {e:?}");
         }
         assert_eq!(remembered_count(&v), 0);
     }
@@ -547,7 +550,7 @@ mod tests {
             .authenticate(&headers(&format!("Bearer {t}")))
             .unwrap_err();
         assert_eq!(e.status().as_u16(), 401);
-        assert!(e.message.contains("expired"), "{e:?}");
+        assert!(e.message().contains("expired"), "{e:?}");
     }
 
     #[test]

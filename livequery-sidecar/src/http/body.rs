@@ -374,7 +374,7 @@ mod tests {
             many.as_str(),
         ] {
             let e = BatchGet::parse(bad.as_bytes()).unwrap_err();
-            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+            assert_eq!(e.code(), Code::InvalidArgument, "{bad}");
         }
     }
 
@@ -397,7 +397,7 @@ mod tests {
             r#"{"parent": "a/b", "x": 1}"#,
         ] {
             let e = ListCollectionIds::parse(bad.as_bytes()).unwrap_err();
-            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+            assert_eq!(e.code(), Code::InvalidArgument, "{bad}");
         }
     }
 
@@ -436,7 +436,7 @@ mod tests {
             b"{",
         ] {
             assert_eq!(
-                RunQuery::parse(bad).unwrap_err().code,
+                RunQuery::parse(bad).unwrap_err().code(),
                 Code::InvalidArgument
             );
         }

@@ -15,11 +15,12 @@ use docstore_core::{Code, ErrorKind};
 use super::body;
 use super::context::{run_as, RulesMethod};
 use super::documents::json_response;
-use super::error::{raised_by_extension, ApiError};
+use super::error::ApiError;
 use super::resource::Target;
 use super::{JsonPost, SharedState};
 use crate::pg::documents as pg_documents;
 use crate::pg::{PgError, RequestTx};
+use crate::service::error::raised_by_extension;
 
 /// Handle `:commit`.
 ///
@@ -53,8 +54,8 @@ pub async fn commit(
             let lost_race = commit.transaction && precondition_failed(&e);
             let mut e = ApiError::from(e);
             if lost_race {
-                e.code = Code::Aborted;
-                e.hint = Some(
+                e.error.code = Code::Aborted;
+                e.error.hint = Some(
                     "a document changed since the transaction read it: read again and retry the transaction"
                         .into(),
                 );

@@ -121,7 +121,7 @@ async fn health(State(state): State<SharedState>) -> Response {
             .into_response(),
         Err(e) => {
             let mut error = ApiError::from(e);
-            error.code = docstore_core::Code::Unavailable;
+            error.error.code = docstore_core::Code::Unavailable;
             error.into_response()
         }
     }

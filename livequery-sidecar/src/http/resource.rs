@@ -310,7 +310,7 @@ mod tests {
     use docstore_core::Code;
 
     fn code(path: &str) -> Code {
-        parse_target(path).unwrap_err().code
+        parse_target(path).unwrap_err().code()
     }
 
     #[test]

@@ -651,7 +651,7 @@ impl Hub {
             let result = match read_targets(&db, &database, &run_as, &fetches).await {
                 Ok((rows, point)) => Ok((names.into_iter().zip(rows).collect(), point)),
                 Err(e) => {
-                    let api = crate::http::error::ApiError::from(e);
+                    let api = crate::service::error::ServiceError::from(e);
                     Err(ReadFailure {
                         permission: api.code == docstore_core::Code::PermissionDenied,
                         message: api.message,
