@@ -9,9 +9,10 @@ use docstore_sidecar::changelog::Limits;
 use docstore_sidecar::config::Config;
 use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
 use docstore_sidecar::http::server::ServerLimits;
-use docstore_sidecar::http::{self, auth::Verifier, AppState};
+use docstore_sidecar::http::{self, AppState};
 use docstore_sidecar::matcher::MatcherConfig;
 use docstore_sidecar::pg::Db;
+use docstore_sidecar::service::caller::Verifier;
 use docstore_sidecar::session::{Session, Settings, StreamCaps};
 use tracing_subscriber::EnvFilter;
 

@@ -9,13 +9,13 @@ use axum::response::Response;
 use serde_json::Value as Json;
 
 use super::body;
-use super::context::{run_as, RulesMethod};
 use super::documents::{document_json, json_response};
 use super::error::ApiError;
 use super::resource::Target;
 use super::{JsonPost, SharedState};
 use crate::pg::documents as pg_documents;
 use crate::pg::{PgError, RequestTx};
+use crate::service::context::{run_as, RulesMethod};
 
 /// Handle `:batchGet`.
 ///

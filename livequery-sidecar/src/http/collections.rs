@@ -8,7 +8,6 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use docstore_core::Code;
 
-use super::auth::Principal;
 use super::body;
 use super::documents::json_response;
 use super::error::ApiError;
@@ -16,6 +15,7 @@ use super::resource::Target;
 use super::{JsonPost, SharedState};
 use crate::pg::collections as pg_collections;
 use crate::pg::{RequestTx, RunAs};
+use crate::service::caller::Principal;
 
 /// Handle `:listCollectionIds`.
 ///

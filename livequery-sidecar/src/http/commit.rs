@@ -13,13 +13,13 @@ use axum::response::Response;
 use docstore_core::{Code, ErrorKind};
 
 use super::body;
-use super::context::{run_as, RulesMethod};
 use super::documents::json_response;
 use super::error::ApiError;
 use super::resource::Target;
 use super::{JsonPost, SharedState};
 use crate::pg::documents as pg_documents;
 use crate::pg::{PgError, RequestTx};
+use crate::service::context::{run_as, RulesMethod};
 use crate::service::error::raised_by_extension;
 
 /// Handle `:commit`.

@@ -8,13 +8,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value as Json;
 
 use super::body;
-use super::context::{run_as, RulesMethod};
 use super::error::ApiError;
 use super::resource::{parse_params, Params, Target};
 use super::SharedState;
 use crate::pg::documents::{self as pg_documents, Document};
 use crate::pg::RunAs;
 use crate::pg::{PgError, RequestTx};
+use crate::service::context::{run_as, RulesMethod};
 
 /// A document in the API's JSON form:
 /// `{"path", "data" (typed JSON), "createTime", "updateTime"}`.
@@ -86,7 +86,7 @@ fn caller(
     http_method: &Method,
     method: RulesMethod,
 ) -> Result<RunAs, ApiError> {
-    let principal = state.verifier.authenticate(headers)?;
+    let principal = super::bearer::authenticate(&state.verifier, headers)?;
     Ok(run_as(
         &principal,
         method,

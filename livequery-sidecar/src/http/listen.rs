@@ -18,13 +18,14 @@ use axum::response::{IntoResponse, Response};
 use docstore_core::Code;
 use serde_json::{json, Value as Json};
 
-use super::auth::Principal;
+use super::bearer;
 use super::body;
-use super::context::{run_as, RulesMethod};
 use super::error::ApiError;
 use super::resource::{percent_decode, Target};
 use super::SharedState;
 use crate::matcher::TargetSpec;
+use crate::service::caller::Principal;
+use crate::service::context::{run_as, RulesMethod};
 use crate::session::events::parse_token;
 use crate::session::hub::lag_seconds;
 use crate::session::{Caller, Connection, Resumed, SessionError, TargetRequest};
@@ -128,7 +129,7 @@ fn authenticate(
     access_token: Option<&str>,
 ) -> Result<Principal, ApiError> {
     match access_token {
-        None => state.verifier.authenticate(headers),
+        None => bearer::authenticate(&state.verifier, headers),
         Some(_) if headers.contains_key(header::AUTHORIZATION) => Err(ApiError::invalid_argument(
             "send either an Authorization header or ?access_token=, not both",
         )),
@@ -140,7 +141,7 @@ fn authenticate(
                 )
             })?;
             synthetic.insert(header::AUTHORIZATION, value);
-            state.verifier.authenticate(&synthetic)
+            bearer::authenticate(&state.verifier, &synthetic)
         }
     }
 }

@@ -3,12 +3,11 @@
 //! Handlers are thin: parse ([`resource`], [`body`]), authorize ([`auth`]), call one `pg/`
 //! function, map the error ([`error`]). The API is specified in docs/http.md.
 
-pub mod auth;
 pub mod batch_get;
+pub mod bearer;
 pub mod body;
 pub mod collections;
 pub mod commit;
-pub mod context;
 pub mod demo;
 pub mod documents;
 pub mod error;
@@ -29,7 +28,7 @@ use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::pg::Db;
-use auth::Verifier;
+use crate::service::caller::{Principal, Verifier};
 use error::ApiError;
 use resource::Target;
 
@@ -54,7 +53,7 @@ pub type SharedState = Arc<AppState>;
 /// has no query parameters, its caller is authenticated, and its JSON body is read within the
 /// size limit.
 pub struct JsonPost {
-    pub principal: auth::Principal,
+    pub principal: Principal,
     pub method: Method,
     pub body: Vec<u8>,
 }
@@ -78,7 +77,7 @@ impl JsonPost {
                 ":{verb} takes no query parameters"
             )));
         }
-        let principal = state.verifier.authenticate(request.headers())?;
+        let principal = bearer::authenticate(&state.verifier, request.headers())?;
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
         let body = body::read(&parts.headers, raw, state.max_body_bytes).await?;

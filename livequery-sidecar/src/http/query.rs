@@ -20,13 +20,13 @@ use serde_json::Value as Json;
 use tokio_postgres::{Row, RowStream};
 
 use super::body::RunQuery;
-use super::context::{run_as, structured_query_info, text_query_info, RulesMethod};
 use super::documents::end;
 use super::error::ApiError;
 use super::resource::{parse_params, Target};
 use super::{JsonPost, SharedState};
 use crate::pg::query::{self as pg_query, QueryInput, ResultRow};
 use crate::pg::{PgError, RequestTx, RunAs};
+use crate::service::context::{run_as, structured_query_info, text_query_info, RulesMethod};
 
 /// A response chunk is sent once it holds this many bytes (or no further row is ready).
 const CHUNK_BYTES: usize = 32 * 1024;
@@ -83,7 +83,7 @@ pub async fn list(
             "GET of a collection takes only pageSize",
         ));
     }
-    let principal = state.verifier.authenticate(request.headers())?;
+    let principal = super::bearer::authenticate(&state.verifier, request.headers())?;
     let mut structured = serde_json::json!({
         "from": [{"collectionId": path.last()}],
     });

@@ -3,4 +3,6 @@
 //! error ([`error`]). No type of a transport crosses in here: `http/` parses a request,
 //! calls an operation and renders its result or error; another transport does the same.
 
+pub mod caller;
+pub mod context;
 pub mod error;
