@@ -129,7 +129,7 @@ fn authenticate(
     access_token: Option<&str>,
 ) -> Result<Principal, ApiError> {
     match access_token {
-        None => bearer::authenticate(&state.verifier, headers),
+        None => bearer::authenticate(&state.service.verifier, headers),
         Some(_) if headers.contains_key(header::AUTHORIZATION) => Err(ApiError::invalid_argument(
             "send either an Authorization header or ?access_token=, not both",
         )),
@@ -141,7 +141,7 @@ fn authenticate(
                 )
             })?;
             synthetic.insert(header::AUTHORIZATION, value);
-            bearer::authenticate(&state.verifier, &synthetic)
+            bearer::authenticate(&state.service.verifier, &synthetic)
         }
     }
 }
@@ -384,7 +384,7 @@ async fn listen(
 
 /// The session of the live queries (503 UNAVAILABLE when this sidecar runs without them).
 fn running_session(state: &SharedState) -> Result<crate::session::Session, ApiError> {
-    state.session.clone().ok_or_else(|| {
+    state.service.session.clone().ok_or_else(|| {
         ApiError::new(
             Code::Unavailable,
             "live queries are not running in this sidecar",

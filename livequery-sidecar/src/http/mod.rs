@@ -27,23 +27,21 @@ use axum::routing::{any, get};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::pg::Db;
-use crate::service::caller::{Principal, Verifier};
+use crate::service::caller::{Caller, Principal};
+use crate::service::Service;
 use error::ApiError;
 use resource::Target;
 
 /// What every handler shares.
 pub struct AppState {
-    pub db: Db,
-    pub verifier: Verifier,
+    /// The operations, shared with any other transport.
+    pub service: Arc<Service>,
     pub max_body_bytes: usize,
     /// `--query-write-timeout-ms` (`None`: no limit).
     pub query_write_timeout: Option<std::time::Duration>,
     /// The Prometheus recorder's handle (`None` when another recorder is installed, as in
     /// tests that build several routers in one process).
     pub metrics: Option<PrometheusHandle>,
-    /// The live-query hub (`None`: `:listen` answers 503 UNAVAILABLE).
-    pub session: Option<crate::session::Session>,
 }
 
 /// The shared state.
@@ -59,6 +57,15 @@ pub struct JsonPost {
 }
 
 impl JsonPost {
+    /// The caller of the request.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            principal: self.principal.clone(),
+            method: self.method.as_str().to_owned(),
+            peer: None,
+        }
+    }
+
     /// Read `request` for the `:verb` endpoint.
     ///
     /// # Errors
@@ -77,7 +84,7 @@ impl JsonPost {
                 ":{verb} takes no query parameters"
             )));
         }
-        let principal = bearer::authenticate(&state.verifier, request.headers())?;
+        let principal = bearer::authenticate(&state.service.verifier, request.headers())?;
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
         let body = body::read(&parts.headers, raw, state.max_body_bytes).await?;
@@ -112,7 +119,7 @@ async fn not_found(request: Request) -> ApiError {
 
 /// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer.
 async fn health(State(state): State<SharedState>) -> Response {
-    match state.db.health().await {
+    match state.service.db.health().await {
         Ok(()) => (
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             "{\"status\":\"ok\"}",

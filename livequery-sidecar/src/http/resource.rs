@@ -7,6 +7,7 @@ use docstore_core::path::is_valid_database_id;
 use docstore_core::{ResourcePath, Timestamp};
 
 use super::error::ApiError;
+use crate::service::documents::Precondition;
 
 /// The prefix of every API route.
 pub const API_PREFIX: &str = "/v1/databases/";
@@ -167,24 +168,6 @@ pub fn parse_resource_path(raw: &str) -> Result<ResourcePath, ApiError> {
         segments.push(segment);
     }
     ResourcePath::from_segments(segments).map_err(|e| ApiError::invalid_argument(e.to_string()))
-}
-
-/// A write's precondition from the query string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Precondition {
-    Exists(bool),
-    /// RFC 3339, as the client sent it (the extension parses it).
-    UpdateTime(String),
-}
-
-impl Precondition {
-    /// The JSON of `docstore.commit`'s `"precondition"`.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Precondition::Exists(b) => serde_json::json!({ "exists": b }),
-            Precondition::UpdateTime(t) => serde_json::json!({ "updateTime": t }),
-        }
-    }
 }
 
 /// The query-string parameters the document routes take.
