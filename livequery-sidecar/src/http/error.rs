@@ -107,11 +107,14 @@ pub fn json_of(error: &ServiceError) -> String {
 }
 
 impl From<ServiceError> for ApiError {
+    /// The error with the status of its code, or 429 for a refusal by a cap (counted in
+    /// `docstore_http_limited_total`).
     fn from(error: ServiceError) -> ApiError {
-        ApiError {
-            error,
-            status: None,
-        }
+        let status = error.limit.map(|limit| {
+            super::server::count_limited(limit);
+            StatusCode::TOO_MANY_REQUESTS
+        });
+        ApiError { error, status }
     }
 }
 

@@ -25,6 +25,11 @@ pub struct ServiceError {
     pub message: String,
     pub detail: Option<String>,
     pub hint: Option<String>,
+    /// The cap that refused the call (`streams`, `streams_per_caller`, `targets_per_stream`;
+    /// RESOURCE_EXHAUSTED): a transport answers it as a rate limit (HTTP 429), not as a
+    /// request too large.
+    #[serde(skip)]
+    pub limit: Option<&'static str>,
 }
 
 fn code_name<S: serde::Serializer>(code: &Code, s: S) -> Result<S::Ok, S::Error> {
@@ -56,6 +61,7 @@ impl ServiceError {
             message: message.into(),
             detail: None,
             hint: None,
+            limit: None,
         }
     }
 
@@ -148,6 +154,7 @@ pub fn from_postgres(error: &tokio_postgres::Error) -> ServiceError {
             message: db.message().to_owned(),
             detail: db.detail().map(str::to_owned),
             hint: db.hint().map(str::to_owned),
+            limit: None,
         };
     }
     let code = kind.code();
