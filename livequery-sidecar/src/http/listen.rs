@@ -21,6 +21,7 @@ use super::bearer;
 use super::body;
 use super::error::ApiError;
 use super::resource::{percent_decode, Target};
+use super::sse;
 use super::SharedState;
 use crate::matcher::TargetSpec;
 use crate::service::caller::{Caller, Principal};
@@ -435,7 +436,7 @@ fn sse(connection: Connection) -> Response {
     } = connection;
     let mut opening = format!("retry: {}\n\n", retry_millis());
     for frame in &first {
-        opening.push_str(&frame.text);
+        opening.push_str(&sse::text(frame));
     }
     enum Next {
         Closed(Option<crate::session::Frame>),
@@ -488,7 +489,7 @@ fn sse(connection: Connection) -> Response {
         let chunk = match next {
             Next::Closed(Some(frame)) => {
                 s.done = true;
-                Bytes::from(frame.text.to_string())
+                Bytes::from(sse::text(&frame))
             }
             // The hub let the closer go (the stream was taken over or expired): the queue
             // says the rest.
@@ -503,7 +504,7 @@ fn sse(connection: Connection) -> Response {
                     if let Some(lag) = lag_seconds(&frame) {
                         metrics::histogram!("docstore_session_commit_to_send_seconds").record(lag);
                     }
-                    text.push_str(&frame.text);
+                    text.push_str(&sse::text(&frame));
                     next = s.frames.try_recv().ok();
                 }
                 Bytes::from(text)

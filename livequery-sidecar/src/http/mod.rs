@@ -17,6 +17,7 @@ pub mod origin;
 pub mod query;
 pub mod resource;
 pub mod server;
+pub mod sse;
 
 use std::sync::Arc;
 

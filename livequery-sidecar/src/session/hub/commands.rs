@@ -401,7 +401,7 @@ impl Hub {
                 ResetReason::RetentionPassed,
                 NOT_RETAINED,
             ),
-            events::snapshot(id, stream.position, None, &results, &[]),
+            events::snapshot(id, stream.position, None, results, Arc::new([])),
         ];
         Resumed::Connection(Connection {
             stream: id.to_owned(),

@@ -458,7 +458,7 @@ impl Hub {
                     .iter()
                     .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
                     .collect();
-                let frame = events::snapshot(&id, position, commit_time, &results, &[]);
+                let frame = events::snapshot(&id, position, commit_time, results, Arc::new([]));
                 let all: Vec<String> = stream.targets.keys().cloned().collect();
                 let writes = txn_writes.by_db.get(&stream.database);
                 self.send_checked(&id, frame, true, &[], &all, writes);
@@ -477,6 +477,7 @@ impl Hub {
                 })
                 .collect();
             changes.sort_by(|a, b| a.0.cmp(&b.0));
+            let changes: Arc<[(String, TargetDelta)]> = changes.into();
             let frame = if !newly.is_empty() {
                 let matcher = self.matchers.get(&stream.database);
                 let results: Vec<_> = newly
@@ -487,11 +488,14 @@ impl Hub {
                     })
                     .collect();
                 Some((
-                    events::snapshot(&id, position, commit_time, &results, &changes),
+                    events::snapshot(&id, position, commit_time, results, Arc::clone(&changes)),
                     true,
                 ))
             } else if !changes.is_empty() {
-                Some((events::change(&id, position, commit_time, &changes), true))
+                Some((
+                    events::change(&id, position, commit_time, Arc::clone(&changes)),
+                    true,
+                ))
             } else if heartbeat || stream.last_event.elapsed() >= interval {
                 Some((events::heartbeat(&id, position, commit_time), false))
             } else {
