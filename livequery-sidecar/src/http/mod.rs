@@ -1,7 +1,8 @@
-//! Stage 5: routes, auth, errors (and SSE, with the live-query issue).
+//! The HTTP transport: routes, parsing, JSON rendering, SSE, statuses.
 //!
-//! Handlers are thin: parse ([`resource`], [`body`]), authorize ([`auth`]), call one `pg/`
-//! function, map the error ([`error`]). The API is specified in docs/http.md.
+//! Handlers are thin: parse ([`resource`], [`body`]), read the credential ([`bearer`]), call
+//! one operation of `service/`, render its result (JSON, a streamed array, [`sse`]) or its
+//! error ([`error`]). The API is specified in docs/http.md.
 
 pub mod batch_get;
 pub mod bearer;
