@@ -1,10 +1,26 @@
 //! The credential of an HTTP request: `Authorization: Bearer <token>`, verified by the
 //! service's [`Verifier`]. No header is an unauthenticated caller, not an error.
 
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, Method};
 
 use super::error::ApiError;
-use crate::service::caller::{invalid_credentials, Principal, Verifier};
+use crate::service::caller::{invalid_credentials, Caller, Principal, Verifier};
+
+/// The caller of a request with these headers and method.
+///
+/// # Errors
+/// As [`authenticate`].
+pub fn caller(
+    verifier: &Verifier,
+    headers: &HeaderMap,
+    method: &Method,
+) -> Result<Caller, ApiError> {
+    Ok(Caller {
+        principal: authenticate(verifier, headers)?,
+        method: method.as_str().to_owned(),
+        peer: None,
+    })
+}
 
 /// The caller of a request with these headers.
 ///

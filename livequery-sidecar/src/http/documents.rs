@@ -3,17 +3,17 @@
 //! answer the document as JSON.
 
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value as Json;
 
+use super::bearer;
 use super::body;
 use super::error::ApiError;
 use super::resource::{parse_params, Params, Target};
-use super::{AppState, SharedState};
+use super::SharedState;
 use crate::pg::documents::Document;
 use crate::pg::PgError;
-use crate::service::caller::Caller;
 use crate::service::documents::{self, DocumentWrite, WriteRequest};
 
 /// A document in the API's JSON form:
@@ -61,18 +61,6 @@ fn call(target: Target, request: &Request) -> Result<Call, ApiError> {
     })
 }
 
-/// The caller of a request with these headers and method.
-///
-/// # Errors
-/// 401 for a bad token, 400 for more than one `Authorization` header.
-pub fn caller(state: &AppState, headers: &HeaderMap, method: &Method) -> Result<Caller, ApiError> {
-    Ok(Caller {
-        principal: super::bearer::authenticate(&state.service.verifier, headers)?,
-        method: method.as_str().to_owned(),
-        peer: None,
-    })
-}
-
 /// `GET` a document: 200 with the document, 404 NOT_FOUND when it does not exist.
 ///
 /// # Cancel safety
@@ -88,7 +76,7 @@ pub async fn get(
             "GET of a document takes no query parameters",
         ));
     }
-    let caller = caller(&state, request.headers(), request.method())?;
+    let caller = bearer::caller(&state.service.verifier, request.headers(), request.method())?;
     let doc = documents::get(&state.service, &caller, &call.database, &call.resource).await?;
     Ok(json_response(StatusCode::OK, document_json(&doc)?))
 }
@@ -100,7 +88,7 @@ async fn write(
     parts: &axum::http::request::Parts,
     write: DocumentWrite,
 ) -> Result<Response, ApiError> {
-    let caller = caller(&state, &parts.headers, &parts.method)?;
+    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method)?;
     let doc = documents::write(
         &state.service,
         &caller,
@@ -195,7 +183,7 @@ pub async fn delete(
             "DELETE takes only the exists and updateTime preconditions",
         ));
     }
-    let caller = caller(&state, request.headers(), request.method())?;
+    let caller = bearer::caller(&state.service.verifier, request.headers(), request.method())?;
     let existed = documents::delete(
         &state.service,
         &caller,
@@ -230,7 +218,7 @@ pub async fn add(
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let data = body::json_object_text(&bytes, "the document data")?;
-    let caller = caller(&state, &parts.headers, &parts.method)?;
+    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method)?;
     let doc = documents::add(
         &state.service,
         &caller,

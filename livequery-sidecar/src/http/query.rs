@@ -66,7 +66,8 @@ pub async fn list(
             "GET of a collection takes only pageSize",
         ));
     }
-    let caller = super::documents::caller(&state, request.headers(), request.method())?;
+    let caller =
+        super::bearer::caller(&state.service.verifier, request.headers(), request.method())?;
     let query = Query::Collection {
         path,
         page_size: params.page_size,
