@@ -38,6 +38,7 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
             | Ok(Target::Commit { database })
             | Ok(Target::BatchGet { database })
             | Ok(Target::ListCollectionIds { database })
+            | Ok(Target::Explain { database })
             | Ok(Target::Listen { database, .. }) => {
                 if !docstore_core::path::is_valid_database_id(&database) {
                     return Err(format!("accepted database id {database:?}"));

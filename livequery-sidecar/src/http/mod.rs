@@ -12,6 +12,7 @@ pub mod commit;
 pub mod demo;
 pub mod documents;
 pub mod error;
+pub mod explain;
 pub mod listen;
 pub mod metrics;
 pub mod origin;
@@ -152,6 +153,7 @@ enum Kind {
     Commit,
     BatchGet,
     ListCollectionIds,
+    Explain,
     Listen,
 }
 
@@ -164,6 +166,7 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         Target::Commit { .. } => Kind::Commit,
         Target::BatchGet { .. } => Kind::BatchGet,
         Target::ListCollectionIds { .. } => Kind::ListCollectionIds,
+        Target::Explain { .. } => Kind::Explain,
         Target::Listen { .. } => Kind::Listen,
     };
     let method = request.method().clone();
@@ -197,12 +200,13 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         (Kind::ListCollectionIds, Method::POST) => {
             collections::list_collection_ids(state, target, request).await
         }
+        (Kind::Explain, Method::POST) => explain::explain(state, target, request).await,
         (Kind::Listen, _) => listen::route(state, target, request).await,
         (_, method) => Err(ApiError::not_found(format!(
             "no route {method} {}",
             request.uri().path()
         ))
-        .with_hint(":runQuery, :commit, :batchGet and :listCollectionIds take POST")),
+        .with_hint(":runQuery, :commit, :batchGet, :listCollectionIds and :explain take POST")),
     }
 }
 

@@ -28,6 +28,8 @@ pub enum Target {
     BatchGet { database: String },
     /// `/v1/databases/{db}:listCollectionIds`.
     ListCollectionIds { database: String },
+    /// `/v1/databases/{db}:explain`.
+    Explain { database: String },
     /// `/v1/databases/{db}:listen`, and below it (`rest`, undecoded) a stream's targets:
     /// `{stream}/targets` and `{stream}/targets/{id}`.
     Listen {
@@ -45,6 +47,7 @@ impl Target {
             | Target::Commit { database }
             | Target::BatchGet { database }
             | Target::ListCollectionIds { database }
+            | Target::Explain { database }
             | Target::Listen { database, .. } => database,
         }
     }
@@ -120,6 +123,7 @@ pub fn parse_target(raw_path: &str) -> Result<Target, ApiError> {
         (Some("commit"), None) => Ok(Target::Commit { database }),
         (Some("batchGet"), None) => Ok(Target::BatchGet { database }),
         (Some("listCollectionIds"), None) => Ok(Target::ListCollectionIds { database }),
+        (Some("explain"), None) => Ok(Target::Explain { database }),
         (Some("listen"), rest) => Ok(Target::Listen {
             database,
             rest: rest.map(str::to_owned),
@@ -281,6 +285,7 @@ pub fn route_label(raw_path: &str) -> &'static str {
             Some(rest) if rest.ends_with(":commit") => "commit",
             Some(rest) if rest.ends_with(":batchGet") => "batchGet",
             Some(rest) if rest.ends_with(":listCollectionIds") => "listCollectionIds",
+            Some(rest) if rest.ends_with(":explain") => "explain",
             Some(rest) if rest.contains(":listen") => "listen",
             _ => "other",
         },
@@ -326,6 +331,12 @@ mod tests {
         assert_eq!(
             parse_target("/v1/databases/abcd:listCollectionIds").unwrap(),
             Target::ListCollectionIds {
+                database: "abcd".into()
+            }
+        );
+        assert_eq!(
+            parse_target("/v1/databases/abcd:explain").unwrap(),
+            Target::Explain {
                 database: "abcd".into()
             }
         );
@@ -408,6 +419,7 @@ mod tests {
         assert_eq!(route_label("/v1/databases/(default):runQuery"), "runQuery");
         assert_eq!(route_label("/v1/databases/(default):commit"), "commit");
         assert_eq!(route_label("/v1/databases/(default):batchGet"), "batchGet");
+        assert_eq!(route_label("/v1/databases/(default):explain"), "explain");
         assert_eq!(
             route_label("/v1/databases/(default):listCollectionIds"),
             "listCollectionIds"

@@ -11,13 +11,16 @@ use futures_util::{FutureExt, StreamExt};
 use serde_json::Value as Json;
 use tokio_postgres::{Row, RowStream};
 
-use super::caller::Caller;
+use docstore_core::Code;
+
+use super::caller::{Caller, Principal};
 use super::context::{structured_query_info, text_query_info, RulesMethod};
 use super::documents::end;
 use super::error::ServiceError;
 use super::Service;
 use crate::pg::query::{self as pg_query, QueryInput, ResultRow};
-use crate::pg::{PgError, RequestTx};
+use crate::pg::types::RawJson;
+use crate::pg::{PgError, RequestTx, RunAs};
 
 /// What to query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,4 +168,59 @@ pub async fn run(
         first,
         empty: false,
     })
+}
+
+/// Whether `caller` may explain queries (the admin key only: a run's counters describe index
+/// contents that a client's rules may hide).
+///
+/// # Errors
+/// PERMISSION_DENIED for any other caller.
+pub fn may_explain(caller: &Caller) -> Result<(), ServiceError> {
+    if caller.principal == Principal::Admin {
+        Ok(())
+    } else {
+        Err(ServiceError::new(
+            Code::PermissionDenied,
+            "explaining a query needs the admin key",
+        ))
+    }
+}
+
+/// `docstore.explain` of a query in the text dialect or the structured form (docs/query.md,
+/// section 7): its plan, and with `run` what running it read.
+///
+/// # Errors
+/// PERMISSION_DENIED for a caller other than the admin ([`may_explain`]); what the extension
+/// reports for the query (a bad query, a missing index); INVALID_ARGUMENT for a collection's
+/// listing, which has no plan of its own to explain.
+///
+/// # Cancel safety
+/// Dropped mid-way, the transaction is cancelled and its connection discarded.
+pub async fn explain(
+    service: &Service,
+    caller: &Caller,
+    database: &str,
+    query: &Query,
+    run: bool,
+) -> Result<RawJson, ServiceError> {
+    may_explain(caller)?;
+    let input = match query {
+        Query::Text(text) => QueryInput::Sql(text),
+        Query::Structured(text) => QueryInput::Structured(text),
+        Query::Collection { .. } => {
+            return Err(ServiceError::invalid_argument(
+                "explain takes a query in the text dialect or the structured form",
+            ))
+        }
+    };
+    let (tx, out) = service
+        .db
+        .begin_with(database, &RunAs::Admin, async |tx: &RequestTx| {
+            pg_query::explain(tx, input, run)
+                .await
+                .map_err(ServiceError::from)
+        })
+        .await?;
+    tx.commit().await?;
+    Ok(out)
 }
