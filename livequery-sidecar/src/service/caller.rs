@@ -376,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn anonymous_admin_and_user() {
+    fn admin_and_user() {
         let v = verifier();
         assert_eq!(v.verify("admin-key").unwrap(), Principal::Admin);
         let claims =
