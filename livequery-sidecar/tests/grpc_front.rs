@@ -122,11 +122,6 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         transaction: vec![1],
     };
     answers.push(("Rollback", failure(c.rollback(sdk(rollback, owner)).await)));
-    let query = wire::RunQueryRequest {
-        parent: ROOT.into(),
-        ..Default::default()
-    };
-    answers.push(("RunQuery", failure(c.run_query(sdk(query, owner)).await)));
     let pipeline = wire::ExecutePipelineRequest {
         database: DEFAULT_DB.into(),
         ..Default::default()
@@ -177,9 +172,10 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         "BatchWrite",
         failure(c.batch_write(sdk(batch_write, owner)).await),
     ));
-    // 17 RPCs: these 11, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
-    // Commit, CreateDocument, UpdateDocument and DeleteDocument (commit_writes_the_cluster).
-    assert_eq!(answers.len(), 11);
+    // 17 RPCs: these 10, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
+    // Commit, CreateDocument, UpdateDocument and DeleteDocument (commit_writes_the_cluster),
+    // RunQuery (run_query_reads_the_cluster).
+    assert_eq!(answers.len(), 10);
     for (rpc, (code, message)) in answers {
         assert_eq!(code, Code::Unimplemented, "{rpc}: {message}");
         let route = format!("google.firestore.v1.Firestore/{rpc} ");
@@ -702,4 +698,114 @@ async fn commit_writes_the_cluster() {
     assert_eq!(code, Code::NotFound);
     let (code, message) = failure(c.delete_document(sdk(delete, owner)).await);
     assert_eq!(code, Code::FailedPrecondition, "{message}");
+}
+
+#[tokio::test]
+async fn run_query_reads_the_cluster() {
+    use wire::structured_query::{
+        field_filter, filter::FilterType, CollectionSelector, FieldFilter, FieldReference, Filter,
+        Order,
+    };
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("run_query_reads_the_cluster") else {
+        return;
+    };
+    let coll = fresh_collection();
+    exec(
+        &dsn,
+        &format!(
+            r#"select docstore.set('{coll}/a', '{{"n": 1}}'), docstore.set('{coll}/b', '{{"n": 2}}'), docstore.set('{coll}/c', '{{"n": 3}}')"#
+        ),
+    )
+    .await;
+    let c = client(start_on(&dsn, true).await).await;
+    let field = |p: &str| {
+        Some(FieldReference {
+            field_path: p.into(),
+        })
+    };
+    let query = |op: i32| wire::RunQueryRequest {
+        parent: ROOT.into(),
+        query_type: Some(wire::run_query_request::QueryType::StructuredQuery(
+            wire::StructuredQuery {
+                from: vec![CollectionSelector {
+                    collection_id: coll.clone(),
+                    all_descendants: false,
+                }],
+                r#where: Some(Filter {
+                    filter_type: Some(FilterType::FieldFilter(FieldFilter {
+                        field: field("n"),
+                        op,
+                        value: Some(int(2)),
+                    })),
+                }),
+                order_by: vec![Order {
+                    field: field("n"),
+                    direction: wire::structured_query::Direction::Descending as i32,
+                }],
+                limit: Some(5),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let answers = |request| {
+        let mut c = c.clone();
+        async move {
+            let mut stream = c
+                .run_query(sdk(request, "Bearer owner"))
+                .await?
+                .into_inner();
+            let mut out = Vec::new();
+            while let Some(answer) = stream.message().await? {
+                out.push(answer);
+            }
+            Ok::<_, tonic::Status>(out)
+        }
+    };
+    let got = answers(query(field_filter::Operator::GreaterThanOrEqual as i32))
+        .await
+        .unwrap();
+    let names: Vec<String> = got
+        .iter()
+        .map(|a| {
+            a.document
+                .as_ref()
+                .map(|d| d.name.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [format!("{ROOT}/{coll}/c"), format!("{ROOT}/{coll}/b")]
+    );
+    assert!(got.iter().all(|a| a.read_time.is_some()));
+    // No row: one answer with the read time and no document.
+    let none = answers(query(field_filter::Operator::GreaterThan as i32))
+        .await
+        .unwrap();
+    let none: Vec<_> = none.iter().filter(|a| a.document.is_some()).collect();
+    assert_eq!(none.len(), 1, "{none:?}");
+    let empty = answers(query(field_filter::Operator::Equal as i32))
+        .await
+        .unwrap();
+    assert_eq!(empty.len(), 1);
+    let empty_coll = wire::RunQueryRequest {
+        parent: ROOT.into(),
+        query_type: Some(wire::run_query_request::QueryType::StructuredQuery(
+            wire::StructuredQuery {
+                from: vec![CollectionSelector {
+                    collection_id: format!("{coll}-none"),
+                    all_descendants: false,
+                }],
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let got = answers(empty_coll).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].document.is_none() && got[0].read_time.is_some());
+    // An operator Firestore does not define: INVALID_ARGUMENT.
+    let (code, message) = failure(answers(query(99)).await);
+    assert_eq!(code, Code::InvalidArgument, "{message}");
 }

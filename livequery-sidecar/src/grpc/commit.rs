@@ -119,8 +119,11 @@ fn results(converted: &[CommitWrite], answer: &str) -> Result<Committed, Status>
     })
 }
 
-/// The time now, for refusing a precondition in the future.
-fn now() -> Result<Timestamp, Status> {
+/// The time now (for refusing a precondition in the future).
+///
+/// # Errors
+/// INTERNAL when the system clock is outside years 1970-9999.
+pub(super) fn now() -> Result<Timestamp, Status> {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()

@@ -5,7 +5,7 @@
 //! docstore-core's `proto` conversion), authenticate the caller ([`auth`]), call the
 //! operation, render the answer or the error ([`error`]). The RPCs are declared in
 //! `build.rs`; [`service`] implements them (GetDocument and BatchGetDocuments, [`documents`];
-//! Commit and the single-document writes, [`commit`];
+//! Commit and the single-document writes, [`commit`]; RunQuery, [`query`];
 //! the others answer UNIMPLEMENTED for now). [`serve`]
 //! runs the server on its own listener (`--grpc-listen`): HTTP/2 without TLS (h2c with prior
 //! knowledge), what the SDKs' emulator channel speaks.
@@ -15,6 +15,7 @@ pub mod commit;
 pub mod documents;
 pub mod error;
 pub mod names;
+pub mod query;
 pub mod service;
 
 /// tonic's generated server of `google.firestore.v1.Firestore` (build.rs).

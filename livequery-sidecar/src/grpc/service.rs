@@ -2,7 +2,7 @@
 //! ([`super::auth`]) and checks the names of its request ([`super::names`], with the
 //! `google-cloud-resource-prefix`), in that order, then calls the operation of the service
 //! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
-//! single-document writes ([`super::commit`]); the others answer UNIMPLEMENTED with their name
+//! single-document writes ([`super::commit`]), RunQuery ([`super::query`]); the others answer UNIMPLEMENTED with their name
 //! (docs/grpc.md, "What is supported").
 
 use std::pin::Pin;
@@ -13,7 +13,7 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::{invalid_argument, unimplemented};
-use super::{auth, commit, documents, names};
+use super::{auth, commit, documents, names, query};
 use std::sync::Arc;
 
 use crate::service::caller::Caller;
@@ -236,8 +236,19 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunQueryRequest>,
     ) -> Result<Response<Self::RunQueryStream>, Status> {
-        self.admit("RunQuery", &request, |r| of_parent(&r.parent))?;
-        Err(unimplemented("RunQuery"))
+        let (caller, db) = self.admit("RunQuery", &request, |r| of_parent(&r.parent))?;
+        let (_, parent) = names::parent(&request.get_ref().parent)?;
+        let answers = query::run_query(
+            &self.service,
+            &caller,
+            &db,
+            parent.as_ref(),
+            request.get_ref(),
+        )
+        .await?;
+        let stream: Self::RunQueryStream =
+            Box::pin(futures_util::stream::iter(answers.into_iter().map(Ok)));
+        Ok(Response::new(stream))
     }
 
     type ExecutePipelineStream = AnswerStream<wire::ExecutePipelineResponse>;

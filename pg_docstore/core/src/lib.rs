@@ -39,6 +39,8 @@ pub mod plan;
 #[cfg(feature = "firestore-proto")]
 pub mod proto;
 #[cfg(feature = "firestore-proto")]
+pub mod proto_query;
+#[cfg(feature = "firestore-proto")]
 pub mod proto_write;
 pub mod query;
 pub mod reserved;

@@ -64,6 +64,8 @@ pub enum ProtoError {
     BadName { reason: String },
     #[error("write is invalid: {reason}")]
     BadWrite { reason: String },
+    #[error("query is invalid: {reason}")]
+    BadQuery { reason: String },
     #[error(
         "reference at {at} names database \"{found}\", but this request is on database \"{expected}\": references across databases are not supported"
     )]
