@@ -156,14 +156,6 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         ..Default::default()
     }]);
     answers.push(("Listen", failure(c.listen(sdk(listens, owner)).await)));
-    let ids = wire::ListCollectionIdsRequest {
-        parent: ROOT.into(),
-        ..Default::default()
-    };
-    answers.push((
-        "ListCollectionIds",
-        failure(c.list_collection_ids(sdk(ids, owner)).await),
-    ));
     let batch_write = wire::BatchWriteRequest {
         database: DEFAULT_DB.into(),
         ..Default::default()
@@ -172,10 +164,10 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         "BatchWrite",
         failure(c.batch_write(sdk(batch_write, owner)).await),
     ));
-    // 17 RPCs: these 10, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
+    // 17 RPCs: these 9, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
     // Commit, CreateDocument, UpdateDocument and DeleteDocument (commit_writes_the_cluster),
-    // RunQuery (run_query_reads_the_cluster).
-    assert_eq!(answers.len(), 10);
+    // RunQuery (run_query_reads_the_cluster), ListCollectionIds (collection_ids_are_paged).
+    assert_eq!(answers.len(), 9);
     for (rpc, (code, message)) in answers {
         assert_eq!(code, Code::Unimplemented, "{rpc}: {message}");
         let route = format!("google.firestore.v1.Firestore/{rpc} ");
@@ -808,4 +800,42 @@ async fn run_query_reads_the_cluster() {
     // An operator Firestore does not define: INVALID_ARGUMENT.
     let (code, message) = failure(answers(query(99)).await);
     assert_eq!(code, Code::InvalidArgument, "{message}");
+}
+
+#[tokio::test]
+async fn collection_ids_are_paged() {
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("collection_ids_are_paged") else {
+        return;
+    };
+    let coll = fresh_collection();
+    exec(
+        &dsn,
+        &format!(
+            r#"select docstore.set('{coll}/a/s1/x', '{{}}'), docstore.set('{coll}/a/s2/y', '{{}}'), docstore.set('{coll}/a/s3/z', '{{}}')"#
+        ),
+    )
+    .await;
+    let mut c = client(start_on(&dsn, true).await).await;
+    let list = |token: &str| wire::ListCollectionIdsRequest {
+        parent: format!("{ROOT}/{coll}/a"),
+        page_size: 2,
+        page_token: token.to_owned(),
+        consistency_selector: None,
+    };
+    let first = c
+        .list_collection_ids(sdk(list(""), "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.collection_ids, ["s1", "s2"]);
+    let second = c
+        .list_collection_ids(sdk(list(&first.next_page_token), "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(second.collection_ids, ["s3"]);
+    assert!(second.next_page_token.is_empty());
+    // Only the admin lists collections.
+    let (code, message) = failure(c.list_collection_ids(Request::new(list(""))).await);
+    assert_eq!(code, Code::PermissionDenied, "{message}");
 }

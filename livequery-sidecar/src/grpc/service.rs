@@ -2,7 +2,8 @@
 //! ([`super::auth`]) and checks the names of its request ([`super::names`], with the
 //! `google-cloud-resource-prefix`), in that order, then calls the operation of the service
 //! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
-//! single-document writes ([`super::commit`]), RunQuery ([`super::query`]); the others answer UNIMPLEMENTED with their name
+//! single-document writes ([`super::commit`]), RunQuery ([`super::query`]),
+//! ListCollectionIds ([`super::collections`]); the others answer UNIMPLEMENTED with their name
 //! (docs/grpc.md, "What is supported").
 
 use std::pin::Pin;
@@ -13,7 +14,7 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::{invalid_argument, unimplemented};
-use super::{auth, commit, documents, names, query};
+use super::{auth, collections, commit, documents, names, query};
 use std::sync::Arc;
 
 use crate::service::caller::Caller;
@@ -305,8 +306,17 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListCollectionIdsRequest>,
     ) -> Result<Response<wire::ListCollectionIdsResponse>, Status> {
-        self.admit("ListCollectionIds", &request, |r| of_parent(&r.parent))?;
-        Err(unimplemented("ListCollectionIds"))
+        let (caller, db) = self.admit("ListCollectionIds", &request, |r| of_parent(&r.parent))?;
+        let (_, parent) = names::parent(&request.get_ref().parent)?;
+        let answer = collections::list_collection_ids(
+            &self.service,
+            &caller,
+            &db,
+            parent.as_ref(),
+            request.get_ref(),
+        )
+        .await?;
+        Ok(Response::new(answer))
     }
 
     async fn batch_write(
