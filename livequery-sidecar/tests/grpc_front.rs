@@ -156,18 +156,11 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         ..Default::default()
     }]);
     answers.push(("Listen", failure(c.listen(sdk(listens, owner)).await)));
-    let batch_write = wire::BatchWriteRequest {
-        database: DEFAULT_DB.into(),
-        ..Default::default()
-    };
-    answers.push((
-        "BatchWrite",
-        failure(c.batch_write(sdk(batch_write, owner)).await),
-    ));
     // 17 RPCs: these 9, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
     // Commit, CreateDocument, UpdateDocument and DeleteDocument (commit_writes_the_cluster),
-    // RunQuery (run_query_reads_the_cluster), ListCollectionIds (collection_ids_are_paged).
-    assert_eq!(answers.len(), 9);
+    // RunQuery (run_query_reads_the_cluster), ListCollectionIds (collection_ids_are_paged),
+    // BatchWrite (batch_write_is_not_atomic).
+    assert_eq!(answers.len(), 8);
     for (rpc, (code, message)) in answers {
         assert_eq!(code, Code::Unimplemented, "{rpc}: {message}");
         let route = format!("google.firestore.v1.Firestore/{rpc} ");
@@ -838,4 +831,49 @@ async fn collection_ids_are_paged() {
     // Only the admin lists collections.
     let (code, message) = failure(c.list_collection_ids(Request::new(list(""))).await);
     assert_eq!(code, Code::PermissionDenied, "{message}");
+}
+
+#[tokio::test]
+async fn batch_write_is_not_atomic() {
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("batch_write_is_not_atomic") else {
+        return;
+    };
+    let coll = fresh_collection();
+    let mut c = client(start_on(&dsn, true).await).await;
+    let (a, b, d) = (
+        format!("{ROOT}/{coll}/a"),
+        format!("{ROOT}/{coll}/b"),
+        format!("{ROOT}/{coll}/d"),
+    );
+    let mut missing = update(&b, &[("x", int(1))]);
+    missing.update_mask = Some(wire::DocumentMask {
+        field_paths: vec!["x".into()],
+    });
+    missing.current_document = exists(true);
+    let request = wire::BatchWriteRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![
+            update(&a, &[("x", int(1))]),
+            missing,
+            update(&d, &[("x", int(2))]),
+        ],
+        labels: Default::default(),
+    };
+    let answer = c
+        .batch_write(sdk(request, "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    let codes: Vec<i32> = answer.status.iter().map(|s| s.code).collect();
+    assert_eq!(codes, [0, Code::NotFound as i32, 0]);
+    assert_eq!(answer.write_results.len(), 3);
+    assert!(answer.write_results[0].update_time.is_some());
+    assert!(answer.write_results[1].update_time.is_none());
+    for name in [&a, &d] {
+        c.get_document(sdk(get(name), "Bearer owner"))
+            .await
+            .unwrap();
+    }
+    let (code, _) = failure(c.get_document(sdk(get(&b), "Bearer owner")).await);
+    assert_eq!(code, Code::NotFound);
 }

@@ -1,14 +1,17 @@
-//! Commit and the single-document writes (CreateDocument, UpdateDocument, DeleteDocument): each
+//! Commit, BatchWrite and the single-document writes (CreateDocument, UpdateDocument,
+//! DeleteDocument): each
 //! `Write` becomes items of our commit format (docstore-core's `proto_write`), the batch is
 //! one call of the service's commit, and its `{"commitTime", "updateTimes"}` answer becomes
 //! Firestore's `write_results` (a write's update time: its last item's; none for a delete).
 //!
 //! Not yet: `transform_results` are empty, commits in a transaction are UNIMPLEMENTED.
 
+use docstore_core::commit::MAX_WRITES;
 use docstore_core::proto::{timestamp_to_proto, DatabaseName, ProtoTimestamp};
 use docstore_core::proto_write::{write_from_proto, CommitWrite};
 use docstore_core::{Code, Timestamp};
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
+use googleapis_tonic_google_firestore_v1::google::rpc::Status as RpcStatus;
 use serde_json::Value as Json;
 use tonic::Status;
 
@@ -130,4 +133,56 @@ pub(super) fn now() -> Result<Timestamp, Status> {
         .and_then(|d| i64::try_from(d.as_micros()).ok())
         .and_then(Timestamp::from_micros)
         .ok_or_else(|| status(Code::Internal, "the system clock is out of range"))
+}
+
+/// BatchWrite: each write committed on its own, in order (not atomic: a failed write leaves
+/// the others written); one result and one status per write, an empty result for a failed
+/// one.
+///
+/// # Errors
+/// INVALID_ARGUMENT for more than `MAX_WRITES` writes; the failure of a single write is its
+/// status, not the call's error.
+///
+/// # Cancel safety
+/// Dropped mid-way, the writes committed so far stay written, the one in flight is not.
+pub async fn batch_write(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    writes: &[wire::Write],
+) -> Result<wire::BatchWriteResponse, Status> {
+    if writes.len() > MAX_WRITES {
+        return Err(status(
+            Code::InvalidArgument,
+            format!(
+                "a BatchWrite has at most {MAX_WRITES} writes, this one has {}",
+                writes.len()
+            ),
+        ));
+    }
+    let mut answer = wire::BatchWriteResponse::default();
+    for write in writes {
+        let (result, outcome) = match commit(service, caller, db, std::slice::from_ref(write)).await
+        {
+            Ok(committed) => (
+                committed
+                    .write_results
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default(),
+                RpcStatus::default(),
+            ),
+            Err(e) => (
+                wire::WriteResult::default(),
+                RpcStatus {
+                    code: e.code() as i32,
+                    message: e.message().to_owned(),
+                    details: Vec::new(),
+                },
+            ),
+        };
+        answer.write_results.push(result);
+        answer.status.push(outcome);
+    }
+    Ok(answer)
 }

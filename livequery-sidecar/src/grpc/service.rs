@@ -2,7 +2,7 @@
 //! ([`super::auth`]) and checks the names of its request ([`super::names`], with the
 //! `google-cloud-resource-prefix`), in that order, then calls the operation of the service
 //! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
-//! single-document writes ([`super::commit`]), RunQuery ([`super::query`]),
+//! single-document writes and BatchWrite ([`super::commit`]), RunQuery ([`super::query`]),
 //! ListCollectionIds ([`super::collections`]); the others answer UNIMPLEMENTED with their name
 //! (docs/grpc.md, "What is supported").
 
@@ -323,8 +323,10 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BatchWriteRequest>,
     ) -> Result<Response<wire::BatchWriteResponse>, Status> {
-        self.admit("BatchWrite", &request, |r| names::database(&r.database))?;
-        Err(unimplemented("BatchWrite"))
+        let (caller, db) = self.admit("BatchWrite", &request, |r| names::database(&r.database))?;
+        let answer =
+            commit::batch_write(&self.service, &caller, &db, &request.get_ref().writes).await?;
+        Ok(Response::new(answer))
     }
 
     async fn create_document(
