@@ -130,14 +130,6 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         "ExecutePipeline",
         failure(c.execute_pipeline(sdk(pipeline, owner)).await),
     ));
-    let aggregation = wire::RunAggregationQueryRequest {
-        parent: ROOT.into(),
-        ..Default::default()
-    };
-    answers.push((
-        "RunAggregationQuery",
-        failure(c.run_aggregation_query(sdk(aggregation, owner)).await),
-    ));
     let partition = wire::PartitionQueryRequest {
         parent: ROOT.into(),
         ..Default::default()
@@ -159,8 +151,8 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
     // 17 RPCs: these 9, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
     // Commit, CreateDocument, UpdateDocument and DeleteDocument (commit_writes_the_cluster),
     // RunQuery (run_query_reads_the_cluster), ListCollectionIds (collection_ids_are_paged),
-    // BatchWrite (batch_write_is_not_atomic).
-    assert_eq!(answers.len(), 8);
+    // BatchWrite (batch_write_is_not_atomic), RunAggregationQuery (aggregations_read_the_cluster).
+    assert_eq!(answers.len(), 7);
     for (rpc, (code, message)) in answers {
         assert_eq!(code, Code::Unimplemented, "{rpc}: {message}");
         let route = format!("google.firestore.v1.Firestore/{rpc} ");
@@ -876,4 +868,98 @@ async fn batch_write_is_not_atomic() {
     }
     let (code, _) = failure(c.get_document(sdk(get(&b), "Bearer owner")).await);
     assert_eq!(code, Code::NotFound);
+}
+
+#[tokio::test]
+async fn aggregations_read_the_cluster() {
+    use wire::structured_aggregation_query::aggregation::{Avg, Count, Operator, Sum};
+    use wire::structured_aggregation_query::{Aggregation, QueryType};
+    use wire::structured_query::{CollectionSelector, FieldReference};
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("aggregations_read_the_cluster") else {
+        return;
+    };
+    let coll = fresh_collection();
+    exec(
+        &dsn,
+        &format!(
+            r#"select docstore.set('{coll}/a', '{{"n": 1}}'), docstore.set('{coll}/b', '{{"n": 2}}'), docstore.set('{coll}/c', '{{"n": 3}}')"#
+        ),
+    )
+    .await;
+    let mut c = client(start_on(&dsn, true).await).await;
+    let n = || {
+        Some(FieldReference {
+            field_path: "n".into(),
+        })
+    };
+    let request = |aggregations: Vec<Aggregation>| wire::RunAggregationQueryRequest {
+        parent: ROOT.into(),
+        query_type: Some(
+            wire::run_aggregation_query_request::QueryType::StructuredAggregationQuery(
+                wire::StructuredAggregationQuery {
+                    aggregations,
+                    query_type: Some(QueryType::StructuredQuery(wire::StructuredQuery {
+                        from: vec![CollectionSelector {
+                            collection_id: coll.clone(),
+                            all_descendants: false,
+                        }],
+                        ..Default::default()
+                    })),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    let agg = |alias: &str, operator: Operator| Aggregation {
+        alias: alias.into(),
+        operator: Some(operator),
+    };
+    let all = vec![
+        agg("total", Operator::Count(Count { up_to: None })),
+        agg("two", Operator::Count(Count { up_to: Some(2) })),
+        agg("s", Operator::Sum(Sum { field: n() })),
+        agg("m", Operator::Avg(Avg { field: n() })),
+    ];
+    let mut stream = c
+        .run_aggregation_query(sdk(request(all), "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = stream.message().await.unwrap().unwrap();
+    assert!(answer.read_time.is_some());
+    let fields = answer.result.unwrap().aggregate_fields;
+    let db = docstore_core::proto::DatabaseName {
+        project: "p".into(),
+        database: "(default)".into(),
+    };
+    let fields: std::collections::HashMap<String, wire::Value> = fields.into_iter().collect();
+    let got = docstore_core::typed_json::to_json(&docstore_core::Value::Map(
+        docstore_core::proto::fields_from_proto(&fields, &db).unwrap(),
+    ));
+    assert_eq!(
+        got,
+        serde_json::json!({"total": 3, "two": 2, "s": 6, "m": 2.0})
+    );
+    let (code, message) = failure(
+        c.run_aggregation_query(sdk(request(vec![]), "Bearer owner"))
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(
+        message.contains("Aggregations can not be empty"),
+        "{message}"
+    );
+    let twice = vec![
+        agg("x", Operator::Count(Count { up_to: None })),
+        agg("x", Operator::Sum(Sum { field: n() })),
+    ];
+    let (code, message) = failure(
+        c.run_aggregation_query(sdk(request(twice), "Bearer owner"))
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(
+        message.contains("Aggregation aliases contain duplicate alias"),
+        "{message}"
+    );
 }

@@ -1,4 +1,4 @@
-//! RunQuery: the `StructuredQuery` in core's structured form (docstore-core's `proto_query`),
+//! RunQuery and RunAggregationQuery: the `StructuredQuery` in core's structured form (docstore-core's `proto_query`),
 //! run by the service's query operation (the rules' `list`), each row a `RunQueryResponse`
 //! with its document and the read time; a query without rows answers one response with the
 //! read time only, as Firestore does.
@@ -6,8 +6,8 @@
 //! Not yet: queries in a transaction or at a `read_time`, `explain_options` (UNIMPLEMENTED).
 //! A document's `create_time` is its update time (the query's rows carry no create time).
 
-use docstore_core::proto::{document_to_proto, timestamp_to_proto, DatabaseName};
-use docstore_core::proto_query::query_from_proto;
+use docstore_core::proto::{document_to_proto, fields_to_proto, timestamp_to_proto, DatabaseName};
+use docstore_core::proto_query::{aggregation_query_from_proto, query_from_proto};
 use docstore_core::{typed_json, Code, ResourcePath, Timestamp, Value};
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::Status;
@@ -104,4 +104,73 @@ fn document(db: &DatabaseName, row: ResultRow) -> Result<wire::Document, Status>
 /// The time now: the read time of the answers.
 fn now() -> Result<Timestamp, Status> {
     super::commit::now()
+}
+
+/// The answer of RunAggregationQuery on `db` under `parent`: one result (alias -> value) with
+/// the read time.
+///
+/// # Errors
+/// As [`run_query`]; INVALID_ARGUMENT for no aggregation or an alias twice.
+///
+/// # Cancel safety
+/// As [`run_query`].
+pub async fn run_aggregation_query(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    parent: Option<&ResourcePath>,
+    request: &wire::RunAggregationQueryRequest,
+) -> Result<wire::RunAggregationQueryResponse, Status> {
+    if request.consistency_selector.is_some() || request.explain_options.is_some() {
+        return Err(status(
+            Code::Unimplemented,
+            "RunAggregationQuery in a transaction, at a read_time or with explain_options is not implemented by pg_docstore yet (docs/grpc.md)",
+        ));
+    }
+    let Some(wire::run_aggregation_query_request::QueryType::StructuredAggregationQuery(query)) =
+        &request.query_type
+    else {
+        return Err(invalid_argument(
+            "RunAggregationQuery needs a structured_aggregation_query",
+        ));
+    };
+    let structured = aggregation_query_from_proto(parent, query, db).map_err(|e| from_proto(&e))?;
+    let mut rows = run(
+        service,
+        caller,
+        &db.database,
+        &Query::Structured(structured.to_string()),
+    )
+    .await
+    .map_err(from_service)?;
+    let read_time = timestamp_to_proto(now()?);
+    let row = if rows.empty { None } else { rows.next().await };
+    let row = match row {
+        Some(Ok(row)) => row,
+        Some(Err(e)) => {
+            rows.rollback().await;
+            return Err(from_service(e));
+        }
+        None => return Err(status(Code::Internal, "an aggregation answered no row")),
+    };
+    rows.commit().await.map_err(from_service)?;
+    let ResultRow::Aggregation { data } = row else {
+        return Err(status(Code::Internal, "an aggregation answered a document"));
+    };
+    let fields = match typed_json::parse(&data.0) {
+        Ok(Value::Map(fields)) => fields,
+        _ => {
+            return Err(status(
+                Code::Internal,
+                "an aggregation's result is not a map",
+            ))
+        }
+    };
+    Ok(wire::RunAggregationQueryResponse {
+        result: Some(wire::AggregationResult {
+            aggregate_fields: fields_to_proto(&fields, db).into_iter().collect(),
+        }),
+        read_time: Some(read_time),
+        ..Default::default()
+    })
 }

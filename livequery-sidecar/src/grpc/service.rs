@@ -2,7 +2,7 @@
 //! ([`super::auth`]) and checks the names of its request ([`super::names`], with the
 //! `google-cloud-resource-prefix`), in that order, then calls the operation of the service
 //! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
-//! single-document writes and BatchWrite ([`super::commit`]), RunQuery ([`super::query`]),
+//! single-document writes and BatchWrite ([`super::commit`]), RunQuery and RunAggregationQuery ([`super::query`]),
 //! ListCollectionIds ([`super::collections`]); the others answer UNIMPLEMENTED with their name
 //! (docs/grpc.md, "What is supported").
 
@@ -270,8 +270,19 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunAggregationQueryRequest>,
     ) -> Result<Response<Self::RunAggregationQueryStream>, Status> {
-        self.admit("RunAggregationQuery", &request, |r| of_parent(&r.parent))?;
-        Err(unimplemented("RunAggregationQuery"))
+        let (caller, db) = self.admit("RunAggregationQuery", &request, |r| of_parent(&r.parent))?;
+        let (_, parent) = names::parent(&request.get_ref().parent)?;
+        let answer = query::run_aggregation_query(
+            &self.service,
+            &caller,
+            &db,
+            parent.as_ref(),
+            request.get_ref(),
+        )
+        .await?;
+        let stream: Self::RunAggregationQueryStream =
+            Box::pin(futures_util::stream::iter([Ok(answer)]));
+        Ok(Response::new(stream))
     }
 
     async fn partition_query(

@@ -5,11 +5,16 @@
 //!
 //! `find_nearest` (vector search) is refused here: the gRPC front end does not serve it yet.
 
+use googleapis_tonic_google_firestore_v1::google::firestore::v1::structured_aggregation_query::{
+    aggregation::Operator as AggregationOperator, QueryType as AggregationQueryType,
+};
 use googleapis_tonic_google_firestore_v1::google::firestore::v1::structured_query::{
     composite_filter, field_filter, filter::FilterType, unary_filter, CollectionSelector,
     Direction, FieldReference, Filter, Order,
 };
-use googleapis_tonic_google_firestore_v1::google::firestore::v1::{Cursor, StructuredQuery};
+use googleapis_tonic_google_firestore_v1::google::firestore::v1::{
+    Cursor, StructuredAggregationQuery, StructuredQuery,
+};
 use serde_json::{json, Map as JsonMap, Value as Json};
 
 use crate::path::ResourcePath;
@@ -67,6 +72,58 @@ pub fn query_from_proto(
         out.insert("limit".into(), Json::from(limit));
     }
     Ok(Json::Object(out))
+}
+
+/// The structured form of an aggregation query: its query's form with `aggregations`
+/// (`{"alias", "count": {"upTo"}}`, `{"alias", "sum": {"field"}}`, `{"alias", "avg": {"field"}}`).
+///
+/// # Errors
+/// As [`query_from_proto`]; no aggregation ("Aggregations can not be empty"), an alias twice
+/// ("Aggregation aliases contain duplicate alias"), an aggregation without an operator, a
+/// missing query.
+pub fn aggregation_query_from_proto(
+    parent: Option<&ResourcePath>,
+    query: &StructuredAggregationQuery,
+    db: &DatabaseName,
+) -> Result<Json, ProtoError> {
+    let Some(AggregationQueryType::StructuredQuery(inner)) = &query.query_type else {
+        return Err(bad_query("an aggregation query needs a structured_query"));
+    };
+    if query.aggregations.is_empty() {
+        return Err(bad_query("Aggregations can not be empty"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut aggregations = Vec::with_capacity(query.aggregations.len());
+    for a in &query.aggregations {
+        if !a.alias.is_empty() && !seen.insert(a.alias.as_str()) {
+            return Err(bad_query(&format!(
+                "Aggregation aliases contain duplicate alias {}",
+                a.alias
+            )));
+        }
+        let mut item = match &a.operator {
+            Some(AggregationOperator::Count(c)) => match c.up_to {
+                Some(n) => json!({"count": {"upTo": n}}),
+                None => json!({"count": {}}),
+            },
+            Some(AggregationOperator::Sum(sum)) => {
+                json!({"sum": {"field": sum.field.as_ref().map_or(Json::Null, field)}})
+            }
+            Some(AggregationOperator::Avg(avg)) => {
+                json!({"avg": {"field": avg.field.as_ref().map_or(Json::Null, field)}})
+            }
+            None => return Err(bad_query("an aggregation needs count, sum or avg")),
+        };
+        if let (false, Some(obj)) = (a.alias.is_empty(), item.as_object_mut()) {
+            obj.insert("alias".into(), Json::String(a.alias.clone()));
+        }
+        aggregations.push(item);
+    }
+    let mut json = query_from_proto(parent, inner, db)?;
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("aggregations".into(), Json::Array(aggregations));
+    }
+    Ok(json)
 }
 
 fn selector(s: &CollectionSelector) -> Json {
