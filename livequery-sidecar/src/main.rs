@@ -10,9 +10,11 @@ use docstore_sidecar::config::Config;
 use docstore_sidecar::grpc;
 use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
 use docstore_sidecar::http::server::ServerLimits;
-use docstore_sidecar::http::{self, auth::Verifier, AppState};
+use docstore_sidecar::http::{self, AppState};
 use docstore_sidecar::matcher::MatcherConfig;
 use docstore_sidecar::pg::Db;
+use docstore_sidecar::service::caller::Verifier;
+use docstore_sidecar::service::Service;
 use docstore_sidecar::session::{Session, Settings, StreamCaps};
 use tracing_subscriber::EnvFilter;
 
@@ -93,13 +95,15 @@ async fn run(config: Config) -> Result<(), String> {
         None
     };
     let state = Arc::new(AppState {
-        db,
-        verifier,
+        service: Arc::new(Service {
+            db,
+            verifier,
+            session,
+        }),
         max_body_bytes: config.max_body_bytes,
         query_write_timeout: (config.query_write_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(config.query_write_timeout_ms)),
         metrics: Some(metrics),
-        session,
     });
     let exposure = http::Exposure {
         limits: ServerLimits {
@@ -117,7 +121,11 @@ async fn run(config: Config) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {addr} (--grpc-listen): {e}"))?;
         tracing::info!(grpc_listen = %addr, dev_mode = config.dev_mode, "the gRPC front end is serving");
-        let service = grpc::FirestoreService::new(Arc::clone(&state), config.dev_mode);
+        let service = grpc::FirestoreService::new(
+            Arc::clone(&state.service),
+            state.max_body_bytes,
+            config.dev_mode,
+        );
         tokio::spawn(async move {
             if let Err(e) = grpc::serve(service, grpc_listener, std::future::pending()).await {
                 tracing::error!("{e}");

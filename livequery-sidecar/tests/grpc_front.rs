@@ -13,8 +13,9 @@ use std::sync::Arc;
 use clap::Parser;
 use docstore_sidecar::config::Config;
 use docstore_sidecar::grpc::{self, FirestoreService};
-use docstore_sidecar::http::{auth::Verifier, AppState};
 use docstore_sidecar::pg::Db;
+use docstore_sidecar::service::caller::Verifier;
+use docstore_sidecar::service::Service;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1::firestore_client::FirestoreClient;
 use tonic::metadata::MetadataValue;
@@ -46,17 +47,14 @@ async fn start_with(dsn: &str, dev_mode: bool, flags: &[&str]) -> SocketAddr {
     ];
     args.extend_from_slice(flags);
     let config = Config::parse_from(args);
-    let state = Arc::new(AppState {
+    let service = Arc::new(Service {
         db: Db::connect(&config.database_url, 1).unwrap(),
         verifier: Verifier::from_config(&config).unwrap(),
-        max_body_bytes: config.max_body_bytes,
-        query_write_timeout: None,
-        metrics: None,
         session: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let service = FirestoreService::new(state, dev_mode);
+    let service = FirestoreService::new(service, config.max_body_bytes, dev_mode);
     tokio::spawn(grpc::serve(service, listener, std::future::pending()));
     addr
 }
@@ -111,25 +109,6 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         "ListDocuments",
         failure(c.list_documents(sdk(list, owner)).await),
     ));
-    let update = wire::UpdateDocumentRequest {
-        document: Some(wire::Document {
-            name: DOC.into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    answers.push((
-        "UpdateDocument",
-        failure(c.update_document(sdk(update, owner)).await),
-    ));
-    let delete = wire::DeleteDocumentRequest {
-        name: DOC.into(),
-        ..Default::default()
-    };
-    answers.push((
-        "DeleteDocument",
-        failure(c.delete_document(sdk(delete, owner)).await),
-    ));
     let begin = wire::BeginTransactionRequest {
         database: DEFAULT_DB.into(),
         ..Default::default()
@@ -138,21 +117,11 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         "BeginTransaction",
         failure(c.begin_transaction(sdk(begin, owner)).await),
     ));
-    let commit = wire::CommitRequest {
-        database: DEFAULT_DB.into(),
-        ..Default::default()
-    };
-    answers.push(("Commit", failure(c.commit(sdk(commit, owner)).await)));
     let rollback = wire::RollbackRequest {
         database: DEFAULT_DB.into(),
         transaction: vec![1],
     };
     answers.push(("Rollback", failure(c.rollback(sdk(rollback, owner)).await)));
-    let query = wire::RunQueryRequest {
-        parent: ROOT.into(),
-        ..Default::default()
-    };
-    answers.push(("RunQuery", failure(c.run_query(sdk(query, owner)).await)));
     let pipeline = wire::ExecutePipelineRequest {
         database: DEFAULT_DB.into(),
         ..Default::default()
@@ -160,14 +129,6 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
     answers.push((
         "ExecutePipeline",
         failure(c.execute_pipeline(sdk(pipeline, owner)).await),
-    ));
-    let aggregation = wire::RunAggregationQueryRequest {
-        parent: ROOT.into(),
-        ..Default::default()
-    };
-    answers.push((
-        "RunAggregationQuery",
-        failure(c.run_aggregation_query(sdk(aggregation, owner)).await),
     ));
     let partition = wire::PartitionQueryRequest {
         parent: ROOT.into(),
@@ -187,33 +148,11 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         ..Default::default()
     }]);
     answers.push(("Listen", failure(c.listen(sdk(listens, owner)).await)));
-    let ids = wire::ListCollectionIdsRequest {
-        parent: ROOT.into(),
-        ..Default::default()
-    };
-    answers.push((
-        "ListCollectionIds",
-        failure(c.list_collection_ids(sdk(ids, owner)).await),
-    ));
-    let batch_write = wire::BatchWriteRequest {
-        database: DEFAULT_DB.into(),
-        ..Default::default()
-    };
-    answers.push((
-        "BatchWrite",
-        failure(c.batch_write(sdk(batch_write, owner)).await),
-    ));
-    let create = wire::CreateDocumentRequest {
-        parent: ROOT.into(),
-        collection_id: "c".into(),
-        ..Default::default()
-    };
-    answers.push((
-        "CreateDocument",
-        failure(c.create_document(sdk(create, owner)).await),
-    ));
-    // 17 RPCs: these 15, GetDocument and BatchGetDocuments (served_reads_read_the_cluster).
-    assert_eq!(answers.len(), 15);
+    // 17 RPCs: these 9, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
+    // Commit, CreateDocument, UpdateDocument and DeleteDocument (commit_writes_the_cluster),
+    // RunQuery (run_query_reads_the_cluster), ListCollectionIds (collection_ids_are_paged),
+    // BatchWrite (batch_write_is_not_atomic), RunAggregationQuery (aggregations_read_the_cluster).
+    assert_eq!(answers.len(), 7);
     for (rpc, (code, message)) in answers {
         assert_eq!(code, Code::Unimplemented, "{rpc}: {message}");
         let route = format!("google.firestore.v1.Firestore/{rpc} ");
@@ -285,9 +224,9 @@ async fn bad_tokens_are_unauthenticated_and_owner_needs_dev_mode() {
     }
     // The admin key and no token at all pass authentication (then: UNIMPLEMENTED).
     let mut c = client(prod).await;
-    let (code, _) = failure(c.commit(sdk(commit(), "Bearer the-admin-key")).await);
+    let (code, _) = failure(c.rollback(sdk(rollback(), "Bearer the-admin-key")).await);
     assert_eq!(code, Code::Unimplemented);
-    let (code, _) = failure(c.commit(Request::new(commit())).await);
+    let (code, _) = failure(c.rollback(Request::new(rollback())).await);
     assert_eq!(code, Code::Unimplemented);
 }
 
@@ -317,14 +256,14 @@ async fn a_message_over_max_body_bytes_is_refused() {
     let (code, message) = failure(c.get_document(sdk(get(&big), "Bearer owner")).await);
     assert_eq!(code, Code::OutOfRange, "{message}");
     // Under the limit, the same request is read (and answered by the front end).
-    let (code, _) = failure(c.commit(sdk(commit(), "Bearer owner")).await);
+    let (code, _) = failure(c.rollback(sdk(rollback(), "Bearer owner")).await);
     assert_eq!(code, Code::Unimplemented);
 }
 
-fn commit() -> wire::CommitRequest {
-    wire::CommitRequest {
+fn rollback() -> wire::RollbackRequest {
+    wire::RollbackRequest {
         database: DEFAULT_DB.into(),
-        ..Default::default()
+        transaction: vec![1],
     }
 }
 
@@ -483,4 +422,544 @@ service cloud.firestore {{
     };
     let (code, _) = failure(c.get_document(sdk(in_tx, "Bearer owner")).await);
     assert_eq!(code, Code::Unimplemented);
+}
+
+/// A collection id of its own for a test (the cluster is shared by the tests of this file).
+fn fresh_collection() -> String {
+    format!(
+        "w{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+            % 1_000_000_000
+    )
+}
+
+fn int(i: i64) -> wire::Value {
+    wire::Value {
+        value_type: Some(wire::value::ValueType::IntegerValue(i)),
+    }
+}
+
+fn double(d: f64) -> wire::Value {
+    wire::Value {
+        value_type: Some(wire::value::ValueType::DoubleValue(d)),
+    }
+}
+
+fn update(name: &str, fields: &[(&str, wire::Value)]) -> wire::Write {
+    wire::Write {
+        operation: Some(wire::write::Operation::Update(wire::Document {
+            name: name.to_owned(),
+            fields: fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+fn transform(
+    path: &str,
+    t: wire::document_transform::field_transform::TransformType,
+) -> wire::document_transform::FieldTransform {
+    wire::document_transform::FieldTransform {
+        field_path: path.to_owned(),
+        transform_type: Some(t),
+    }
+}
+
+fn exists(b: bool) -> Option<wire::Precondition> {
+    Some(wire::Precondition {
+        condition_type: Some(wire::precondition::ConditionType::Exists(b)),
+    })
+}
+
+#[tokio::test]
+async fn commit_writes_the_cluster() {
+    use wire::document_transform::field_transform::{ServerValue, TransformType};
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("commit_writes_the_cluster") else {
+        return;
+    };
+    let coll = fresh_collection();
+    let mut c = client(start_on(&dsn, true).await).await;
+    let a = format!("{ROOT}/{coll}/a");
+    let b = format!("{ROOT}/{coll}/b");
+    let owner = "Bearer owner";
+    let fields_of = |doc: &wire::Document| {
+        let db = docstore_core::proto::DatabaseName {
+            project: "p".into(),
+            database: "(default)".into(),
+        };
+        docstore_core::typed_json::to_json(&docstore_core::Value::Map(
+            docstore_core::proto::fields_from_proto(&doc.fields, &db).unwrap(),
+        ))
+    };
+
+    // A set with every transform, and a delete of a missing document: one result each, the
+    // set's with an update time, the delete's without.
+    let mut set = update(&a, &[("i", int(1)), ("d", double(1.5)), ("keep", int(7))]);
+    set.update_transforms = vec![
+        transform("i", TransformType::Increment(int(2))),
+        transform("d", TransformType::Maximum(double(2.5))),
+        transform("m", TransformType::Minimum(int(-1))),
+        transform(
+            "t",
+            TransformType::SetToServerValue(ServerValue::RequestTime as i32),
+        ),
+        transform(
+            "u",
+            TransformType::AppendMissingElements(wire::ArrayValue {
+                values: vec![int(1), int(1), int(2)],
+            }),
+        ),
+    ];
+    let delete = wire::Write {
+        operation: Some(wire::write::Operation::Delete(b.clone())),
+        ..Default::default()
+    };
+    let request = wire::CommitRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![set, delete],
+        transaction: Vec::new(),
+    };
+    let answer = c.commit(sdk(request, owner)).await.unwrap().into_inner();
+    assert_eq!(answer.write_results.len(), 2);
+    assert!(answer.commit_time.is_some());
+    assert_eq!(answer.write_results[0].update_time, answer.commit_time);
+    assert_eq!(answer.write_results[1].update_time, None);
+    let doc = c
+        .get_document(sdk(get(&a), owner))
+        .await
+        .unwrap()
+        .into_inner();
+    let fields = fields_of(&doc);
+    assert_eq!(fields["i"], serde_json::json!(3));
+    assert_eq!(fields["d"], serde_json::json!(2.5));
+    assert_eq!(fields["m"], serde_json::json!(-1));
+    assert_eq!(fields["u"], serde_json::json!([1, 2]));
+    assert!(fields["t"]["$timestamp"].is_string(), "{fields}");
+
+    // An update with a mask and exists: true: masked fields set or deleted, others kept;
+    // array remove, minimum on a double.
+    let mut masked = update(&a, &[("i", int(10))]);
+    masked.update_mask = Some(wire::DocumentMask {
+        field_paths: vec!["i".into(), "keep".into()],
+    });
+    masked.current_document = exists(true);
+    masked.update_transforms = vec![
+        transform(
+            "u",
+            TransformType::RemoveAllFromArray(wire::ArrayValue {
+                values: vec![int(1)],
+            }),
+        ),
+        transform("d", TransformType::Minimum(double(0.5))),
+    ];
+    let request = wire::CommitRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![masked],
+        transaction: Vec::new(),
+    };
+    c.commit(sdk(request, owner)).await.unwrap();
+    let doc = c
+        .get_document(sdk(get(&a), owner))
+        .await
+        .unwrap()
+        .into_inner();
+    let fields = fields_of(&doc);
+    assert_eq!(fields["i"], serde_json::json!(10));
+    assert!(fields.get("keep").is_none(), "{fields}");
+    assert_eq!(fields["u"], serde_json::json!([2]));
+    assert_eq!(fields["d"], serde_json::json!(0.5));
+
+    // An update of a missing document: NOT_FOUND naming it, and nothing of the batch written.
+    let mut missing = update(&b, &[("x", int(1))]);
+    missing.update_mask = Some(wire::DocumentMask {
+        field_paths: vec!["x".into()],
+    });
+    missing.current_document = exists(true);
+    let request = wire::CommitRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![update(&a, &[("gone", int(1))]), missing],
+        transaction: Vec::new(),
+    };
+    let (code, message) = failure(c.commit(sdk(request, owner)).await);
+    assert_eq!(code, Code::NotFound, "{message}");
+    assert_eq!(message, format!("No document to update: {b}"), "{message}");
+    let doc = c
+        .get_document(sdk(get(&a), owner))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(fields_of(&doc).get("gone").is_none());
+
+    // A precondition on an update time in the future: INVALID_ARGUMENT, nothing written.
+    let mut future = update(&b, &[("x", int(1))]);
+    future.current_document = Some(wire::Precondition {
+        condition_type: Some(wire::precondition::ConditionType::UpdateTime(
+            docstore_core::proto::ProtoTimestamp {
+                seconds: 32_000_000_000,
+                nanos: 0,
+            },
+        )),
+    });
+    let request = wire::CommitRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![future],
+        transaction: Vec::new(),
+    };
+    let (code, message) = failure(c.commit(sdk(request, owner)).await);
+    assert_eq!(code, Code::InvalidArgument, "{message}");
+    let (code, _) = failure(c.get_document(sdk(get(&b), owner)).await);
+    assert_eq!(code, Code::NotFound);
+
+    // CreateDocument (a second create is ALREADY_EXISTS), UpdateDocument, DeleteDocument.
+    let create = wire::CreateDocumentRequest {
+        parent: ROOT.into(),
+        collection_id: coll.clone(),
+        document_id: "b".into(),
+        document: Some(wire::Document {
+            fields: [("x".to_owned(), int(1))].into_iter().collect(),
+            ..Default::default()
+        }),
+        mask: None,
+    };
+    let doc = c
+        .create_document(sdk(create.clone(), owner))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(doc.name, b);
+    assert_eq!(fields_of(&doc), serde_json::json!({"x": 1}));
+    let (code, message) = failure(c.create_document(sdk(create, owner)).await);
+    assert_eq!(code, Code::AlreadyExists, "{message}");
+    let random = wire::CreateDocumentRequest {
+        parent: ROOT.into(),
+        collection_id: coll.clone(),
+        ..Default::default()
+    };
+    let doc = c
+        .create_document(sdk(random, owner))
+        .await
+        .unwrap()
+        .into_inner();
+    let id = doc.name.rsplit('/').next().unwrap();
+    assert_eq!(id.len(), 20, "{}", doc.name);
+    let update_request = wire::UpdateDocumentRequest {
+        document: Some(wire::Document {
+            name: b.clone(),
+            fields: [("y".to_owned(), int(2))].into_iter().collect(),
+            ..Default::default()
+        }),
+        update_mask: Some(wire::DocumentMask {
+            field_paths: vec!["y".into()],
+        }),
+        ..Default::default()
+    };
+    let doc = c
+        .update_document(sdk(update_request, owner))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(fields_of(&doc), serde_json::json!({"x": 1, "y": 2}));
+    let delete = wire::DeleteDocumentRequest {
+        name: b.clone(),
+        current_document: exists(true),
+    };
+    c.delete_document(sdk(delete.clone(), owner)).await.unwrap();
+    let (code, _) = failure(c.get_document(sdk(get(&b), owner)).await);
+    assert_eq!(code, Code::NotFound);
+    let (code, message) = failure(c.delete_document(sdk(delete, owner)).await);
+    assert_eq!(code, Code::FailedPrecondition, "{message}");
+}
+
+#[tokio::test]
+async fn run_query_reads_the_cluster() {
+    use wire::structured_query::{
+        field_filter, filter::FilterType, CollectionSelector, FieldFilter, FieldReference, Filter,
+        Order,
+    };
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("run_query_reads_the_cluster") else {
+        return;
+    };
+    let coll = fresh_collection();
+    exec(
+        &dsn,
+        &format!(
+            r#"select docstore.set('{coll}/a', '{{"n": 1}}'), docstore.set('{coll}/b', '{{"n": 2}}'), docstore.set('{coll}/c', '{{"n": 3}}')"#
+        ),
+    )
+    .await;
+    let c = client(start_on(&dsn, true).await).await;
+    let field = |p: &str| {
+        Some(FieldReference {
+            field_path: p.into(),
+        })
+    };
+    let query = |op: i32| wire::RunQueryRequest {
+        parent: ROOT.into(),
+        query_type: Some(wire::run_query_request::QueryType::StructuredQuery(
+            wire::StructuredQuery {
+                from: vec![CollectionSelector {
+                    collection_id: coll.clone(),
+                    all_descendants: false,
+                }],
+                r#where: Some(Filter {
+                    filter_type: Some(FilterType::FieldFilter(FieldFilter {
+                        field: field("n"),
+                        op,
+                        value: Some(int(2)),
+                    })),
+                }),
+                order_by: vec![Order {
+                    field: field("n"),
+                    direction: wire::structured_query::Direction::Descending as i32,
+                }],
+                limit: Some(5),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let answers = |request| {
+        let mut c = c.clone();
+        async move {
+            let mut stream = c
+                .run_query(sdk(request, "Bearer owner"))
+                .await?
+                .into_inner();
+            let mut out = Vec::new();
+            while let Some(answer) = stream.message().await? {
+                out.push(answer);
+            }
+            Ok::<_, tonic::Status>(out)
+        }
+    };
+    let got = answers(query(field_filter::Operator::GreaterThanOrEqual as i32))
+        .await
+        .unwrap();
+    let names: Vec<String> = got
+        .iter()
+        .map(|a| {
+            a.document
+                .as_ref()
+                .map(|d| d.name.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [format!("{ROOT}/{coll}/c"), format!("{ROOT}/{coll}/b")]
+    );
+    assert!(got.iter().all(|a| a.read_time.is_some()));
+    // No row: one answer with the read time and no document.
+    let none = answers(query(field_filter::Operator::GreaterThan as i32))
+        .await
+        .unwrap();
+    let none: Vec<_> = none.iter().filter(|a| a.document.is_some()).collect();
+    assert_eq!(none.len(), 1, "{none:?}");
+    let empty = answers(query(field_filter::Operator::Equal as i32))
+        .await
+        .unwrap();
+    assert_eq!(empty.len(), 1);
+    let empty_coll = wire::RunQueryRequest {
+        parent: ROOT.into(),
+        query_type: Some(wire::run_query_request::QueryType::StructuredQuery(
+            wire::StructuredQuery {
+                from: vec![CollectionSelector {
+                    collection_id: format!("{coll}-none"),
+                    all_descendants: false,
+                }],
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let got = answers(empty_coll).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].document.is_none() && got[0].read_time.is_some());
+    // An operator Firestore does not define: INVALID_ARGUMENT.
+    let (code, message) = failure(answers(query(99)).await);
+    assert_eq!(code, Code::InvalidArgument, "{message}");
+}
+
+#[tokio::test]
+async fn collection_ids_are_paged() {
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("collection_ids_are_paged") else {
+        return;
+    };
+    let coll = fresh_collection();
+    exec(
+        &dsn,
+        &format!(
+            r#"select docstore.set('{coll}/a/s1/x', '{{}}'), docstore.set('{coll}/a/s2/y', '{{}}'), docstore.set('{coll}/a/s3/z', '{{}}')"#
+        ),
+    )
+    .await;
+    let mut c = client(start_on(&dsn, true).await).await;
+    let list = |token: &str| wire::ListCollectionIdsRequest {
+        parent: format!("{ROOT}/{coll}/a"),
+        page_size: 2,
+        page_token: token.to_owned(),
+        consistency_selector: None,
+    };
+    let first = c
+        .list_collection_ids(sdk(list(""), "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.collection_ids, ["s1", "s2"]);
+    let second = c
+        .list_collection_ids(sdk(list(&first.next_page_token), "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(second.collection_ids, ["s3"]);
+    assert!(second.next_page_token.is_empty());
+    // Only the admin lists collections.
+    let (code, message) = failure(c.list_collection_ids(Request::new(list(""))).await);
+    assert_eq!(code, Code::PermissionDenied, "{message}");
+}
+
+#[tokio::test]
+async fn batch_write_is_not_atomic() {
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("batch_write_is_not_atomic") else {
+        return;
+    };
+    let coll = fresh_collection();
+    let mut c = client(start_on(&dsn, true).await).await;
+    let (a, b, d) = (
+        format!("{ROOT}/{coll}/a"),
+        format!("{ROOT}/{coll}/b"),
+        format!("{ROOT}/{coll}/d"),
+    );
+    let mut missing = update(&b, &[("x", int(1))]);
+    missing.update_mask = Some(wire::DocumentMask {
+        field_paths: vec!["x".into()],
+    });
+    missing.current_document = exists(true);
+    let request = wire::BatchWriteRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![
+            update(&a, &[("x", int(1))]),
+            missing,
+            update(&d, &[("x", int(2))]),
+        ],
+        labels: Default::default(),
+    };
+    let answer = c
+        .batch_write(sdk(request, "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    let codes: Vec<i32> = answer.status.iter().map(|s| s.code).collect();
+    assert_eq!(codes, [0, Code::NotFound as i32, 0]);
+    assert_eq!(answer.write_results.len(), 3);
+    assert!(answer.write_results[0].update_time.is_some());
+    assert!(answer.write_results[1].update_time.is_none());
+    for name in [&a, &d] {
+        c.get_document(sdk(get(name), "Bearer owner"))
+            .await
+            .unwrap();
+    }
+    let (code, _) = failure(c.get_document(sdk(get(&b), "Bearer owner")).await);
+    assert_eq!(code, Code::NotFound);
+}
+
+#[tokio::test]
+async fn aggregations_read_the_cluster() {
+    use wire::structured_aggregation_query::aggregation::{Avg, Count, Operator, Sum};
+    use wire::structured_aggregation_query::{Aggregation, QueryType};
+    use wire::structured_query::{CollectionSelector, FieldReference};
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("aggregations_read_the_cluster") else {
+        return;
+    };
+    let coll = fresh_collection();
+    exec(
+        &dsn,
+        &format!(
+            r#"select docstore.set('{coll}/a', '{{"n": 1}}'), docstore.set('{coll}/b', '{{"n": 2}}'), docstore.set('{coll}/c', '{{"n": 3}}')"#
+        ),
+    )
+    .await;
+    let mut c = client(start_on(&dsn, true).await).await;
+    let n = || {
+        Some(FieldReference {
+            field_path: "n".into(),
+        })
+    };
+    let request = |aggregations: Vec<Aggregation>| wire::RunAggregationQueryRequest {
+        parent: ROOT.into(),
+        query_type: Some(
+            wire::run_aggregation_query_request::QueryType::StructuredAggregationQuery(
+                wire::StructuredAggregationQuery {
+                    aggregations,
+                    query_type: Some(QueryType::StructuredQuery(wire::StructuredQuery {
+                        from: vec![CollectionSelector {
+                            collection_id: coll.clone(),
+                            all_descendants: false,
+                        }],
+                        ..Default::default()
+                    })),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    let agg = |alias: &str, operator: Operator| Aggregation {
+        alias: alias.into(),
+        operator: Some(operator),
+    };
+    let all = vec![
+        agg("total", Operator::Count(Count { up_to: None })),
+        agg("two", Operator::Count(Count { up_to: Some(2) })),
+        agg("s", Operator::Sum(Sum { field: n() })),
+        agg("m", Operator::Avg(Avg { field: n() })),
+    ];
+    let mut stream = c
+        .run_aggregation_query(sdk(request(all), "Bearer owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = stream.message().await.unwrap().unwrap();
+    assert!(answer.read_time.is_some());
+    let fields = answer.result.unwrap().aggregate_fields;
+    let db = docstore_core::proto::DatabaseName {
+        project: "p".into(),
+        database: "(default)".into(),
+    };
+    let fields: std::collections::HashMap<String, wire::Value> = fields.into_iter().collect();
+    let got = docstore_core::typed_json::to_json(&docstore_core::Value::Map(
+        docstore_core::proto::fields_from_proto(&fields, &db).unwrap(),
+    ));
+    assert_eq!(
+        got,
+        serde_json::json!({"total": 3, "two": 2, "s": 6, "m": 2.0})
+    );
+    let (code, message) = failure(
+        c.run_aggregation_query(sdk(request(vec![]), "Bearer owner"))
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(
+        message.contains("Aggregations can not be empty"),
+        "{message}"
+    );
+    let twice = vec![
+        agg("x", Operator::Count(Count { up_to: None })),
+        agg("x", Operator::Sum(Sum { field: n() })),
+    ];
+    let (code, message) = failure(
+        c.run_aggregation_query(sdk(request(twice), "Bearer owner"))
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(
+        message.contains("Aggregation aliases contain duplicate alias"),
+        "{message}"
+    );
 }

@@ -1,6 +1,7 @@
-//! The caller of a gRPC request: the same [`Principal`] as over HTTP, from the same
-//! `authorization: Bearer <token>` metadata and the same verifier (`http::auth`), plus
-//! development mode's `Bearer owner`.
+//! The caller of a gRPC request: the service's [`Caller`], its principal from the
+//! `authorization: Bearer <token>` metadata verified by the service's [`Verifier`] (the
+//! HTTP API's rules: no entry is anonymous, several are INVALID_ARGUMENT), plus development
+//! mode's `Bearer owner`.
 //!
 //! The SDKs talking to an emulator (`FIRESTORE_EMULATOR_HOST`, no credentials) send
 //! `authorization: Bearer owner`. With `--dev-mode` that token is the admin, as the Firebase
@@ -9,56 +10,69 @@
 use tonic::metadata::MetadataMap;
 use tonic::Status;
 
-use super::error::from_api;
-use crate::http::auth::{Principal, Verifier};
+use super::error::from_service;
+use crate::service::caller::{invalid_credentials, Caller, Principal, Verifier};
+use crate::service::error::ServiceError;
 
 /// The token the SDKs send to an emulator; the admin in development mode only.
 pub const DEV_OWNER_TOKEN: &str = "owner";
 
-/// The caller of a request with this metadata.
+/// The caller of an RPC with this metadata; `rpc` is the rules' `request.httpMethod` (the
+/// RPC's name, as another transport names its call).
 ///
 /// # Errors
-/// UNAUTHENTICATED for a bad token, INVALID_ARGUMENT for several `authorization` entries
-/// (the HTTP API's rules, from its verifier).
+/// UNAUTHENTICATED for a bad token, INVALID_ARGUMENT for several `authorization` entries.
 pub fn caller(
     verifier: &Verifier,
     dev_mode: bool,
     metadata: &MetadataMap,
-) -> Result<Principal, Status> {
-    if dev_mode && is_dev_owner(metadata) {
+    rpc: &str,
+) -> Result<Caller, Status> {
+    Ok(Caller {
+        principal: principal(verifier, dev_mode, metadata).map_err(from_service)?,
+        method: rpc.to_owned(),
+        peer: None,
+    })
+}
+
+/// The principal of the request's `authorization` entries.
+fn principal(
+    verifier: &Verifier,
+    dev_mode: bool,
+    metadata: &MetadataMap,
+) -> Result<Principal, ServiceError> {
+    let mut values = metadata.get_all("authorization").iter();
+    let Some(value) = values.next() else {
+        return Ok(Principal::Anonymous);
+    };
+    if values.next().is_some() {
+        return Err(ServiceError::invalid_argument(
+            "the request has more than one authorization entry",
+        )
+        .with_hint("send one authorization entry"));
+    }
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty())
+        .ok_or_else(|| invalid_credentials("expected authorization: Bearer <token>"))?;
+    if dev_mode && token == DEV_OWNER_TOKEN {
         return Ok(Principal::Admin);
     }
-    verify(verifier, metadata)
-}
-
-/// Whether the request carries exactly `authorization: Bearer owner`.
-fn is_dev_owner(metadata: &MetadataMap) -> bool {
-    let mut values = metadata.get_all("authorization").iter();
-    let first = values.next().and_then(|v| v.to_str().ok());
-    values.next().is_none()
-        && first
-            .and_then(|v| v.split_once(' '))
-            .is_some_and(|(scheme, token)| {
-                scheme.eq_ignore_ascii_case("bearer") && token.trim() == DEV_OWNER_TOKEN
-            })
-}
-
-/// The HTTP API's verifier on the request's `authorization` entries: the one place the gRPC
-/// front end calls it.
-fn verify(verifier: &Verifier, metadata: &MetadataMap) -> Result<Principal, Status> {
-    let mut headers = axum::http::HeaderMap::new();
-    for value in metadata.get_all("authorization") {
-        if let Ok(value) = axum::http::HeaderValue::from_bytes(value.as_encoded_bytes()) {
-            headers.append(axum::http::header::AUTHORIZATION, value);
-        }
-    }
-    verifier.authenticate(&headers).map_err(from_api)
+    verifier.verify(token)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+
+    fn principal_of(v: &Verifier, dev: bool, m: &MetadataMap) -> Result<Principal, Status> {
+        caller(v, dev, m, "GetDocument").map(|c| c.principal)
+    }
 
     fn verifier() -> Verifier {
         let config =
@@ -81,8 +95,8 @@ mod tests {
     fn owner_is_the_admin_in_development_mode_only() {
         let v = verifier();
         let owner = metadata(&["Bearer owner"]);
-        assert_eq!(caller(&v, true, &owner).ok(), Some(Principal::Admin));
-        let refused = caller(&v, false, &owner).err().map(|s| s.code());
+        assert_eq!(principal_of(&v, true, &owner).ok(), Some(Principal::Admin));
+        let refused = principal_of(&v, false, &owner).err().map(|s| s.code());
         assert_eq!(refused, Some(tonic::Code::Unauthenticated));
     }
 
@@ -90,16 +104,16 @@ mod tests {
     fn the_http_rules_apply() {
         let v = verifier();
         assert_eq!(
-            caller(&v, false, &metadata(&[])).ok(),
+            principal_of(&v, false, &metadata(&[])).ok(),
             Some(Principal::Anonymous)
         );
         assert_eq!(
-            caller(&v, true, &metadata(&["Bearer the-admin-key"])).ok(),
+            principal_of(&v, true, &metadata(&["Bearer the-admin-key"])).ok(),
             Some(Principal::Admin)
         );
-        let bad = caller(&v, true, &metadata(&["Bearer not-a-jwt"])).err();
+        let bad = principal_of(&v, true, &metadata(&["Bearer not-a-jwt"])).err();
         assert_eq!(bad.map(|s| s.code()), Some(tonic::Code::Unauthenticated));
-        let twice = caller(&v, true, &metadata(&["Bearer owner", "Bearer owner"])).err();
+        let twice = principal_of(&v, true, &metadata(&["Bearer owner", "Bearer owner"])).err();
         assert_eq!(twice.map(|s| s.code()), Some(tonic::Code::InvalidArgument));
     }
 }

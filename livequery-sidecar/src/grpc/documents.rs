@@ -4,21 +4,20 @@
 //!
 //! Not yet: reads in a transaction or at a `read_time` (UNIMPLEMENTED, docs/grpc.md).
 
-use docstore_core::proto::{document_to_proto, DatabaseName};
+use docstore_core::proto::{document_to_proto, timestamp_to_proto, DatabaseName};
 use docstore_core::query::evaluate::project;
 use docstore_core::value::Map;
 use docstore_core::{typed_json, Code, FieldPath, ResourcePath, Timestamp, Value};
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::Status;
 
-use super::error::{from_api, invalid_argument, status};
-use crate::http::auth::Principal;
+use super::error::{from_service, invalid_argument, status};
 use crate::http::body::MAX_BATCH_GET;
-use crate::http::context::{run_as, RulesMethod};
-use crate::http::error::ApiError;
-use crate::http::SharedState;
-use crate::pg::documents::{self as pg_documents, Document};
-use crate::pg::{PgError, RequestTx};
+use crate::pg::documents::Document;
+use crate::pg::PgError;
+use crate::service::caller::Caller;
+use crate::service::error::ServiceError;
+use crate::service::{batch_get as service_batch_get, documents as service_documents, Service};
 
 /// GetDocument of `path`: the document, NOT_FOUND when it does not exist.
 ///
@@ -27,10 +26,10 @@ use crate::pg::{PgError, RequestTx};
 /// database), INVALID_ARGUMENT for a bad mask, UNIMPLEMENTED for a transaction or read time.
 ///
 /// # Cancel safety
-/// As `pg::documents::get`.
+/// As `service::documents::get`.
 pub async fn get_document(
-    state: &SharedState,
-    principal: &Principal,
+    service: &Service,
+    caller: &Caller,
     db: &DatabaseName,
     path: &ResourcePath,
     request: &wire::GetDocumentRequest,
@@ -39,21 +38,13 @@ pub async fn get_document(
         return Err(not_yet("GetDocument"));
     }
     let mask = mask(request.mask.as_ref())?;
-    let run_as = run_as(
-        principal,
-        RulesMethod::Get,
-        "GET",
-        &db.database,
-        &path.to_string(),
-        None,
-    );
-    match pg_documents::get(&state.db, &db.database, &run_as, path).await {
-        Ok(Some(doc)) => render(db, path, &doc, mask.as_deref()),
-        Ok(None) => Err(status(
+    match service_documents::get(service, caller, &db.database, path).await {
+        Ok(doc) => render(db, path, &doc, mask.as_deref()),
+        Err(e) if e.code == Code::NotFound => Err(status(
             Code::NotFound,
             format!("document \"{}\" does not exist", db.document_name(path)),
         )),
-        Err(e) => Err(from_api(ApiError::from(e))),
+        Err(e) => Err(from_service(e)),
     }
 }
 
@@ -64,10 +55,10 @@ pub async fn get_document(
 /// As [`get_document`]; INVALID_ARGUMENT for more than `MAX_BATCH_GET` names.
 ///
 /// # Cancel safety
-/// Dropped mid-way, the request's transaction is cancelled and its connection discarded.
+/// As `service::batch_get::batch_get`.
 pub async fn batch_get(
-    state: &SharedState,
-    principal: &Principal,
+    service: &Service,
+    caller: &Caller,
     db: &DatabaseName,
     paths: Vec<ResourcePath>,
     request: &wire::BatchGetDocumentsRequest,
@@ -85,25 +76,12 @@ pub async fn batch_get(
         return Ok(Vec::new());
     }
     let mask = mask(request.mask.as_ref())?;
-    let database = db.database.as_str();
-    let run_as = run_as(principal, RulesMethod::Get, "POST", database, "", None);
-    let read = async {
-        // `begin`, the settings and the read go out together (one round trip).
-        let (tx, read) = state
-            .db
-            .begin_snapshot_with(database, &run_as, async |tx: &RequestTx| {
-                pg_documents::read_many(tx, database, &run_as, &paths)
-                    .await
-                    .map_err(ApiError::from)
-            })
-            .await?;
-        tx.commit().await?;
-        Ok::<_, ApiError>(read)
-    };
-    let read = read.await.map_err(from_api)?;
-    let read_time = Timestamp::from_postgres_micros(read.read_time.0)
-        .ok_or_else(|| decode_error(&format!("read time {} is out of range", read.read_time.0)))?;
-    let read_time = docstore_core::proto::timestamp_to_proto(read_time);
+    let read = service_batch_get::batch_get(service, caller, &db.database, &paths)
+        .await
+        .map_err(from_service)?;
+    let read_time = Timestamp::parse_rfc3339(&read.read_time)
+        .ok_or_else(|| decode_error(&format!("read time {} is not RFC 3339", read.read_time)))?;
+    let read_time = timestamp_to_proto(read_time);
     paths
         .iter()
         .zip(&read.documents)
@@ -184,5 +162,5 @@ fn render(
 
 /// INTERNAL: what Postgres returned cannot be read (a bug).
 fn decode_error(what: &str) -> Status {
-    from_api(ApiError::from(PgError::Decode(what.to_owned())))
+    from_service(ServiceError::from(PgError::Decode(what.to_owned())))
 }

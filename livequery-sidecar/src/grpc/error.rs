@@ -6,7 +6,7 @@ use docstore_core::proto::ProtoError;
 use docstore_core::Code;
 use tonic::Status;
 
-use crate::http::error::ApiError;
+use crate::service::error::ServiceError;
 
 /// The gRPC status code of each canonical code: the one table. Firestore's codes are the gRPC
 /// codes, so the table is the identity of names.
@@ -47,9 +47,8 @@ pub fn unimplemented(rpc: &str) -> Status {
     )
 }
 
-/// The status of an error of the operations the HTTP API shares: its code, its message and
-/// its hint.
-pub fn from_api(error: ApiError) -> Status {
+/// The status of an operation's error: its code, its message and its hint.
+pub fn from_service(error: ServiceError) -> Status {
     let message = match error.hint {
         Some(hint) => format!("{} ({hint})", error.message),
         None => error.message,

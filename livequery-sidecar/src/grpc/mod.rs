@@ -5,14 +5,19 @@
 //! docstore-core's `proto` conversion), authenticate the caller ([`auth`]), call the
 //! operation, render the answer or the error ([`error`]). The RPCs are declared in
 //! `build.rs`; [`service`] implements them (GetDocument and BatchGetDocuments, [`documents`];
+//! Commit and the single-document writes, [`commit`]; RunQuery, [`query`]; ListCollectionIds,
+//! [`collections`];
 //! the others answer UNIMPLEMENTED for now). [`serve`]
 //! runs the server on its own listener (`--grpc-listen`): HTTP/2 without TLS (h2c with prior
 //! knowledge), what the SDKs' emulator channel speaks.
 
 pub mod auth;
+pub mod collections;
+pub mod commit;
 pub mod documents;
 pub mod error;
 pub mod names;
+pub mod query;
 pub mod service;
 
 /// tonic's generated server of `google.firestore.v1.Firestore` (build.rs).

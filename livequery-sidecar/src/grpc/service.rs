@@ -1,9 +1,10 @@
 //! The RPCs of `google.firestore.v1.Firestore`. Each one authenticates its caller
 //! ([`super::auth`]) and checks the names of its request ([`super::names`], with the
-//! `google-cloud-resource-prefix`), in that order, then calls the operation. GetDocument and
-//! BatchGetDocuments are served ([`super::documents`]); the others answer UNIMPLEMENTED with
-//! their name (docs/grpc.md, "What is supported") until the transport-neutral service layer
-//! carries their operations.
+//! `google-cloud-resource-prefix`), in that order, then calls the operation of the service
+//! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
+//! single-document writes and BatchWrite ([`super::commit`]), RunQuery and RunAggregationQuery ([`super::query`]),
+//! ListCollectionIds ([`super::collections`]); the others answer UNIMPLEMENTED with their name
+//! (docs/grpc.md, "What is supported").
 
 use std::pin::Pin;
 
@@ -13,47 +14,70 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::{invalid_argument, unimplemented};
-use super::{auth, documents, names};
-use crate::http::auth::Principal;
-use crate::http::SharedState;
+use super::{auth, collections, commit, documents, names, query};
+use std::sync::Arc;
+
+use crate::service::caller::Caller;
+use crate::service::Service;
 
 /// The answer stream of a server-streaming RPC.
 pub type AnswerStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// The Firestore service over the sidecar's state (its database pool and verifier).
+/// Firestore's gRPC service over the sidecar's operations ([`Service`]).
 #[derive(Clone)]
 pub struct FirestoreService {
-    state: SharedState,
+    service: Arc<Service>,
+    max_message_bytes: usize,
     dev_mode: bool,
 }
 
 impl FirestoreService {
-    /// The service; `dev_mode`: `Bearer owner` is the admin (`--dev-mode`).
-    pub fn new(state: SharedState, dev_mode: bool) -> FirestoreService {
-        FirestoreService { state, dev_mode }
+    /// The service; `max_message_bytes`: the largest request message (`--max-body-bytes`, as
+    /// for the HTTP API); `dev_mode`: `Bearer owner` is the admin (`--dev-mode`).
+    pub fn new(
+        service: Arc<Service>,
+        max_message_bytes: usize,
+        dev_mode: bool,
+    ) -> FirestoreService {
+        FirestoreService {
+            service,
+            max_message_bytes,
+            dev_mode,
+        }
     }
 
-    /// The largest request message: `--max-body-bytes`, as for the HTTP API.
+    /// The largest request message.
     pub fn max_message_bytes(&self) -> usize {
-        self.state.max_body_bytes
+        self.max_message_bytes
     }
 
     /// The caller of `request`, then its database (from `name`, which parses the request's
     /// main name) checked against the resource prefix.
     fn admit<T>(
         &self,
+        rpc: &str,
         request: &Request<T>,
         name: impl FnOnce(&T) -> Result<DatabaseName, Status>,
-    ) -> Result<(Principal, DatabaseName), Status> {
-        let caller = auth::caller(&self.state.verifier, self.dev_mode, request.metadata())?;
+    ) -> Result<(Caller, DatabaseName), Status> {
+        let caller = auth::caller(
+            &self.service.verifier,
+            self.dev_mode,
+            request.metadata(),
+            rpc,
+        )?;
         let db = name(request.get_ref())?;
         names::check_prefix(request.metadata(), &db)?;
         Ok((caller, db))
     }
 
     /// The caller of a client-streaming request (its names come with its messages).
-    fn caller<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
-        auth::caller(&self.state.verifier, self.dev_mode, request.metadata())
+    fn caller<T>(&self, rpc: &str, request: &Request<T>) -> Result<Caller, Status> {
+        auth::caller(
+            &self.service.verifier,
+            self.dev_mode,
+            request.metadata(),
+            rpc,
+        )
     }
 }
 
@@ -91,10 +115,10 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::GetDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        let (caller, db) = self.admit(&request, |r| of_document(&r.name))?;
+        let (caller, db) = self.admit("GetDocument", &request, |r| of_document(&r.name))?;
         let (_, path) = names::document(&request.get_ref().name)?;
         let doc =
-            documents::get_document(&self.state, &caller, &db, &path, request.get_ref()).await?;
+            documents::get_document(&self.service, &caller, &db, &path, request.get_ref()).await?;
         Ok(Response::new(doc))
     }
 
@@ -102,7 +126,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListDocumentsRequest>,
     ) -> Result<Response<wire::ListDocumentsResponse>, Status> {
-        self.admit(&request, |r| of_parent(&r.parent))?;
+        self.admit("ListDocuments", &request, |r| of_parent(&r.parent))?;
         Err(unimplemented("ListDocuments"))
     }
 
@@ -110,19 +134,45 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::UpdateDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        self.admit(&request, |r| match &r.document {
+        let (caller, db) = self.admit("UpdateDocument", &request, |r| match &r.document {
             Some(doc) => of_document(&doc.name),
             None => Err(invalid_argument("UpdateDocument needs a document")),
         })?;
-        Err(unimplemented("UpdateDocument"))
+        let r = request.into_inner();
+        let Some(doc) = r.document else {
+            return Err(invalid_argument("UpdateDocument needs a document"));
+        };
+        let (_, path) = names::document(&doc.name)?;
+        let write = wire::Write {
+            operation: Some(wire::write::Operation::Update(doc)),
+            update_mask: r.update_mask,
+            update_transforms: Vec::new(),
+            current_document: r.current_document,
+        };
+        commit::commit(&self.service, &caller, &db, &[write]).await?;
+        let get = wire::GetDocumentRequest {
+            name: db.document_name(&path),
+            mask: r.mask,
+            consistency_selector: None,
+        };
+        let doc = documents::get_document(&self.service, &caller, &db, &path, &get).await?;
+        Ok(Response::new(doc))
     }
 
     async fn delete_document(
         &self,
         request: Request<wire::DeleteDocumentRequest>,
     ) -> Result<Response<()>, Status> {
-        self.admit(&request, |r| of_document(&r.name))?;
-        Err(unimplemented("DeleteDocument"))
+        let (caller, db) = self.admit("DeleteDocument", &request, |r| of_document(&r.name))?;
+        let r = request.into_inner();
+        let write = wire::Write {
+            operation: Some(wire::write::Operation::Delete(r.name)),
+            update_mask: None,
+            update_transforms: Vec::new(),
+            current_document: r.current_document,
+        };
+        commit::commit(&self.service, &caller, &db, &[write]).await?;
+        Ok(Response::new(()))
     }
 
     type BatchGetDocumentsStream = AnswerStream<wire::BatchGetDocumentsResponse>;
@@ -131,7 +181,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BatchGetDocumentsRequest>,
     ) -> Result<Response<Self::BatchGetDocumentsStream>, Status> {
-        let (caller, db) = self.admit(&request, |r| {
+        let (caller, db) = self.admit("BatchGetDocuments", &request, |r| {
             of_database_and_documents(&r.database, r.documents.iter().map(String::as_str))
         })?;
         let paths = request
@@ -141,7 +191,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
             .map(|name| names::document(name).map(|(_, path)| path))
             .collect::<Result<Vec<_>, _>>()?;
         let answers =
-            documents::batch_get(&self.state, &caller, &db, paths, request.get_ref()).await?;
+            documents::batch_get(&self.service, &caller, &db, paths, request.get_ref()).await?;
         let stream: Self::BatchGetDocumentsStream =
             Box::pin(futures_util::stream::iter(answers.into_iter().map(Ok)));
         Ok(Response::new(stream))
@@ -151,7 +201,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BeginTransactionRequest>,
     ) -> Result<Response<wire::BeginTransactionResponse>, Status> {
-        self.admit(&request, |r| names::database(&r.database))?;
+        self.admit("BeginTransaction", &request, |r| {
+            names::database(&r.database)
+        })?;
         Err(unimplemented("BeginTransaction"))
     }
 
@@ -159,15 +211,23 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::CommitRequest>,
     ) -> Result<Response<wire::CommitResponse>, Status> {
-        self.admit(&request, |r| names::database(&r.database))?;
-        Err(unimplemented("Commit"))
+        let (caller, db) = self.admit("Commit", &request, |r| names::database(&r.database))?;
+        let r = request.into_inner();
+        if !r.transaction.is_empty() {
+            return Err(unimplemented("Commit in a transaction"));
+        }
+        let committed = commit::commit(&self.service, &caller, &db, &r.writes).await?;
+        Ok(Response::new(wire::CommitResponse {
+            write_results: committed.write_results,
+            commit_time: Some(committed.commit_time),
+        }))
     }
 
     async fn rollback(
         &self,
         request: Request<wire::RollbackRequest>,
     ) -> Result<Response<()>, Status> {
-        self.admit(&request, |r| names::database(&r.database))?;
+        self.admit("Rollback", &request, |r| names::database(&r.database))?;
         Err(unimplemented("Rollback"))
     }
 
@@ -177,8 +237,19 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunQueryRequest>,
     ) -> Result<Response<Self::RunQueryStream>, Status> {
-        self.admit(&request, |r| of_parent(&r.parent))?;
-        Err(unimplemented("RunQuery"))
+        let (caller, db) = self.admit("RunQuery", &request, |r| of_parent(&r.parent))?;
+        let (_, parent) = names::parent(&request.get_ref().parent)?;
+        let answers = query::run_query(
+            &self.service,
+            &caller,
+            &db,
+            parent.as_ref(),
+            request.get_ref(),
+        )
+        .await?;
+        let stream: Self::RunQueryStream =
+            Box::pin(futures_util::stream::iter(answers.into_iter().map(Ok)));
+        Ok(Response::new(stream))
     }
 
     type ExecutePipelineStream = AnswerStream<wire::ExecutePipelineResponse>;
@@ -187,7 +258,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ExecutePipelineRequest>,
     ) -> Result<Response<Self::ExecutePipelineStream>, Status> {
-        self.admit(&request, |r| names::database(&r.database))?;
+        self.admit("ExecutePipeline", &request, |r| {
+            names::database(&r.database)
+        })?;
         Err(unimplemented("ExecutePipeline"))
     }
 
@@ -197,15 +270,26 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunAggregationQueryRequest>,
     ) -> Result<Response<Self::RunAggregationQueryStream>, Status> {
-        self.admit(&request, |r| of_parent(&r.parent))?;
-        Err(unimplemented("RunAggregationQuery"))
+        let (caller, db) = self.admit("RunAggregationQuery", &request, |r| of_parent(&r.parent))?;
+        let (_, parent) = names::parent(&request.get_ref().parent)?;
+        let answer = query::run_aggregation_query(
+            &self.service,
+            &caller,
+            &db,
+            parent.as_ref(),
+            request.get_ref(),
+        )
+        .await?;
+        let stream: Self::RunAggregationQueryStream =
+            Box::pin(futures_util::stream::iter([Ok(answer)]));
+        Ok(Response::new(stream))
     }
 
     async fn partition_query(
         &self,
         request: Request<wire::PartitionQueryRequest>,
     ) -> Result<Response<wire::PartitionQueryResponse>, Status> {
-        self.admit(&request, |r| of_parent(&r.parent))?;
+        self.admit("PartitionQuery", &request, |r| of_parent(&r.parent))?;
         Err(unimplemented("PartitionQuery"))
     }
 
@@ -215,7 +299,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<Streaming<wire::WriteRequest>>,
     ) -> Result<Response<Self::WriteStream>, Status> {
-        self.caller(&request)?;
+        self.caller("Write", &request)?;
         Err(unimplemented("Write"))
     }
 
@@ -225,7 +309,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<Streaming<wire::ListenRequest>>,
     ) -> Result<Response<Self::ListenStream>, Status> {
-        self.caller(&request)?;
+        self.caller("Listen", &request)?;
         Err(unimplemented("Listen"))
     }
 
@@ -233,23 +317,82 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListCollectionIdsRequest>,
     ) -> Result<Response<wire::ListCollectionIdsResponse>, Status> {
-        self.admit(&request, |r| of_parent(&r.parent))?;
-        Err(unimplemented("ListCollectionIds"))
+        let (caller, db) = self.admit("ListCollectionIds", &request, |r| of_parent(&r.parent))?;
+        let (_, parent) = names::parent(&request.get_ref().parent)?;
+        let answer = collections::list_collection_ids(
+            &self.service,
+            &caller,
+            &db,
+            parent.as_ref(),
+            request.get_ref(),
+        )
+        .await?;
+        Ok(Response::new(answer))
     }
 
     async fn batch_write(
         &self,
         request: Request<wire::BatchWriteRequest>,
     ) -> Result<Response<wire::BatchWriteResponse>, Status> {
-        self.admit(&request, |r| names::database(&r.database))?;
-        Err(unimplemented("BatchWrite"))
+        let (caller, db) = self.admit("BatchWrite", &request, |r| names::database(&r.database))?;
+        let answer =
+            commit::batch_write(&self.service, &caller, &db, &request.get_ref().writes).await?;
+        Ok(Response::new(answer))
     }
 
     async fn create_document(
         &self,
         request: Request<wire::CreateDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        self.admit(&request, |r| of_parent(&r.parent))?;
-        Err(unimplemented("CreateDocument"))
+        let (caller, db) = self.admit("CreateDocument", &request, |r| of_parent(&r.parent))?;
+        let r = request.into_inner();
+        let id = if r.document_id.is_empty() {
+            random_id()?
+        } else {
+            r.document_id
+        };
+        let name = format!("{}/{}/{id}", r.parent, r.collection_id);
+        let (_, path) = names::document(&name)?;
+        let mut doc = r.document.unwrap_or_default();
+        doc.name = db.document_name(&path);
+        let write = wire::Write {
+            operation: Some(wire::write::Operation::Update(doc)),
+            update_mask: None,
+            update_transforms: Vec::new(),
+            current_document: Some(wire::Precondition {
+                condition_type: Some(wire::precondition::ConditionType::Exists(false)),
+            }),
+        };
+        commit::commit(&self.service, &caller, &db, &[write]).await?;
+        let get = wire::GetDocumentRequest {
+            name: db.document_name(&path),
+            mask: r.mask,
+            consistency_selector: None,
+        };
+        let doc = documents::get_document(&self.service, &caller, &db, &path, &get).await?;
+        Ok(Response::new(doc))
     }
+}
+
+/// A random document id: 20 characters of `[A-Za-z0-9]`, as Firestore's (bytes past the
+/// largest multiple of 62 are dropped, so every character is equally likely).
+///
+/// # Errors
+/// UNAVAILABLE when the system has no randomness to give.
+fn random_id() -> Result<String, Status> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut id = String::with_capacity(20);
+    while id.len() < 20 {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| Status::unavailable(format!("no randomness for a document id: {e}")))?;
+        id.extend(
+            bytes
+                .iter()
+                .filter(|b| usize::from(**b) < 62 * 4)
+                .map(|b| char::from(ALPHABET[usize::from(*b) % 62]))
+                .take(20 - id.len()),
+        );
+    }
+    Ok(id)
 }

@@ -7,17 +7,14 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use docstore_core::Code;
 use serde_json::Value as Json;
 
-use super::auth::Principal;
 use super::body::parse_json;
 use super::documents::json_response;
 use super::error::ApiError;
 use super::resource::Target;
 use super::{JsonPost, SharedState};
-use crate::pg::query::{self as pg_query, QueryInput};
-use crate::pg::{RequestTx, RunAs};
+use crate::service::query::{self, Query};
 
 /// The body of `:explain`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,27 +78,16 @@ pub async fn explain(
 ) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "explain", request).await?;
-    if post.principal != Principal::Admin {
-        return Err(ApiError::new(
-            Code::PermissionDenied,
-            "explaining a query needs the admin key",
-        ));
-    }
+    let caller = post.caller();
+    // A caller other than the admin is refused whatever its body says.
+    query::may_explain(&caller)?;
     let explain = Explain::parse(&post.body)?;
-    let input = if explain.sql {
-        QueryInput::Sql(&explain.query)
+    let q = if explain.sql {
+        Query::Text(explain.query)
     } else {
-        QueryInput::Structured(&explain.query)
+        Query::Structured(explain.query)
     };
-    let (tx, out) = state
-        .db
-        .begin_with(&database, &RunAs::Admin, async |tx: &RequestTx| {
-            pg_query::explain(tx, input, explain.run)
-                .await
-                .map_err(ApiError::from)
-        })
-        .await?;
-    tx.commit().await?;
+    let out = query::explain(&state.service, &caller, &database, &q, explain.run).await?;
     Ok(json_response(StatusCode::OK, out.0))
 }
 
@@ -131,7 +117,7 @@ mod tests {
             r#"{"sql": "x", "other": 1}"#,
         ] {
             let e = Explain::parse(bad.as_bytes()).unwrap_err();
-            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+            assert_eq!(e.code(), docstore_core::Code::InvalidArgument, "{bad}");
         }
     }
 }

@@ -7,6 +7,7 @@ use docstore_core::path::is_valid_database_id;
 use docstore_core::{ResourcePath, Timestamp};
 
 use super::error::ApiError;
+use crate::service::documents::Precondition;
 
 /// The prefix of every API route.
 pub const API_PREFIX: &str = "/v1/databases/";
@@ -173,24 +174,6 @@ pub fn parse_resource_path(raw: &str) -> Result<ResourcePath, ApiError> {
     ResourcePath::from_segments(segments).map_err(|e| ApiError::invalid_argument(e.to_string()))
 }
 
-/// A write's precondition from the query string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Precondition {
-    Exists(bool),
-    /// RFC 3339, as the client sent it (the extension parses it).
-    UpdateTime(String),
-}
-
-impl Precondition {
-    /// The JSON of `docstore.commit`'s `"precondition"`.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Precondition::Exists(b) => serde_json::json!({ "exists": b }),
-            Precondition::UpdateTime(t) => serde_json::json!({ "updateTime": t }),
-        }
-    }
-}
-
 /// The query-string parameters the document routes take.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Params {
@@ -315,7 +298,7 @@ mod tests {
     use docstore_core::Code;
 
     fn code(path: &str) -> Code {
-        parse_target(path).unwrap_err().code
+        parse_target(path).unwrap_err().code()
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub mod path;
 pub mod plan;
 #[cfg(feature = "firestore-proto")]
 pub mod proto;
+#[cfg(feature = "firestore-proto")]
+pub mod proto_query;
+#[cfg(feature = "firestore-proto")]
+pub mod proto_write;
 pub mod query;
 pub mod reserved;
 #[cfg(feature = "test-env")]

@@ -62,6 +62,10 @@ pub enum ProtoError {
     BadReference { at: String, reason: String },
     #[error("name is invalid: {reason}")]
     BadName { reason: String },
+    #[error("write is invalid: {reason}")]
+    BadWrite { reason: String },
+    #[error("query is invalid: {reason}")]
+    BadQuery { reason: String },
     #[error(
         "reference at {at} names database \"{found}\", but this request is on database \"{expected}\": references across databases are not supported"
     )]

@@ -1,17 +1,17 @@
-//! Who is calling: `Authorization: Bearer <token>`, where the token is the admin key or a
-//! JWT (HS256 with the shared secret, or RS256/ES256 with a key of the JWKS file). No header
-//! is an unauthenticated caller (claims `null`), not an error; a bad token is 401.
+//! Who is calling: a bearer token, the admin key or a JWT (HS256 with the shared secret, or
+//! RS256/ES256 with a key of the JWKS file). A transport reads the token from its request
+//! (`http/bearer.rs`: `Authorization: Bearer <token>`); no token is an unauthenticated caller
+//! (claims `null`), not an error; a bad token is UNAUTHENTICATED.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
-use axum::http::{header, HeaderMap};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde_json::Value as Json;
 
-use super::error::ApiError;
+use super::error::ServiceError;
 use crate::config::Config;
 
 /// Clock skew allowed on `exp` and `nbf`, in seconds.
@@ -25,7 +25,7 @@ pub const VERIFIED_TOKENS: usize = 4096;
 pub enum Principal {
     /// The admin key: runs as the sidecar's own role, bypasses rules.
     Admin,
-    /// No `Authorization` header.
+    /// No credential (no `Authorization` header).
     Anonymous,
     /// A verified JWT's claims.
     User(Json),
@@ -39,6 +39,18 @@ impl Principal {
             Principal::Admin | Principal::Anonymous => "null".to_owned(),
         }
     }
+}
+
+/// Who calls one operation, as its transport established it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    pub principal: Principal,
+    /// The rules' `request.httpMethod`: the request's HTTP method, or the name another
+    /// transport gives its call.
+    pub method: String,
+    /// The client's address, when the transport knows it (the per-caller stream cap of an
+    /// anonymous caller).
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// A public key of the JWKS file.
@@ -239,38 +251,13 @@ impl Verifier {
         v
     }
 
-    /// The caller of a request with these headers.
+    /// The caller presenting `token` (a bearer token: the admin key or a JWT).
     ///
     /// # Errors
-    /// 401 UNAUTHENTICATED for a header that is not `Bearer <token>`, or a token that is not
-    /// the admin key and not a valid JWT (bad signature, expired, not yet valid, wrong
-    /// algorithm or key, wrong issuer or audience); 400 INVALID_ARGUMENT for more than one
-    /// `Authorization` header (one credential per request, never one of them chosen).
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
-        let mut values = headers.get_all(header::AUTHORIZATION).iter();
-        let Some(value) = values.next() else {
-            return Ok(Principal::Anonymous);
-        };
-        if values.next().is_some() {
-            return Err(ApiError::invalid_argument(
-                "the request has more than one Authorization header",
-            )
-            .with_hint("send one Authorization header"));
-        }
-        let bad = |why: &str| {
-            ApiError::unauthenticated(format!("invalid credentials: {why}")).with_hint(
-                "send Authorization: Bearer <JWT> or the admin key, or no Authorization header",
-            )
-        };
-        let value = value
-            .to_str()
-            .map_err(|_| bad("the Authorization header is not ASCII"))?;
-        let token = value
-            .split_once(' ')
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-            .filter(|token| !token.is_empty())
-            .ok_or_else(|| bad("expected Authorization: Bearer <token>"))?;
+    /// UNAUTHENTICATED for a token that is not the admin key and not a valid JWT (bad
+    /// signature, expired, not yet valid, wrong algorithm or key, wrong issuer or audience).
+    pub fn verify(&self, token: &str) -> Result<Principal, ServiceError> {
+        let bad = invalid_credentials;
         if let Some(admin) = &self.admin_key {
             if constant_time_eq(token.as_bytes(), admin) {
                 return Ok(Principal::Admin);
@@ -338,6 +325,12 @@ impl Verifier {
     }
 }
 
+/// The refusal of a credential: UNAUTHENTICATED, saying `why`.
+pub fn invalid_credentials(why: &str) -> ServiceError {
+    ServiceError::unauthenticated(format!("invalid credentials: {why}"))
+        .with_hint("send Authorization: Bearer <JWT> or the admin key, or no Authorization header")
+}
+
 fn read_jwks(path: &Path) -> Result<Vec<PublicKey>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("--jwks-file {}: {e}", path.display()))?;
@@ -355,6 +348,7 @@ fn read_jwks(path: &Path) -> Result<Vec<PublicKey>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use docstore_core::Code;
     use jsonwebtoken::{encode, EncodingKey, Header};
 
     fn verifier() -> Verifier {
@@ -366,12 +360,6 @@ mod tests {
             audience: None,
             verified: Mutex::default(),
         }
-    }
-
-    fn headers(value: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, value.parse().unwrap());
-        h
     }
 
     fn now() -> i64 {
@@ -388,23 +376,13 @@ mod tests {
     }
 
     #[test]
-    fn anonymous_admin_and_user() {
+    fn admin_and_user() {
         let v = verifier();
-        assert_eq!(
-            v.authenticate(&HeaderMap::new()).unwrap(),
-            Principal::Anonymous
-        );
-        assert_eq!(
-            v.authenticate(&headers("Bearer admin-key")).unwrap(),
-            Principal::Admin
-        );
+        assert_eq!(v.verify("admin-key").unwrap(), Principal::Admin);
         let claims =
             serde_json::json!({"sub": "u1", "exp": now() + 600, "n": 12345678901234567890u64});
         let t = token(claims.clone(), b"secret");
-        assert_eq!(
-            v.authenticate(&headers(&format!("bearer {t}"))).unwrap(),
-            Principal::User(claims)
-        );
+        assert_eq!(v.verify(&t).unwrap(), Principal::User(claims));
     }
 
     #[test]
@@ -431,21 +409,19 @@ mod tests {
         tampered.pop();
         tampered.push(if good.ends_with('A') { 'B' } else { 'A' });
         for value in [
-            format!("Bearer {expired}"),
-            format!("Bearer {future}"),
-            format!("Bearer {wrong_key}"),
-            format!("Bearer {no_exp}"),
-            format!("Bearer {text_exp}"),
-            format!("Bearer {expired_float}"),
-            format!("Bearer {future_float}"),
-            format!("Bearer {tampered}"),
-            "Bearer admin-keyx".into(),
-            "Bearer ".into(),
-            "Basic abc".into(),
-            "Bearer a.b.c".into(),
+            expired.clone(),
+            future.clone(),
+            wrong_key,
+            no_exp.clone(),
+            text_exp.clone(),
+            expired_float.clone(),
+            future_float.clone(),
+            tampered,
+            "admin-keyx".into(),
+            "a.b.c".into(),
         ] {
-            let e = v.authenticate(&headers(&value)).unwrap_err();
-            assert_eq!(e.status().as_u16(), 401, "{value}");
+            let e = v.verify(&value).unwrap_err();
+            assert_eq!(e.code, Code::Unauthenticated, "{value}");
         }
         for (t, why) in [
             (&expired, "expired"),
@@ -455,9 +431,7 @@ mod tests {
             (&no_exp, "missing"),
             (&text_exp, "NumericDate"),
         ] {
-            let e = v
-                .authenticate(&headers(&format!("Bearer {t}")))
-                .unwrap_err();
+            let e = v.verify(t).unwrap_err();
             assert!(e.message.contains(why), "{why}: {e:?}");
         }
         assert_eq!(remembered_count(&v), 0);
@@ -472,14 +446,14 @@ mod tests {
             serde_json::json!({"exp": now() + 600, "iss": "me", "aud": "app"}),
             b"secret",
         );
-        assert!(v.authenticate(&headers(&format!("Bearer {ok}"))).is_ok());
+        assert!(v.verify(&ok).is_ok());
         for claims in [
             serde_json::json!({"exp": now() + 600, "iss": "you", "aud": "app"}),
             serde_json::json!({"exp": now() + 600, "iss": "me", "aud": "other"}),
             serde_json::json!({"exp": now() + 600, "aud": "app"}),
         ] {
             let t = token(claims, b"secret");
-            assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_err());
+            assert!(v.verify(&t).is_err());
         }
         // Without a configured audience, a token's aud is accepted as it is.
         let v = verifier();
@@ -487,7 +461,7 @@ mod tests {
             serde_json::json!({"exp": now() + 600, "aud": "x"}),
             b"secret",
         );
-        assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
+        assert!(v.verify(&t).is_ok());
     }
 
     fn remembered_count(v: &Verifier) -> usize {
@@ -499,20 +473,15 @@ mod tests {
         let v = verifier();
         let exp = now() + 600;
         let good = token(serde_json::json!({"sub": "u1", "exp": exp}), b"secret");
-        let user = v.authenticate(&headers(&format!("Bearer {good}"))).unwrap();
+        let user = v.verify(&good).unwrap();
         assert_eq!(remembered_count(&v), 1);
-        assert_eq!(
-            v.authenticate(&headers(&format!("Bearer {good}"))).unwrap(),
-            user
-        );
+        assert_eq!(v.verify(&good).unwrap(), user);
         // Another signature over the same claims is a different token: verified in full.
         let mut tampered = good.clone();
         tampered.pop();
         tampered.push(if good.ends_with('A') { 'B' } else { 'A' });
-        let e = v
-            .authenticate(&headers(&format!("Bearer {tampered}")))
-            .unwrap_err();
-        assert_eq!(e.status().as_u16(), 401);
+        let e = v.verify(&tampered).unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated);
         // The time checks are made again on every use, with jsonwebtoken's leeway.
         let exp = u64::try_from(exp).unwrap();
         assert!(v.remembered(&good, exp + LEEWAY_SECONDS).is_some());
@@ -522,14 +491,14 @@ mod tests {
             serde_json::json!({"exp": now() + 600, "nbf": nbf}),
             b"secret",
         );
-        assert!(v.authenticate(&headers(&format!("Bearer {early}"))).is_ok());
+        assert!(v.verify(&early).is_ok());
         assert!(v.remembered(&early, nbf - LEEWAY_SECONDS).is_some());
         assert!(v.remembered(&early, nbf - LEEWAY_SECONDS - 1).is_none());
         // A fractional exp (a NumericDate may be one) is checked and remembered the same way.
         let float = token(serde_json::json!({"exp": now() as f64 + 600.5}), b"secret");
-        assert!(v.authenticate(&headers(&format!("Bearer {float}"))).is_ok());
+        assert!(v.verify(&float).is_ok());
         assert_eq!(remembered_count(&v), 3);
-        assert!(v.authenticate(&headers(&format!("Bearer {float}"))).is_ok());
+        assert!(v.verify(&float).is_ok());
     }
 
     #[test]
@@ -540,13 +509,11 @@ mod tests {
             serde_json::json!({"exp": now() - LEEWAY_SECONDS as i64 + 2}),
             b"secret",
         );
-        assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
+        assert!(v.verify(&t).is_ok());
         assert_eq!(remembered_count(&v), 1);
         std::thread::sleep(std::time::Duration::from_millis(3100));
-        let e = v
-            .authenticate(&headers(&format!("Bearer {t}")))
-            .unwrap_err();
-        assert_eq!(e.status().as_u16(), 401);
+        let e = v.verify(&t).unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated);
         assert!(e.message.contains("expired"), "{e:?}");
     }
 
@@ -555,7 +522,7 @@ mod tests {
         let v = verifier();
         for i in 0..=VERIFIED_TOKENS {
             let t = token(serde_json::json!({"exp": now() + 600, "i": i}), b"secret");
-            assert!(v.authenticate(&headers(&format!("Bearer {t}"))).is_ok());
+            assert!(v.verify(&t).is_ok());
         }
         assert!(remembered_count(&v) <= VERIFIED_TOKENS);
         assert!(remembered_count(&v) >= 1);

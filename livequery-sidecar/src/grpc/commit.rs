@@ -1,0 +1,188 @@
+//! Commit, BatchWrite and the single-document writes (CreateDocument, UpdateDocument,
+//! DeleteDocument): each
+//! `Write` becomes items of our commit format (docstore-core's `proto_write`), the batch is
+//! one call of the service's commit, and its `{"commitTime", "updateTimes"}` answer becomes
+//! Firestore's `write_results` (a write's update time: its last item's; none for a delete).
+//!
+//! Not yet: `transform_results` are empty, commits in a transaction are UNIMPLEMENTED.
+
+use docstore_core::commit::MAX_WRITES;
+use docstore_core::proto::{timestamp_to_proto, DatabaseName, ProtoTimestamp};
+use docstore_core::proto_write::{write_from_proto, CommitWrite};
+use docstore_core::{Code, Timestamp};
+use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
+use googleapis_tonic_google_firestore_v1::google::rpc::Status as RpcStatus;
+use serde_json::Value as Json;
+use tonic::Status;
+
+use super::error::{from_proto, from_service, status};
+use crate::service::caller::Caller;
+use crate::service::commit::{commit as service_commit, CommitRequest};
+use crate::service::Service;
+
+/// What a commit wrote.
+pub struct Committed {
+    pub commit_time: ProtoTimestamp,
+    pub write_results: Vec<wire::WriteResult>,
+}
+
+/// Commit `writes` on `db` atomically.
+///
+/// # Errors
+/// INVALID_ARGUMENT for a bad write; NOT_FOUND "No document to update: <name>" for an update of
+/// a missing document; the commit's errors.
+///
+/// # Cancel safety
+/// As `service::commit::commit`: dropped mid-way, nothing is written.
+pub async fn commit(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    writes: &[wire::Write],
+) -> Result<Committed, Status> {
+    let now = now()?;
+    let converted = writes
+        .iter()
+        .map(|w| write_from_proto(w, db, now).map_err(|e| from_proto(&e)))
+        .collect::<Result<Vec<CommitWrite>, Status>>()?;
+    let items: Vec<&Json> = converted.iter().flat_map(|w| &w.items).collect();
+    let text = serde_json::to_string(&items)
+        .map_err(|e| status(Code::Internal, format!("commit writes: {e}")))?;
+    let request = CommitRequest {
+        database: &db.database,
+        writes: &text,
+        transaction: false,
+    };
+    let answer = match service_commit(service, caller, request).await {
+        Ok(answer) => answer,
+        Err(e) if e.code == Code::NotFound => {
+            // The writes needing an existing document: the first one is named (the
+            // extension's message does not say which).
+            let missing = converted.iter().find(|w| needs_existing(w));
+            return Err(match missing {
+                Some(w) => status(
+                    Code::NotFound,
+                    format!("No document to update: {}", db.document_name(&w.path)),
+                ),
+                None => from_service(e),
+            });
+        }
+        Err(e) => return Err(from_service(e)),
+    };
+    results(&converted, &answer.0)
+}
+
+/// Whether the first item of `write` is an update (the document must exist).
+fn needs_existing(write: &CommitWrite) -> bool {
+    write
+        .items
+        .first()
+        .and_then(Json::as_object)
+        .is_some_and(|item| item.contains_key("update"))
+}
+
+/// The write results of the extension's answer.
+fn results(converted: &[CommitWrite], answer: &str) -> Result<Committed, Status> {
+    let bad = |what: &str| status(Code::Internal, format!("the commit's answer {what}"));
+    let answer: Json = serde_json::from_str(answer).map_err(|_| bad("is not JSON"))?;
+    let time = |t: &Json| {
+        t.as_str()
+            .and_then(Timestamp::parse_rfc3339)
+            .map(timestamp_to_proto)
+    };
+    let commit_time = answer
+        .get("commitTime")
+        .and_then(time)
+        .ok_or_else(|| bad("has no commitTime"))?;
+    let update_times = answer
+        .get("updateTimes")
+        .and_then(Json::as_array)
+        .ok_or_else(|| bad("has no updateTimes"))?;
+    let mut next = 0;
+    let mut write_results = Vec::with_capacity(converted.len());
+    for w in converted {
+        next += w.items.len();
+        let update_time = if w.delete {
+            None
+        } else {
+            let t = next.checked_sub(1).and_then(|i| update_times.get(i));
+            Some(
+                t.and_then(time)
+                    .ok_or_else(|| bad("lacks an update time"))?,
+            )
+        };
+        write_results.push(wire::WriteResult {
+            update_time,
+            transform_results: Vec::new(),
+        });
+    }
+    Ok(Committed {
+        commit_time,
+        write_results,
+    })
+}
+
+/// The time now (for refusing a precondition in the future).
+///
+/// # Errors
+/// INTERNAL when the system clock is outside years 1970-9999.
+pub(super) fn now() -> Result<Timestamp, Status> {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_micros()).ok())
+        .and_then(Timestamp::from_micros)
+        .ok_or_else(|| status(Code::Internal, "the system clock is out of range"))
+}
+
+/// BatchWrite: each write committed on its own, in order (not atomic: a failed write leaves
+/// the others written); one result and one status per write, an empty result for a failed
+/// one.
+///
+/// # Errors
+/// INVALID_ARGUMENT for more than `MAX_WRITES` writes; the failure of a single write is its
+/// status, not the call's error.
+///
+/// # Cancel safety
+/// Dropped mid-way, the writes committed so far stay written, the one in flight is not.
+pub async fn batch_write(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    writes: &[wire::Write],
+) -> Result<wire::BatchWriteResponse, Status> {
+    if writes.len() > MAX_WRITES {
+        return Err(status(
+            Code::InvalidArgument,
+            format!(
+                "a BatchWrite has at most {MAX_WRITES} writes, this one has {}",
+                writes.len()
+            ),
+        ));
+    }
+    let mut answer = wire::BatchWriteResponse::default();
+    for write in writes {
+        let (result, outcome) = match commit(service, caller, db, std::slice::from_ref(write)).await
+        {
+            Ok(committed) => (
+                committed
+                    .write_results
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default(),
+                RpcStatus::default(),
+            ),
+            Err(e) => (
+                wire::WriteResult::default(),
+                RpcStatus {
+                    code: e.code() as i32,
+                    message: e.message().to_owned(),
+                    details: Vec::new(),
+                },
+            ),
+        };
+        answer.write_results.push(result);
+        answer.status.push(outcome);
+    }
+    Ok(answer)
+}
