@@ -73,20 +73,20 @@ async fn begin_with<T>(
     method: RulesMethod,
     first: impl AsyncFnOnce(&RequestTx) -> Result<T, ApiError>,
 ) -> Result<(RequestTx, T), ApiError> {
-    let run_as = caller(state, call, headers, http_method, method)?;
+    let run_as = caller(state, call, headers, http_method, method).await?;
     state.db.begin_with(&call.database, &run_as, first).await
 }
 
 /// Who `call` runs as: the caller authenticated from `headers`, with the request the rules
 /// see (`method` on the call's path).
-fn caller(
+async fn caller(
     state: &SharedState,
     call: &Call,
     headers: &HeaderMap,
     http_method: &Method,
     method: RulesMethod,
 ) -> Result<RunAs, ApiError> {
-    let principal = state.verifier.authenticate(headers)?;
+    let principal = state.verifier.authenticate(headers).await?;
     Ok(run_as(
         &principal,
         method,
@@ -155,7 +155,8 @@ pub async fn get(
         request.headers(),
         request.method(),
         RulesMethod::Get,
-    )?;
+    )
+    .await?;
     match pg_documents::get(&state.db, &call.database, &run_as, &call.resource).await? {
         Some(doc) => Ok(json_response(StatusCode::OK, document_json(&doc)?)),
         None => Err(ApiError::not_found(format!(
@@ -343,7 +344,8 @@ pub async fn add(
         &parts.headers,
         &parts.method,
         RulesMethod::Create,
-    )?;
+    )
+    .await?;
     if pg_documents::adds_in_one_statement(&state.db, &run_as).await? {
         let doc =
             pg_documents::add_one(&state.db, &call.database, &run_as, &call.path, &data).await?;

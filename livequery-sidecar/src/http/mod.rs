@@ -12,6 +12,7 @@ pub mod context;
 pub mod demo;
 pub mod documents;
 pub mod error;
+pub mod jwks;
 pub mod listen;
 pub mod metrics;
 pub mod origin;
@@ -78,7 +79,7 @@ impl JsonPost {
                 ":{verb} takes no query parameters"
             )));
         }
-        let principal = state.verifier.authenticate(request.headers())?;
+        let principal = state.verifier.authenticate(request.headers()).await?;
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
         let body = body::read(&parts.headers, raw, state.max_body_bytes).await?;

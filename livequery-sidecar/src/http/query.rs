@@ -83,7 +83,7 @@ pub async fn list(
             "GET of a collection takes only pageSize",
         ));
     }
-    let principal = state.verifier.authenticate(request.headers())?;
+    let principal = state.verifier.authenticate(request.headers()).await?;
     let mut structured = serde_json::json!({
         "from": [{"collectionId": path.last()}],
     });
