@@ -50,6 +50,8 @@ core() {
   local differential=docstore_query_returns_what_the_oracle_returns
   run_elsewhere differential "${differential}"
   cargo test -p docstore-core -- --exact --skip "${differential}"
+  say "docstore-jwt: the JWT verifier of SQL and the sidecar, every case of tests/vectors/jwt.json"
+  cargo test -p docstore-jwt
 }
 
 rules() {
