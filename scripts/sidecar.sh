@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sidecar (docstore-sidecar, the HTTP API) as `make up` runs it, next to the project cluster.
 # Usage: scripts/sidecar.sh start|stop|status|restart
-#   start    build it (release), generate .docstore/dev.env once, start it in the background
+#   start    build it (release), generate .docstore/dev.env once (its FIRESTORE_EMULATOR_HOST
+#            line at every start), start it in the background
 #            (pid and log under .docstore/) unless it already runs this very binary against
 #            this very cluster, and wait for /healthz; a rebuilt binary, a restarted cluster, a
 #            recreated extension or a dead process restarts it.
@@ -29,6 +30,7 @@ random_hex() { head -c "$1" /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 # .docstore/dev.env: the development secrets, written once and never overwritten (the tests,
 # users' scripts and tokens already minted depend on them). Remove the file to get new ones.
+# Only its FIRESTORE_EMULATOR_HOST line follows the port (set_emulator_host).
 ensure_dev_env() {
   mkdir -p "${SIDECAR_STATE}"
   if [ ! -f "${DEV_ENV}" ]; then
@@ -44,10 +46,22 @@ DOCSTORE_URL=http://127.0.0.1:${DOCSTORE_HTTP_PORT}
 ENV
     )
   fi
+  set_emulator_host
   local url
   url="$(sed -n 's/^DOCSTORE_URL=//p' "${DEV_ENV}")"
   [ "${url}" = "http://127.0.0.1:${DOCSTORE_HTTP_PORT}" ] ||
     say "note: ${DEV_ENV} says DOCSTORE_URL=${url}, but the sidecar listens on port ${DOCSTORE_HTTP_PORT}"
+}
+
+# The line FIRESTORE_EMULATOR_HOST=127.0.0.1:PORT of dev.env, rewritten at every start (the only
+# line that is; the secrets stay): Google's Firestore SDKs connect to the address it names, the
+# sidecar's port, where the gRPC front end shares the HTTP listener (h2c, by content type).
+set_emulator_host() {
+  local tmp
+  tmp="$(mktemp "${DEV_ENV}.XXXXXX")"
+  { grep -v '^FIRESTORE_EMULATOR_HOST=' "${DEV_ENV}" || true; } > "${tmp}"
+  echo "FIRESTORE_EMULATOR_HOST=127.0.0.1:${DOCSTORE_HTTP_PORT}" >> "${tmp}"
+  mv "${tmp}" "${DEV_ENV}"
 }
 
 # Value of setting $1 in dev.env.

@@ -212,6 +212,24 @@ count_e2e() { count_pytest "$1"; }
 count_live() { count_pytest "$1"; }
 count_sdk() { count_pytest "$1"; }
 
+# scripts/firestore_system_tests.sh: its closing line `firestore system tests: N passed, N
+# failed, N skipped` (allow-listed failures among the skipped, each with a `SKIPPED:` line).
+count_oracle() { count_summary 'firestore system tests' "$1"; }
+
+# scripts/node_sdk_tests.sh: its closing line `node: N passed, N failed, N skipped`.
+count_node() { count_summary node "$1"; }
+
+# The numbers of the last line `$1: N passed, N failed, N skipped` of log $2 (none: "0 0 0").
+count_summary() {
+  local line
+  line="$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped\$" "$2" | tail -n 1 || true)"
+  if [ -z "${line}" ]; then
+    echo "0 0 0"
+    return
+  fi
+  sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/' <<< "${line}"
+}
+
 # pytest's summary line, e.g. "3 failed, 41 passed, 2 skipped, 1 deselected in 9.1s": errors
 # and xpassed (an expected failure that passed) count as failed; skipped, xfailed and
 # deselected as skipped.

@@ -160,6 +160,8 @@ open_demo
 bash "${ROOT}/scripts/venv.sh"
 bash "${ROOT}/scripts/sidecar.sh" start
 
+EMULATOR_HOST="$(sed -n 's/^FIRESTORE_EMULATOR_HOST=//p' "${ROOT}/.docstore/dev.env")"
+
 cat <<DONE
 
 pg_docstore is up.
@@ -170,6 +172,8 @@ pg_docstore is up.
            clients until docstore.set_rules (docs/rules.md)
   HTTP:    source .docstore/dev.env
            curl -H "Authorization: Bearer \$DOCSTORE_ADMIN_KEY" "\$DOCSTORE_URL/v1/databases/(default)/documents/restaurants/one"
+  SDKs:    export FIRESTORE_EMULATOR_HOST=${EMULATOR_HOST}
+           (Google's Firestore SDKs, gRPC on the sidecar's port; also in .docstore/dev.env)
   logs:    ${PGLOG}, .docstore/sidecar.log
   stop:    make down
 DONE

@@ -120,7 +120,7 @@ pub struct Config {
     #[arg(
         long,
         env = "DOCSTORE_STATEMENT_TIMEOUT_MS",
-        default_value_t = DEFAULT_STATEMENT_TIMEOUT_MS
+        default_value_t = crate::pg::DEFAULT_STATEMENT_TIMEOUT_MS
     )]
     pub statement_timeout_ms: u64,
 
@@ -196,9 +196,6 @@ pub struct Config {
 /// Default `--query-write-timeout-ms`: 30 s, as the statement timeout.
 pub const DEFAULT_QUERY_WRITE_TIMEOUT_MS: u64 = 30_000;
 
-/// Default `--statement-timeout-ms`: 30 s.
-pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
-
 /// Debug output never shows the secrets: the JWT secret, the admin key and the database URL
 /// (which may hold a password) are redacted.
 impl std::fmt::Debug for Config {
@@ -262,7 +259,10 @@ mod tests {
         .unwrap();
         assert_eq!(config.listen.port(), 9000);
         assert_eq!(config.max_body_bytes, 100);
-        assert_eq!(config.statement_timeout_ms, DEFAULT_STATEMENT_TIMEOUT_MS);
+        assert_eq!(
+            config.statement_timeout_ms,
+            crate::pg::DEFAULT_STATEMENT_TIMEOUT_MS
+        );
         let config =
             Config::try_parse_from(["docstore-sidecar", "--statement-timeout-ms", "0"]).unwrap();
         assert_eq!(config.statement_timeout_ms, 0);

@@ -1,16 +1,18 @@
 //! `docstore-sidecar`: pg_docstore's HTTP API and live queries, next to Postgres.
 //!
-//! Folders are the stages of the pipeline (docs/architecture.md):
-//! `source/` (replication connection, pgoutput decoding) -> `changelog/` (committed
-//! transactions, retention, snapshot visibility) -> `matcher/` (targets matched with
-//! docstore-core's matcher) -> `session/` (listen streams, positions, resume) -> `http/`
-//! (routes, auth, errors, SSE). `pg/` holds the SQL the sidecar runs through tokio-postgres;
-//! `config` its flags and environment.
+//! Layers (docs/architecture.md): transports (`http/`: routes, parsing, JSON, SSE, statuses)
+//! -> `service/` (the caller, the operations with typed requests and results, the canonical
+//! error) -> `pg/` (the SQL the sidecar runs through tokio-postgres) and, for live queries,
+//! the stages of the change stream: `source/` (replication connection, pgoutput decoding) ->
+//! `changelog/` (committed transactions, retention, snapshot visibility) -> `matcher/`
+//! (targets matched with docstore-core's matcher) -> `session/` (listen streams, positions,
+//! resume, typed events). `config` holds its flags and environment.
 
 pub mod changelog;
 pub mod config;
 pub mod http;
 pub mod matcher;
 pub mod pg;
+pub mod service;
 pub mod session;
 pub mod source;

@@ -9,9 +9,11 @@ use docstore_sidecar::changelog::Limits;
 use docstore_sidecar::config::Config;
 use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
 use docstore_sidecar::http::server::ServerLimits;
-use docstore_sidecar::http::{self, auth::Verifier, AppState};
+use docstore_sidecar::http::{self, AppState};
 use docstore_sidecar::matcher::MatcherConfig;
 use docstore_sidecar::pg::Db;
+use docstore_sidecar::service::caller::Verifier;
+use docstore_sidecar::service::Service;
 use docstore_sidecar::session::{Session, Settings, StreamCaps};
 use tracing_subscriber::EnvFilter;
 
@@ -92,13 +94,15 @@ async fn run(config: Config) -> Result<(), String> {
         None
     };
     let state = Arc::new(AppState {
-        db,
-        verifier,
+        service: Arc::new(Service {
+            db,
+            verifier,
+            session,
+        }),
         max_body_bytes: config.max_body_bytes,
         query_write_timeout: (config.query_write_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(config.query_write_timeout_ms)),
         metrics: Some(metrics),
-        session,
     });
     let exposure = http::Exposure {
         limits: ServerLimits {

@@ -11,6 +11,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use docstore_sidecar::changelog::Limits;
+use docstore_sidecar::http::sse;
 use docstore_sidecar::matcher::{MatcherConfig, TargetSpec};
 use docstore_sidecar::pg::{Db, RunAs};
 use docstore_sidecar::session::events::parse_token;
@@ -26,7 +27,7 @@ const HANG: Duration = Duration::from_secs(60);
 fn data(frame: &Frame) -> (String, Json) {
     let mut kind = String::new();
     let mut data = Json::Null;
-    for line in frame.text.lines() {
+    for line in sse::text(frame).lines() {
         if let Some(k) = line.strip_prefix("event: ") {
             kind = k.to_owned();
         } else if let Some(d) = line.strip_prefix("data: ") {
@@ -53,7 +54,7 @@ async fn next(connection: &mut Connection) -> Frame {
             .await
             .expect("no event")
             .expect("the stream ended");
-        if !frame.text.starts_with("event: heartbeat") {
+        if !sse::text(&frame).starts_with("event: heartbeat") {
             return frame;
         }
     }
@@ -165,8 +166,7 @@ fn streams_snapshot_change_and_resume() {
             );
 
             // Disconnect, write twice, resume from the change: exactly those two events.
-            let token = change
-                .text
+            let token = sse::text(&change)
                 .lines()
                 .find_map(|l| l.strip_prefix("id: "))
                 .unwrap()
@@ -193,7 +193,9 @@ fn streams_snapshot_change_and_resume() {
                 while replayed.len() < 2 {
                     match tokio::time::timeout(Duration::from_secs(5), resumed.frames.recv()).await
                     {
-                        Ok(Some(f)) if !f.text.starts_with("event: heartbeat") => replayed.push(f),
+                        Ok(Some(f)) if !sse::text(&f).starts_with("event: heartbeat") => {
+                            replayed.push(f)
+                        }
                         Ok(Some(_)) => {}
                         _ => break,
                     }

@@ -86,3 +86,15 @@ create trigger databases_changed after insert or update or delete or truncate on
 -- decides only stored rows where the list rules read other documents (docs/security.md, "What a
 -- non-admin caller cannot learn").
 select docstore.rules_install() where exists (select from docstore.rules);
+
+-- docstore.explain of a query in the structured JSON form (the sidecar's :explain, the Python
+-- SDK's client.explain): an overload of explain(text, run).
+-- pg_docstore::api::query::explain
+CREATE  FUNCTION docstore."explain"(
+	"structured" jsonb, /* TypedJsonb */
+	"run" bool DEFAULT false /* bool */
+) RETURNS jsonb /* Result < TypedJsonb, ErrorReport > */
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'explain_structured_wrapper';
+grant execute on function docstore.explain(jsonb, boolean) to docstore_client;

@@ -1,15 +1,15 @@
 //! Request bodies: the content type, the size limit, JSON syntax and the shapes of the
-//! `:runQuery`, `:commit`, `:batchGet` and `:listCollectionIds` bodies and of
-//! set-with-update-mask. Pure functions over bytes
+//! `:runQuery`, `:commit`, `:batchGet` and `:listCollectionIds` bodies. Pure functions over bytes
 //! and JSON (but [`read`]), fuzzed by the robustness tests.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
-use docstore_core::{typed_json, Code, FieldPath, ResourcePath};
+use docstore_core::{Code, ResourcePath};
 use futures_util::StreamExt;
 use serde_json::{Map, Value as Json};
 
 use super::error::ApiError;
+use crate::service::documents;
 
 /// Refuse a body that is not `application/json` (parameters such as `charset=utf-8` are
 /// allowed).
@@ -291,62 +291,19 @@ impl ListCollectionIds {
     }
 }
 
-/// The value at a field path of typed JSON document data, `None` when absent. A map written
-/// `{"$map": {...}}` is looked into; a one-key object whose key is one of typed JSON's tags
-/// (core's [`typed_json::is_tag`]: a typed value or a transform) has no fields; any other
-/// object is a map, whatever its keys look like.
-fn value_at<'a>(data: &'a Json, path: &FieldPath) -> Option<&'a Json> {
-    let mut at = data;
-    for segment in path.segments() {
-        let mut obj = at.as_object()?;
-        if obj.len() == 1 {
-            if let Some(Json::Object(inner)) = obj.get("$map") {
-                obj = inner;
-            } else if obj.keys().any(|k| typed_json::is_tag(k)) {
-                return None;
-            }
-        }
-        at = obj.get(segment)?;
-    }
-    Some(at)
-}
-
-/// The writes of a set with an update mask (Firestore's `updateMask`): the document is
-/// created when missing (a merge of nothing), then each masked field path is set to its
-/// value in `data`, or deleted when `data` does not hold it; other fields stay as they are.
-/// Returns the `docstore.commit` writes as JSON; `precondition` goes on the first.
+/// The `docstore.commit` writes of a set with an update mask whose body is `data`
+/// ([`documents::masked_set`]).
 ///
 /// # Errors
-/// 400 INVALID_ARGUMENT for data that is not a JSON object or a field path core refuses.
+/// 400 INVALID_ARGUMENT for a body that is not a JSON object or a field path core refuses.
 pub fn masked_set(
     path: &str,
     data: &[u8],
     mask: &[String],
-    precondition: Option<serde_json::Value>,
+    precondition: Option<Json>,
 ) -> Result<Json, ApiError> {
     let data = parse_json(data)?;
-    if !data.is_object() {
-        return Err(ApiError::invalid_argument(
-            "the document data must be a JSON object",
-        ));
-    }
-    let mut fields = Map::new();
-    for text in mask {
-        let field = FieldPath::parse(text)
-            .map_err(|e| ApiError::invalid_argument(format!("updateMask \"{text}\": {e}")))?;
-        let value = value_at(&data, &field)
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({"$delete": true}));
-        fields.insert(text.clone(), value);
-    }
-    let mut create = serde_json::json!({"set": path, "data": {}, "merge": true});
-    if let (Some(p), Some(obj)) = (precondition, create.as_object_mut()) {
-        obj.insert("precondition".into(), p);
-    }
-    Ok(Json::Array(vec![
-        create,
-        serde_json::json!({"update": path, "fields": fields}),
-    ]))
+    Ok(documents::masked_set(path, &data, mask, precondition)?)
 }
 
 #[cfg(test)]
@@ -374,7 +331,7 @@ mod tests {
             many.as_str(),
         ] {
             let e = BatchGet::parse(bad.as_bytes()).unwrap_err();
-            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+            assert_eq!(e.code(), Code::InvalidArgument, "{bad}");
         }
     }
 
@@ -397,7 +354,7 @@ mod tests {
             r#"{"parent": "a/b", "x": 1}"#,
         ] {
             let e = ListCollectionIds::parse(bad.as_bytes()).unwrap_err();
-            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+            assert_eq!(e.code(), Code::InvalidArgument, "{bad}");
         }
     }
 
@@ -436,7 +393,7 @@ mod tests {
             b"{",
         ] {
             assert_eq!(
-                RunQuery::parse(bad).unwrap_err().code,
+                RunQuery::parse(bad).unwrap_err().code(),
                 Code::InvalidArgument
             );
         }
@@ -455,28 +412,5 @@ mod tests {
         ] {
             assert!(Commit::parse(bad).is_err());
         }
-    }
-
-    #[test]
-    fn masked_sets() {
-        let writes = masked_set(
-            "r/a",
-            br#"{"a": 1, "b": {"c": {"$map": {"d": 2}}}, "t": {"$timestamp": "2020-01-01T00:00:00Z"}}"#,
-            &["a".into(), "b.c.d".into(), "x".into(), "t.y".into()],
-            Some(serde_json::json!({"exists": true})),
-        )
-        .unwrap();
-        assert_eq!(
-            writes,
-            serde_json::json!([
-                {"set": "r/a", "data": {}, "merge": true, "precondition": {"exists": true}},
-                {"update": "r/a", "fields": {"a": 1, "b.c.d": 2, "x": {"$delete": true}, "t.y": {"$delete": true}}}
-            ])
-        );
-        // A map key that merely starts with `$` is a field, not a typed value.
-        let writes = masked_set("r/a", br#"{"a": {"$x": 1}}"#, &["a.`$x`".into()], None).unwrap();
-        assert_eq!(writes[1]["fields"], serde_json::json!({"a.`$x`": 1}));
-        assert!(masked_set("r/a", b"[]", &["a".into()], None).is_err());
-        assert!(masked_set("r/a", b"{}", &["a..b".into()], None).is_err());
     }
 }

@@ -6,16 +6,13 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use docstore_core::Code;
 
-use super::auth::Principal;
 use super::body;
 use super::documents::json_response;
 use super::error::ApiError;
 use super::resource::Target;
 use super::{JsonPost, SharedState};
-use crate::pg::collections as pg_collections;
-use crate::pg::{RequestTx, RunAs};
+use crate::service::collections;
 
 /// Handle `:listCollectionIds`.
 ///
@@ -28,22 +25,12 @@ pub async fn list_collection_ids(
 ) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "listCollectionIds", request).await?;
-    if post.principal != Principal::Admin {
-        return Err(ApiError::new(
-            Code::PermissionDenied,
-            "listing collection ids needs the admin key",
-        ));
-    }
+    let caller = post.caller();
+    // A caller other than the admin is refused whatever its body says.
+    collections::may_list(&caller)?;
     let list = body::ListCollectionIds::parse(&post.body)?;
-    let (tx, ids) = state
-        .db
-        .begin_with(&database, &RunAs::Admin, async |tx: &RequestTx| {
-            pg_collections::child_collection_ids(tx, &database, &list.parent)
-                .await
-                .map_err(ApiError::from)
-        })
-        .await?;
-    tx.commit().await?;
+    let ids =
+        collections::list_collection_ids(&state.service, &caller, &database, &list.parent).await?;
     let out = serde_json::json!({ "collectionIds": ids });
     Ok(json_response(StatusCode::OK, out.to_string()))
 }

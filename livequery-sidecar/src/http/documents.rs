@@ -1,20 +1,20 @@
 //! `GET|PUT|PATCH|DELETE /v1/databases/{db}/documents/{document}` and
-//! `POST /v1/databases/{db}/documents/{collection}`. Every write is one call of the
-//! extension's functions; a write's answer reads the document back in the same transaction.
+//! `POST /v1/databases/{db}/documents/{collection}`: parse, call `service::documents`,
+//! answer the document as JSON.
 
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value as Json;
 
+use super::bearer;
 use super::body;
-use super::context::{run_as, RulesMethod};
 use super::error::ApiError;
 use super::resource::{parse_params, Params, Target};
 use super::SharedState;
-use crate::pg::documents::{self as pg_documents, Document};
-use crate::pg::RunAs;
-use crate::pg::{PgError, RequestTx};
+use crate::pg::documents::Document;
+use crate::pg::PgError;
+use crate::service::documents::{self, DocumentWrite, WriteRequest};
 
 /// A document in the API's JSON form:
 /// `{"path", "data" (typed JSON), "createTime", "updateTime"}`.
@@ -46,7 +46,6 @@ pub(super) fn json_response(status: StatusCode, body: String) -> Response {
 /// The parts every document handler starts from.
 struct Call {
     database: String,
-    path: String,
     resource: docstore_core::ResourcePath,
     params: Params,
 }
@@ -57,81 +56,9 @@ fn call(target: Target, request: &Request) -> Result<Call, ApiError> {
     };
     Ok(Call {
         database,
-        path: path.to_string(),
         resource: path,
         params: parse_params(request.uri().query())?,
     })
-}
-
-/// Begin the request's transaction and run `first` in it, in one round trip with `begin` and
-/// the settings ([`crate::pg::Db::begin_with`]).
-async fn begin_with<T>(
-    state: &SharedState,
-    call: &Call,
-    headers: &HeaderMap,
-    http_method: &Method,
-    method: RulesMethod,
-    first: impl AsyncFnOnce(&RequestTx) -> Result<T, ApiError>,
-) -> Result<(RequestTx, T), ApiError> {
-    let run_as = caller(state, call, headers, http_method, method).await?;
-    state.db.begin_with(&call.database, &run_as, first).await
-}
-
-/// Who `call` runs as: the caller authenticated from `headers`, with the request the rules
-/// see (`method` on the call's path).
-async fn caller(
-    state: &SharedState,
-    call: &Call,
-    headers: &HeaderMap,
-    http_method: &Method,
-    method: RulesMethod,
-) -> Result<RunAs, ApiError> {
-    let principal = state.verifier.authenticate(headers).await?;
-    Ok(run_as(
-        &principal,
-        method,
-        http_method.as_str(),
-        &call.database,
-        &call.path,
-        None,
-    ))
-}
-
-/// Commit on success, roll back on failure (a connection that cannot roll back is discarded
-/// by [`RequestTx`]'s drop).
-///
-/// # Cancel safety
-/// Dropped mid-way, the transaction is cancelled and its connection discarded.
-pub(super) async fn end<T>(tx: RequestTx, result: Result<T, ApiError>) -> Result<T, ApiError> {
-    match result {
-        Ok(value) => {
-            tx.commit().await?;
-            Ok(value)
-        }
-        Err(error) => {
-            if let Err(e) = tx.rollback().await {
-                tracing::debug!(error = %e, "rollback after a failed request");
-            }
-            Err(error)
-        }
-    }
-}
-
-async fn read_back(tx: &RequestTx, call: &Call) -> Result<String, ApiError> {
-    found(
-        call,
-        pg_documents::read(tx, &call.database, &call.resource).await?,
-    )
-}
-
-fn found(call: &Call, doc: Option<Document>) -> Result<String, ApiError> {
-    match doc {
-        Some(doc) => document_json(&doc),
-        None => Err(ApiError::not_found(format!(
-            "document \"{}\" does not exist",
-            call.path
-        ))),
-    }
 }
 
 /// `GET` a document: 200 with the document, 404 NOT_FOUND when it does not exist.
@@ -149,55 +76,32 @@ pub async fn get(
             "GET of a document takes no query parameters",
         ));
     }
-    let run_as = caller(
-        &state,
-        &call,
-        request.headers(),
-        request.method(),
-        RulesMethod::Get,
-    )
-    .await?;
-    match pg_documents::get(&state.db, &call.database, &run_as, &call.resource).await? {
-        Some(doc) => Ok(json_response(StatusCode::OK, document_json(&doc)?)),
-        None => Err(ApiError::not_found(format!(
-            "document \"{}\" does not exist",
-            call.path
-        ))),
-    }
+    let caller =
+        bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
+    let doc = documents::get(&state.service, &caller, &call.database, &call.resource).await?;
+    Ok(json_response(StatusCode::OK, document_json(&doc)?))
 }
 
-/// The `"precondition"` member of a commit write, or nothing.
-fn precondition_member(params: &Params) -> String {
-    params
-        .precondition
-        .as_ref()
-        .map(|p| format!(",\"precondition\":{}", p.to_json()))
-        .unwrap_or_default()
-}
-
-/// `begin`, the settings, the write and the read-back go out together (one round trip; a
-/// failed write aborts the transaction, so the read then fails too and the write's error is
-/// reported); the commit, or the rollback when the document cannot be read back, follows.
-async fn write_and_read(
+/// Write the document of `call` and answer 200 with it as written.
+async fn write(
     state: SharedState,
     call: Call,
     parts: &axum::http::request::Parts,
-    method: RulesMethod,
-    writes: String,
+    write: DocumentWrite,
 ) -> Result<Response, ApiError> {
-    let (tx, read) = begin_with(
-        &state,
-        &call,
-        &parts.headers,
-        &parts.method,
-        method,
-        async |tx: &RequestTx| {
-            Ok(pg_documents::commit_and_read(tx, &writes, &call.database, &call.resource).await?)
+    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method).await?;
+    let doc = documents::write(
+        &state.service,
+        &caller,
+        WriteRequest {
+            database: &call.database,
+            path: &call.resource,
+            write,
+            precondition: call.params.precondition.clone(),
         },
     )
     .await?;
-    let body = end(tx, found(&call, read)).await?;
-    Ok(json_response(StatusCode::OK, body))
+    Ok(json_response(StatusCode::OK, document_json(&doc)?))
 }
 
 /// `PUT` (set): the body is the document data; `?merge=true` merges it into the document,
@@ -221,24 +125,24 @@ pub async fn put(
     body::require_json(request.headers())?;
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
-    let path_json = Json::String(call.path.clone()).to_string();
-    let writes = if call.params.update_mask.is_empty() {
-        let data = body::json_object_text(&bytes, "the document data")?;
-        format!(
-            "[{{\"set\":{path_json},\"data\":{data},\"merge\":{}{}}}]",
-            call.params.merge,
-            precondition_member(&call.params)
-        )
+    let set = if call.params.update_mask.is_empty() {
+        DocumentWrite::Set {
+            data: body::json_object_text(&bytes, "the document data")?,
+            merge: call.params.merge,
+        }
     } else {
-        body::masked_set(
-            &call.path,
-            &bytes,
+        let data = body::parse_json(&bytes)?;
+        // The mask is checked before the caller, as the data is.
+        documents::masked_set(
+            &call.resource.to_string(),
+            &data,
             &call.params.update_mask,
-            call.params.precondition.as_ref().map(|p| p.to_json()),
-        )?
-        .to_string()
+            None,
+        )?;
+        let mask = call.params.update_mask.clone();
+        DocumentWrite::MaskedSet { data, mask }
     };
-    write_and_read(state, call, &parts, RulesMethod::Write, writes).await
+    write(state, call, &parts, set).await
 }
 
 /// `PATCH` (update): the body is `docstore.update`'s fields object (field paths -> values
@@ -261,12 +165,7 @@ pub async fn patch(
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let fields = body::json_object_text(&bytes, "the fields of an update")?;
-    let writes = format!(
-        "[{{\"update\":{},\"fields\":{fields}{}}}]",
-        Json::String(call.path.clone()),
-        precondition_member(&call.params)
-    );
-    write_and_read(state, call, &parts, RulesMethod::Update, writes).await
+    write(state, call, &parts, DocumentWrite::Update { fields }).await
 }
 
 /// `DELETE`: 200 with `{"existed": bool}` (deleting a missing document is no error, as in
@@ -285,31 +184,16 @@ pub async fn delete(
             "DELETE takes only the exists and updateTime preconditions",
         ));
     }
-    let (tx, existed) = begin_with(
-        &state,
-        &call,
-        request.headers(),
-        request.method(),
-        RulesMethod::Delete,
-        async |tx: &RequestTx| match &call.params.precondition {
-            None => Ok(pg_documents::delete(tx, &call.path).await?),
-            Some(precondition) => {
-                let writes = format!(
-                    "[{{\"delete\":{}{}}}]",
-                    Json::String(call.path.clone()),
-                    precondition_member(&call.params)
-                );
-                pg_documents::commit(tx, &writes).await?;
-                // The precondition held: exists=false means there was nothing to delete.
-                Ok(!matches!(
-                    precondition,
-                    super::resource::Precondition::Exists(false)
-                ))
-            }
-        },
+    let caller =
+        bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
+    let existed = documents::delete(
+        &state.service,
+        &caller,
+        &call.database,
+        &call.resource,
+        call.params.precondition.as_ref(),
     )
     .await?;
-    tx.commit().await?;
     Ok(json_response(
         StatusCode::OK,
         serde_json::json!({ "existed": existed }).to_string(),
@@ -317,9 +201,7 @@ pub async fn delete(
 }
 
 /// `POST` to a collection: a new document with a random id (`docstore.add`); 201 with the
-/// document. One autocommit statement (`docstore.add_document`, or `add_document_as_client`
-/// for a client) when this role may call it; otherwise `docstore.add` and the read-back in
-/// the request's transaction.
+/// document.
 ///
 /// # Cancel safety
 /// As [`get`].
@@ -328,7 +210,7 @@ pub async fn add(
     target: Target,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let mut call = call(target, &request)?;
+    let call = call(target, &request)?;
     if call.params != Params::default() {
         return Err(ApiError::invalid_argument(
             "POST to a collection takes no query parameters",
@@ -338,35 +220,14 @@ pub async fn add(
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let data = body::json_object_text(&bytes, "the document data")?;
-    let run_as = caller(
-        &state,
-        &call,
-        &parts.headers,
-        &parts.method,
-        RulesMethod::Create,
+    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method).await?;
+    let doc = documents::add(
+        &state.service,
+        &caller,
+        &call.database,
+        &call.resource,
+        &data,
     )
     .await?;
-    if pg_documents::adds_in_one_statement(&state.db, &run_as).await? {
-        let doc =
-            pg_documents::add_one(&state.db, &call.database, &run_as, &call.path, &data).await?;
-        return Ok(json_response(StatusCode::CREATED, document_json(&doc)?));
-    }
-    let (tx, path) = state
-        .db
-        .begin_with(&call.database, &run_as, async |tx: &RequestTx| {
-            Ok::<_, ApiError>(pg_documents::add(tx, &call.path, &data).await?)
-        })
-        .await?;
-    let result = async {
-        call.resource = docstore_core::ResourcePath::parse_document(&path).map_err(|e| {
-            ApiError::from(PgError::Decode(format!(
-                "docstore.add returned {path:?}: {e}"
-            )))
-        })?;
-        call.path = path;
-        read_back(&tx, &call).await
-    }
-    .await;
-    let body = end(tx, result).await?;
-    Ok(json_response(StatusCode::CREATED, body))
+    Ok(json_response(StatusCode::CREATED, document_json(&doc)?))
 }

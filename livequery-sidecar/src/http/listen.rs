@@ -15,19 +15,20 @@ use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use docstore_core::Code;
 use serde_json::{json, Value as Json};
 
-use super::auth::Principal;
+use super::bearer;
 use super::body;
-use super::context::{run_as, RulesMethod};
 use super::error::ApiError;
 use super::resource::{percent_decode, Target};
+use super::sse;
 use super::SharedState;
 use crate::matcher::TargetSpec;
+use crate::service::caller::{Caller, Principal};
+use crate::service::listen;
 use crate::session::events::parse_token;
 use crate::session::hub::lag_seconds;
-use crate::session::{Caller, Connection, Resumed, SessionError, TargetRequest};
+use crate::session::{Connection, Session, TargetRequest};
 
 /// Set once the process is shutting down: every stream's response ends, so that the
 /// graceful shutdown does not wait for streams that never finish (clients reconnect with
@@ -52,22 +53,6 @@ pub const MAX_TARGETS: usize = 100;
 
 /// A keep-alive comment is written after this long without an event.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-impl From<SessionError> for ApiError {
-    fn from(e: SessionError) -> ApiError {
-        match e {
-            SessionError::Pg(e) => ApiError::from(e),
-            SessionError::Unavailable(m) => ApiError::new(Code::Unavailable, m),
-            SessionError::NotFound(m) => ApiError::not_found(m),
-            SessionError::PermissionDenied(m) => ApiError::new(Code::PermissionDenied, m),
-            SessionError::InvalidArgument(m) => ApiError::invalid_argument(m),
-            SessionError::ResourceExhausted { limit, message } => {
-                super::server::count_limited(limit);
-                ApiError::too_many(message)
-            }
-        }
-    }
-}
 
 /// Every request under `:listen`.
 ///
@@ -128,7 +113,7 @@ async fn authenticate(
     access_token: Option<&str>,
 ) -> Result<Principal, ApiError> {
     match access_token {
-        None => state.verifier.authenticate(headers).await,
+        None => bearer::authenticate(&state.service.verifier, headers).await,
         Some(_) if headers.contains_key(header::AUTHORIZATION) => Err(ApiError::invalid_argument(
             "send either an Authorization header or ?access_token=, not both",
         )),
@@ -140,45 +125,20 @@ async fn authenticate(
                 )
             })?;
             synthetic.insert(header::AUTHORIZATION, value);
-            state.verifier.authenticate(&synthetic).await
+            bearer::authenticate(&state.service.verifier, &synthetic).await
         }
     }
 }
 
-/// The owner key, the key of the per-caller stream cap and the run-as of a caller.
-fn caller(principal: &Principal, request: &Request, database: &str) -> Caller {
-    let client = || {
-        request
+/// The caller of a `:listen` request: its principal, method and client address.
+fn caller(principal: Principal, request: &Request) -> Caller {
+    Caller {
+        principal,
+        method: request.method().as_str().to_owned(),
+        peer: request
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
-            .map_or_else(
-                || "addr:unknown".to_owned(),
-                |c| format!("addr:{}", c.0.ip()),
-            )
-    };
-    let (key, quota) = match principal {
-        Principal::Admin => ("admin".to_owned(), None),
-        Principal::Anonymous => ("anonymous".to_owned(), Some(client())),
-        Principal::User(claims) => {
-            let sub = claims.get("sub").unwrap_or(&Json::Null);
-            let quota = match sub {
-                Json::String(sub) => format!("sub:{sub}"),
-                _ => client(),
-            };
-            (format!("user:{sub}"), Some(quota))
-        }
-    };
-    Caller {
-        key,
-        quota,
-        run_as: run_as(
-            principal,
-            RulesMethod::List,
-            request.method().as_str(),
-            database,
-            "",
-            None,
-        ),
+            .map(|c| c.0.ip()),
     }
 }
 
@@ -360,7 +320,7 @@ async fn listen(
     let post = request.method() == Method::POST;
     let params = ListenParams::parse(request.uri().query(), post, last_event_id)?;
     let principal = authenticate(&state, request.headers(), params.access_token.as_deref()).await?;
-    let caller = caller(&principal, &request, &database);
+    let caller = caller(principal, &request);
     let targets = if post {
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
@@ -369,26 +329,13 @@ async fn listen(
     } else {
         params.targets
     };
-    let resume = params.resume;
-    let mut lead = None;
-    if let Some((stream, position)) = resume {
-        match session.resume(&stream, position, &caller.key).await? {
-            Resumed::Connection(connection) => return Ok(sse(connection)),
-            Resumed::Unknown(reason) => lead = Some(reason),
-        }
-    }
-    let connection = session.open(&database, caller, targets, lead).await?;
+    let connection = listen::open(&session, &caller, &database, targets, params.resume).await?;
     Ok(sse(connection))
 }
 
 /// The session of the live queries (503 UNAVAILABLE when this sidecar runs without them).
-fn running_session(state: &SharedState) -> Result<crate::session::Session, ApiError> {
-    state.session.clone().ok_or_else(|| {
-        ApiError::new(
-            Code::Unavailable,
-            "live queries are not running in this sidecar",
-        )
-    })
+fn running_session(state: &SharedState) -> Result<Session, ApiError> {
+    Ok(listen::session(&state.service)?)
 }
 
 /// `POST :listen/{stream}/targets`.
@@ -401,15 +348,13 @@ async fn add_targets(
     let session = running_session(&state)?;
     let access_token = access_token_only(request.uri().query())?;
     let principal = authenticate(&state, request.headers(), access_token.as_deref()).await?;
-    let caller = caller(&principal, &request, &database);
+    let caller = caller(principal, &request);
     body::require_json(request.headers())?;
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let targets = body_targets(&bytes)?;
     let ids: Vec<String> = targets.iter().map(|t| t.id.clone()).collect();
-    session
-        .add_targets(&database, &stream, caller, targets)
-        .await?;
+    listen::add_targets(&session, &caller, &database, &stream, targets).await?;
     Ok(json_ok(&json!({"stream": stream, "targets": ids})))
 }
 
@@ -423,8 +368,8 @@ async fn remove_target(
     let session = running_session(&state)?;
     let access_token = access_token_only(request.uri().query())?;
     let principal = authenticate(&state, request.headers(), access_token.as_deref()).await?;
-    let caller = caller(&principal, &request, "");
-    session.remove_target(&stream, &caller.key, &id).await?;
+    let caller = caller(principal, &request);
+    listen::remove_target(&session, &caller, &stream, &id).await?;
     Ok(json_ok(&json!({"stream": stream, "removed": id})))
 }
 
@@ -491,7 +436,7 @@ fn sse(connection: Connection) -> Response {
     } = connection;
     let mut opening = format!("retry: {}\n\n", retry_millis());
     for frame in &first {
-        opening.push_str(&frame.text);
+        opening.push_str(&sse::text(frame));
     }
     enum Next {
         Closed(Option<crate::session::Frame>),
@@ -544,7 +489,7 @@ fn sse(connection: Connection) -> Response {
         let chunk = match next {
             Next::Closed(Some(frame)) => {
                 s.done = true;
-                Bytes::from(frame.text.to_string())
+                Bytes::from(sse::text(&frame))
             }
             // The hub let the closer go (the stream was taken over or expired): the queue
             // says the rest.
@@ -559,7 +504,7 @@ fn sse(connection: Connection) -> Response {
                     if let Some(lag) = lag_seconds(&frame) {
                         metrics::histogram!("docstore_session_commit_to_send_seconds").record(lag);
                     }
-                    text.push_str(&frame.text);
+                    text.push_str(&sse::text(&frame));
                     next = s.frames.try_recv().ok();
                 }
                 Bytes::from(text)

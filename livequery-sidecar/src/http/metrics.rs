@@ -62,7 +62,7 @@ pub async fn track(request: Request, next: Next) -> Response {
 
 /// `GET /metrics`.
 pub async fn render(State(state): State<SharedState>) -> Response {
-    let status = state.db.status();
+    let status = state.service.db.status();
     let in_use = status.open.saturating_sub(status.idle);
     metrics::gauge!("docstore_pg_pool_connections", "state" => "idle").set(status.idle as f64);
     metrics::gauge!("docstore_pg_pool_connections", "state" => "in_use").set(in_use as f64);

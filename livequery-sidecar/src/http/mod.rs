@@ -1,24 +1,25 @@
-//! Stage 5: routes, auth, errors (and SSE, with the live-query issue).
+//! The HTTP transport: routes, parsing, JSON rendering, SSE, statuses.
 //!
-//! Handlers are thin: parse ([`resource`], [`body`]), authorize ([`auth`]), call one `pg/`
-//! function, map the error ([`error`]). The API is specified in docs/http.md.
+//! Handlers are thin: parse ([`resource`], [`body`]), read the credential ([`bearer`]), call
+//! one operation of `service/`, render its result (JSON, a streamed array, [`sse`]) or its
+//! error ([`error`]). The API is specified in docs/http.md.
 
-pub mod auth;
 pub mod batch_get;
+pub mod bearer;
 pub mod body;
 pub mod collections;
 pub mod commit;
-pub mod context;
 pub mod demo;
 pub mod documents;
 pub mod error;
-pub mod jwks;
+pub mod explain;
 pub mod listen;
 pub mod metrics;
 pub mod origin;
 pub mod query;
 pub mod resource;
 pub mod server;
+pub mod sse;
 
 use std::sync::Arc;
 
@@ -29,23 +30,21 @@ use axum::routing::{any, get};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::pg::Db;
-use auth::Verifier;
+use crate::service::caller::{Caller, Principal};
+use crate::service::Service;
 use error::ApiError;
 use resource::Target;
 
 /// What every handler shares.
 pub struct AppState {
-    pub db: Db,
-    pub verifier: Verifier,
+    /// The operations, shared with any other transport.
+    pub service: Arc<Service>,
     pub max_body_bytes: usize,
     /// `--query-write-timeout-ms` (`None`: no limit).
     pub query_write_timeout: Option<std::time::Duration>,
     /// The Prometheus recorder's handle (`None` when another recorder is installed, as in
     /// tests that build several routers in one process).
     pub metrics: Option<PrometheusHandle>,
-    /// The live-query hub (`None`: `:listen` answers 503 UNAVAILABLE).
-    pub session: Option<crate::session::Session>,
 }
 
 /// The shared state.
@@ -55,12 +54,21 @@ pub type SharedState = Arc<AppState>;
 /// has no query parameters, its caller is authenticated, and its JSON body is read within the
 /// size limit.
 pub struct JsonPost {
-    pub principal: auth::Principal,
+    pub principal: Principal,
     pub method: Method,
     pub body: Vec<u8>,
 }
 
 impl JsonPost {
+    /// The caller of the request.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            principal: self.principal.clone(),
+            method: self.method.as_str().to_owned(),
+            peer: None,
+        }
+    }
+
     /// Read `request` for the `:verb` endpoint.
     ///
     /// # Errors
@@ -79,7 +87,7 @@ impl JsonPost {
                 ":{verb} takes no query parameters"
             )));
         }
-        let principal = state.verifier.authenticate(request.headers()).await?;
+        let principal = bearer::authenticate(&state.service.verifier, request.headers()).await?;
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
         let body = body::read(&parts.headers, raw, state.max_body_bytes).await?;
@@ -114,7 +122,7 @@ async fn not_found(request: Request) -> ApiError {
 
 /// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer.
 async fn health(State(state): State<SharedState>) -> Response {
-    match state.db.health().await {
+    match state.service.db.health().await {
         Ok(()) => (
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             "{\"status\":\"ok\"}",
@@ -122,7 +130,7 @@ async fn health(State(state): State<SharedState>) -> Response {
             .into_response(),
         Err(e) => {
             let mut error = ApiError::from(e);
-            error.code = docstore_core::Code::Unavailable;
+            error.error.code = docstore_core::Code::Unavailable;
             error.into_response()
         }
     }
@@ -145,6 +153,7 @@ enum Kind {
     Commit,
     BatchGet,
     ListCollectionIds,
+    Explain,
     Listen,
 }
 
@@ -157,6 +166,7 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         Target::Commit { .. } => Kind::Commit,
         Target::BatchGet { .. } => Kind::BatchGet,
         Target::ListCollectionIds { .. } => Kind::ListCollectionIds,
+        Target::Explain { .. } => Kind::Explain,
         Target::Listen { .. } => Kind::Listen,
     };
     let method = request.method().clone();
@@ -190,12 +200,13 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         (Kind::ListCollectionIds, Method::POST) => {
             collections::list_collection_ids(state, target, request).await
         }
+        (Kind::Explain, Method::POST) => explain::explain(state, target, request).await,
         (Kind::Listen, _) => listen::route(state, target, request).await,
         (_, method) => Err(ApiError::not_found(format!(
             "no route {method} {}",
             request.uri().path()
         ))
-        .with_hint(":runQuery, :commit, :batchGet and :listCollectionIds take POST")),
+        .with_hint(":runQuery, :commit, :batchGet, :listCollectionIds and :explain take POST")),
     }
 }
 

@@ -9,24 +9,22 @@
 //! aggregation query `{"aggregation": {...}}`.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::{FutureExt, StreamExt};
 use serde_json::Value as Json;
-use tokio_postgres::{Row, RowStream};
 
 use super::body::RunQuery;
-use super::context::{run_as, structured_query_info, text_query_info, RulesMethod};
-use super::documents::end;
 use super::error::ApiError;
 use super::resource::{parse_params, Target};
 use super::{JsonPost, SharedState};
-use crate::pg::query::{self as pg_query, QueryInput, ResultRow};
-use crate::pg::{PgError, RequestTx, RunAs};
+use crate::pg::query::ResultRow;
+use crate::pg::PgError;
+use crate::service::caller::Caller;
+use crate::service::error::ServiceError;
+use crate::service::query::{self, Query, QueryRows};
 
 /// A response chunk is sent once it holds this many bytes (or no further row is ready).
 const CHUNK_BYTES: usize = 32 * 1024;
@@ -43,26 +41,11 @@ pub async fn run_query(
 ) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "runQuery", request).await?;
-    let query = RunQuery::parse(&post.body)?;
-    let info = match &query {
-        RunQuery::Sql(text) => text_query_info(text),
-        RunQuery::Structured(text) => serde_json::from_str::<Json>(text)
-            .map(|q| structured_query_info(&q))
-            .unwrap_or(Json::Null),
+    let query = match RunQuery::parse(&post.body)? {
+        RunQuery::Sql(text) => Query::Text(text),
+        RunQuery::Structured(text) => Query::Structured(text),
     };
-    let run_as = run_as(
-        &post.principal,
-        RulesMethod::List,
-        post.method.as_str(),
-        &database,
-        "",
-        Some(info),
-    );
-    let input = match &query {
-        RunQuery::Sql(text) => QueryInput::Sql(text),
-        RunQuery::Structured(text) => QueryInput::Structured(text),
-    };
-    stream(&state, &database, &run_as, input).await
+    stream(&state, &post.caller(), &database, &query).await
 }
 
 /// Handle `GET` of a collection: its documents in name order, at most `?pageSize=n`.
@@ -83,31 +66,17 @@ pub async fn list(
             "GET of a collection takes only pageSize",
         ));
     }
-    let principal = state.verifier.authenticate(request.headers()).await?;
-    let mut structured = serde_json::json!({
-        "from": [{"collectionId": path.last()}],
-    });
-    if let (Some(parent), Some(obj)) = (path.parent(), structured.as_object_mut()) {
-        obj.insert("parent".into(), Json::String(parent.to_string()));
-    }
-    if let (Some(limit), Some(obj)) = (params.page_size, structured.as_object_mut()) {
-        obj.insert("limit".into(), Json::from(limit));
-    }
-    let info = structured_query_info(&structured);
-    let run_as = run_as(
-        &principal,
-        RulesMethod::List,
-        request.method().as_str(),
-        &database,
-        &path.to_string(),
-        Some(info),
-    );
-    let text = structured.to_string();
-    stream(&state, &database, &run_as, QueryInput::Structured(&text)).await
+    let caller =
+        super::bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
+    let query = Query::Collection {
+        path,
+        page_size: params.page_size,
+    };
+    stream(&state, &caller, &database, &query).await
 }
 
-fn row_json(row: &Row) -> Result<String, ApiError> {
-    match pg_query::decode(row)? {
+fn row_json(row: ResultRow) -> Result<String, ApiError> {
+    match row {
         ResultRow::Document {
             path,
             data,
@@ -130,10 +99,7 @@ fn row_json(row: &Row) -> Result<String, ApiError> {
 
 /// The state of a streamed answer.
 struct Streaming {
-    tx: Option<RequestTx>,
-    rows: Pin<Box<RowStream>>,
-    /// The first row, read before the header.
-    first: Option<Row>,
+    rows: QueryRows,
     items: usize,
     done: bool,
 }
@@ -151,36 +117,30 @@ impl Streaming {
         out.push_str(&error.to_json());
         out.push_str("}\n]\n");
         self.done = true;
-        if let Some(tx) = self.tx.take() {
-            if let Err(e) = tx.rollback().await {
-                tracing::debug!(error = %e, "rollback after a failed stream");
-            }
-        }
+        self.rows.rollback().await;
     }
 
     /// Close the array after the last row; commit the (read-only) transaction.
     async fn finish(&mut self, out: &mut String) {
-        if let Some(tx) = self.tx.take() {
-            if let Err(e) = tx.commit().await {
-                self.fail(out, ApiError::from(e)).await;
-                return;
-            }
+        if let Err(e) = self.rows.commit().await {
+            self.fail(out, ApiError::from(e)).await;
+            return;
         }
         out.push_str(if self.items == 0 { "[]\n" } else { "\n]\n" });
         self.done = true;
     }
 
     /// Append one row (or the error it is).
-    async fn push(&mut self, out: &mut String, row: Option<Result<Row, tokio_postgres::Error>>) {
+    async fn push(&mut self, out: &mut String, row: Option<Result<ResultRow, ServiceError>>) {
         match row {
-            Some(Ok(row)) => match row_json(&row) {
+            Some(Ok(row)) => match row_json(row) {
                 Ok(json) => {
                     self.separator(out);
                     out.push_str(&json);
                 }
                 Err(e) => self.fail(out, e).await,
             },
-            Some(Err(e)) => self.fail(out, ApiError::from(PgError::from(e))).await,
+            Some(Err(e)) => self.fail(out, ApiError::from(e)).await,
             None => self.finish(out).await,
         }
     }
@@ -192,13 +152,10 @@ impl Streaming {
             return None;
         }
         let mut out = String::new();
-        let first = match self.first.take() {
-            Some(row) => Some(Ok(row)),
-            None => self.rows.next().await,
-        };
+        let first = self.rows.next().await;
         self.push(&mut out, first).await;
         while !self.done && out.len() < CHUNK_BYTES {
-            match self.rows.next().now_or_never() {
+            match self.rows.next_ready() {
                 Some(row) => self.push(&mut out, row).await,
                 None => break,
             }
@@ -207,37 +164,23 @@ impl Streaming {
     }
 }
 
-/// Run a query in a new transaction and answer with its rows as a streamed JSON array.
+/// Run a query and answer with its rows as a streamed JSON array.
 async fn stream(
     state: &SharedState,
+    caller: &Caller,
     database: &str,
-    run_as: &RunAs,
-    input: QueryInput<'_>,
+    query: &Query,
 ) -> Result<Response, ApiError> {
-    let tx = state.db.begin(database, run_as).await?;
-    let rows = match pg_query::start(&tx, input).await {
-        Ok(rows) => rows,
-        Err(e) => return end(tx, Err(ApiError::from(e))).await,
-    };
-    let mut rows = Box::pin(rows);
-    let first = match rows.next().await {
-        Some(Ok(row)) => Some(row),
-        Some(Err(e)) => return end(tx, Err(ApiError::from(PgError::from(e)))).await,
-        None => None,
-    };
+    let rows = query::run(&state.service, caller, database, query).await?;
+    let empty = rows.empty;
     let mut streaming = Streaming {
-        tx: Some(tx),
         rows,
-        first,
         items: 0,
         done: false,
     };
-    if streaming.first.is_none() {
-        // No row at all: finish now, so a failed commit still has its status.
+    if empty {
+        // No row at all (committed already, so a failed commit had its status).
         let mut out = String::new();
-        if let Some(tx) = streaming.tx.take() {
-            tx.commit().await?;
-        }
         streaming.finish(&mut out).await;
         return Ok((
             StatusCode::OK,

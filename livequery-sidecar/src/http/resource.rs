@@ -7,6 +7,7 @@ use docstore_core::path::is_valid_database_id;
 use docstore_core::{ResourcePath, Timestamp};
 
 use super::error::ApiError;
+use crate::service::documents::Precondition;
 
 /// The prefix of every API route.
 pub const API_PREFIX: &str = "/v1/databases/";
@@ -27,6 +28,8 @@ pub enum Target {
     BatchGet { database: String },
     /// `/v1/databases/{db}:listCollectionIds`.
     ListCollectionIds { database: String },
+    /// `/v1/databases/{db}:explain`.
+    Explain { database: String },
     /// `/v1/databases/{db}:listen`, and below it (`rest`, undecoded) a stream's targets:
     /// `{stream}/targets` and `{stream}/targets/{id}`.
     Listen {
@@ -44,6 +47,7 @@ impl Target {
             | Target::Commit { database }
             | Target::BatchGet { database }
             | Target::ListCollectionIds { database }
+            | Target::Explain { database }
             | Target::Listen { database, .. } => database,
         }
     }
@@ -119,6 +123,7 @@ pub fn parse_target(raw_path: &str) -> Result<Target, ApiError> {
         (Some("commit"), None) => Ok(Target::Commit { database }),
         (Some("batchGet"), None) => Ok(Target::BatchGet { database }),
         (Some("listCollectionIds"), None) => Ok(Target::ListCollectionIds { database }),
+        (Some("explain"), None) => Ok(Target::Explain { database }),
         (Some("listen"), rest) => Ok(Target::Listen {
             database,
             rest: rest.map(str::to_owned),
@@ -167,24 +172,6 @@ pub fn parse_resource_path(raw: &str) -> Result<ResourcePath, ApiError> {
         segments.push(segment);
     }
     ResourcePath::from_segments(segments).map_err(|e| ApiError::invalid_argument(e.to_string()))
-}
-
-/// A write's precondition from the query string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Precondition {
-    Exists(bool),
-    /// RFC 3339, as the client sent it (the extension parses it).
-    UpdateTime(String),
-}
-
-impl Precondition {
-    /// The JSON of `docstore.commit`'s `"precondition"`.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Precondition::Exists(b) => serde_json::json!({ "exists": b }),
-            Precondition::UpdateTime(t) => serde_json::json!({ "updateTime": t }),
-        }
-    }
 }
 
 /// The query-string parameters the document routes take.
@@ -298,6 +285,7 @@ pub fn route_label(raw_path: &str) -> &'static str {
             Some(rest) if rest.ends_with(":commit") => "commit",
             Some(rest) if rest.ends_with(":batchGet") => "batchGet",
             Some(rest) if rest.ends_with(":listCollectionIds") => "listCollectionIds",
+            Some(rest) if rest.ends_with(":explain") => "explain",
             Some(rest) if rest.contains(":listen") => "listen",
             _ => "other",
         },
@@ -310,7 +298,7 @@ mod tests {
     use docstore_core::Code;
 
     fn code(path: &str) -> Code {
-        parse_target(path).unwrap_err().code
+        parse_target(path).unwrap_err().code()
     }
 
     #[test]
@@ -343,6 +331,12 @@ mod tests {
         assert_eq!(
             parse_target("/v1/databases/abcd:listCollectionIds").unwrap(),
             Target::ListCollectionIds {
+                database: "abcd".into()
+            }
+        );
+        assert_eq!(
+            parse_target("/v1/databases/abcd:explain").unwrap(),
+            Target::Explain {
                 database: "abcd".into()
             }
         );
@@ -425,6 +419,7 @@ mod tests {
         assert_eq!(route_label("/v1/databases/(default):runQuery"), "runQuery");
         assert_eq!(route_label("/v1/databases/(default):commit"), "commit");
         assert_eq!(route_label("/v1/databases/(default):batchGet"), "batchGet");
+        assert_eq!(route_label("/v1/databases/(default):explain"), "explain");
         assert_eq!(
             route_label("/v1/databases/(default):listCollectionIds"),
             "listCollectionIds"

@@ -25,6 +25,9 @@ use shared::Shared;
 /// The `application_name` of the sidecar's connections (find them in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "docstore-sidecar";
 
+/// Default statement timeout of the pool's connections (`--statement-timeout-ms`): 30 s.
+pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
+
 /// The role non-admin requests run as (created by the extension).
 pub const CLIENT_ROLE: &str = "docstore_client";
 
@@ -100,7 +103,7 @@ impl Db {
             url,
             size,
             shared::DEFAULT_SHARED_CONNECTIONS,
-            Duration::from_millis(crate::config::DEFAULT_STATEMENT_TIMEOUT_MS),
+            Duration::from_millis(DEFAULT_STATEMENT_TIMEOUT_MS),
         )
     }
 

@@ -76,3 +76,30 @@ pub fn decode(row: &Row) -> Result<ResultRow, PgError> {
         _ => ResultRow::Aggregation { data },
     })
 }
+
+/// `docstore.explain` of the query (docs/query.md, section 7): its plan, and with `run` what
+/// running it read.
+///
+/// # Errors
+/// What the extension reports for the query (a bad query, a missing index).
+///
+/// # Cancel safety
+/// As [`start`].
+pub async fn explain(tx: &RequestTx, input: QueryInput<'_>, run: bool) -> Result<RawJson, PgError> {
+    let client = tx.client()?;
+    let row = match &input {
+        QueryInput::Sql(text) => {
+            let stmt = client
+                .prepare_cached("select docstore.explain($1::text, $2)")
+                .await?;
+            client.query_one(&stmt, &[text, &run]).await?
+        }
+        QueryInput::Structured(json) => {
+            let stmt = client
+                .prepare_cached("select docstore.explain($1::jsonb, $2)")
+                .await?;
+            client.query_one(&stmt, &[&JsonText(json), &run]).await?
+        }
+    };
+    Ok(row.try_get(0)?)
+}

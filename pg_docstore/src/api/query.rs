@@ -163,11 +163,13 @@ fn run_query(
     >,
     ErrorReport,
 > {
-    Ok(rows_of(&structured.0, |text| {
-        let json =
-            docstore_core::typed_json::json_from_str(text).map_err(DocstoreError::TypedJson)?;
-        parse_structured(&json).map_err(DocstoreError::from)
-    })?)
+    Ok(rows_of(&structured.0, parse_structured_text)?)
+}
+
+/// Parse a query in the structured JSON form from its `jsonb` text (`run_query`, `explain`).
+fn parse_structured_text(text: &str) -> Result<Query, DocstoreError> {
+    let json = docstore_core::typed_json::json_from_str(text).map_err(DocstoreError::TypedJson)?;
+    parse_structured(&json).map_err(DocstoreError::from)
 }
 
 /// The plan of a query: chosen indexes, key ranges, join strategy. With `run`, also runs
@@ -181,6 +183,25 @@ fn run_query(
 #[pg_extern(stable)]
 fn explain(text: &str, run: default!(bool, false)) -> Result<TypedJsonb, ErrorReport> {
     let parsed = parse_query(text).map_err(DocstoreError::from)?;
+    Ok(explanation(parsed, run)?)
+}
+
+/// [`explain`] of a query in the structured JSON form (`run_query`'s argument): the same
+/// explanation.
+///
+/// ```sql
+/// select docstore.explain('{"from": [{"collectionId": "restaurants"}], "limit": 2}'::jsonb);
+/// ```
+#[pg_extern(stable, name = "explain")]
+fn explain_structured(
+    structured: TypedJsonb,
+    run: default!(bool, false),
+) -> Result<TypedJsonb, ErrorReport> {
+    Ok(explanation(parse_structured_text(&structured.0)?, run)?)
+}
+
+/// The explanation of a parsed query, whichever form it was written in.
+fn explanation(parsed: Query, run: bool) -> Result<TypedJsonb, DocstoreError> {
     let database = database_id()?;
     let out = Spi::connect(|client| -> Result<serde_json::Value, DocstoreError> {
         let plan = executor::plan_query(client, &database, &parsed)?;

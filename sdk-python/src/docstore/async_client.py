@@ -105,6 +105,16 @@ class AsyncClient(BaseClient):
         for collection_id in answer.get("collectionIds") or []:
             yield self.collection(*prefix, collection_id)
 
+    async def explain(self, query: Any, *, run: bool = False) -> dict[str, Any]:
+        """As ``Client.explain``: the plan of ``query`` as a dict (docs/query.md, section 7);
+        with ``run``, also what running it read. Admin key only."""
+        return await self._transport.request(
+            "POST",
+            self._database_route(":explain"),
+            json=self._explain_body(query, run),
+            idempotent=True,
+        )
+
     def collections(self) -> AsyncIterator[AsyncCollectionReference]:
         """The root collections holding at least one document (admin key only)."""
         return self._collections_under("")

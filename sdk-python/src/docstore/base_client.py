@@ -71,6 +71,20 @@ class BaseClient:
         """``/v1/databases/{db}`` + suffix, e.g. ``:commit``."""
         return self._db_route + suffix
 
+    def _explain_body(self, query: Any, run: Any) -> dict[str, Any]:
+        """The ``:explain`` body of ``query`` (docs/http.md): a Query, CollectionReference,
+        CollectionGroup or aggregation query (its ``structuredQuery``), or ``client.sql(...)``
+        (its text)."""
+        if not isinstance(run, bool):
+            raise TypeError(f"run is True or False, got {type(run).__name__}")
+        body_of = getattr(query, "_run_query_body", None)
+        if body_of is None:
+            raise TypeError(
+                "explain() takes a query (a Query, CollectionReference, CollectionGroup, "
+                f"aggregation query or client.sql(...)), got {type(query).__name__}"
+            )
+        return {**body_of(), "run": run}
+
     def _path_route(self, path: str) -> str:
         """``/v1/databases/{db}/documents/{path}``, each segment percent-encoded."""
         return (

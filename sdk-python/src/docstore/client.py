@@ -108,6 +108,19 @@ class Client(BaseClient):
         for collection_id in answer.get("collectionIds") or []:
             yield self.collection(*prefix, collection_id)
 
+    def explain(self, query: Any, *, run: bool = False) -> dict[str, Any]:
+        """The plan of ``query`` as a dict (docs/query.md, section 7: the indexes, key ranges
+        and join of each branch); with ``run``, the query is also run and ``"analyze"`` counts
+        what it read. ``query``: a Query, CollectionReference, CollectionGroup, aggregation
+        query or ``client.sql(...)``. Admin key only (``PermissionDenied`` otherwise). Not in
+        python-firestore (its ``explain_options``): the shape differs, docs/sdk-python.md."""
+        return self._transport.request(
+            "POST",
+            self._database_route(":explain"),
+            json=self._explain_body(query, run),
+            idempotent=True,
+        )
+
     def collections(self) -> Iterator[CollectionReference]:
         """The root collections holding at least one document (admin key only)."""
         return self._collections_under("")

@@ -36,6 +36,10 @@ class BaseSqlQuery:
     def _body(self) -> dict[str, Any]:
         return {"sql": self._text}
 
+    def _run_query_body(self) -> dict[str, Any]:
+        """The query as ``:runQuery`` and ``:explain`` take it."""
+        return self._body()
+
     def _listen_target(self) -> dict[str, Any]:
         """The query's ``:listen`` target (docs/listen.md), for the listeners."""
         return self._body()

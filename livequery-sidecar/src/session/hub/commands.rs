@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{writes_by_database, Hub, Phase, SnapshotHorizon, Stream, TargetState};
-use crate::matcher::{Document, Horizon, TargetId, Write};
+use super::{Hub, Phase, SnapshotHorizon, Stream, TargetState, TxnWrites};
+use crate::matcher::{Document, Horizon, TargetId};
 use crate::pg::snapshot::ReadPoint;
 use crate::pg::RunAs;
 use crate::session::events::{self, ResetReason};
@@ -300,14 +300,7 @@ impl Hub {
             }
             added.push(tid);
             for txn in &handed {
-                let (by_db, _, truncated) = writes_by_database(txn);
-                let mut writes = Vec::new();
-                if truncated {
-                    writes.push(Write::Truncate);
-                }
-                if let Some(w) = by_db.get(&stream.database) {
-                    writes.extend(w.iter().cloned());
-                }
+                let writes = TxnWrites::of(txn).of_database(&stream.database);
                 if !writes.is_empty() {
                     let _ = matcher.apply_to(tid, txn.xid, &writes);
                 }
@@ -408,7 +401,7 @@ impl Hub {
                 ResetReason::RetentionPassed,
                 NOT_RETAINED,
             ),
-            events::snapshot(id, stream.position, None, &results, &[]),
+            events::snapshot(id, stream.position, None, results, Arc::new([])),
         ];
         Resumed::Connection(Connection {
             stream: id.to_owned(),

@@ -199,34 +199,60 @@ fn now_micros() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
-/// The writes of a transaction, by database; `None` when a document's data could not be
-/// resolved (an unchanged TOASTed value the changelog does not hold).
-fn writes_by_database(txn: &Transaction) -> (HashMap<String, Vec<Write>>, Vec<String>, bool) {
-    let mut out: HashMap<String, Vec<Write>> = HashMap::new();
-    let mut unresolved = Vec::new();
-    let mut truncated = false;
-    for change in &txn.changes {
-        match change {
-            Change::Insert(d) | Change::Update(d) => match &d.data {
-                DocumentData::Fields(fields) => {
-                    out.entry(d.database_id.clone())
+/// The writes of a transaction, by database.
+pub(super) struct TxnWrites {
+    pub(super) by_db: HashMap<String, Vec<Write>>,
+    /// Databases with a document whose data could not be resolved (an unchanged TOASTed
+    /// value the changelog does not hold).
+    pub(super) unresolved: Vec<String>,
+    /// A truncate of the documents table (it empties every database).
+    pub(super) truncated: bool,
+}
+
+impl TxnWrites {
+    pub(super) fn of(txn: &Transaction) -> TxnWrites {
+        let mut by_db: HashMap<String, Vec<Write>> = HashMap::new();
+        let mut unresolved = Vec::new();
+        let mut truncated = false;
+        for change in &txn.changes {
+            match change {
+                Change::Insert(d) | Change::Update(d) => match &d.data {
+                    DocumentData::Fields(fields) => by_db
+                        .entry(d.database_id.clone())
                         .or_default()
                         .push(Write::Set(Document::new(
                             d.path.clone(),
                             fields.clone(),
                             d.update_time,
-                        )))
-                }
-                DocumentData::UnchangedToast => unresolved.push(d.database_id.clone()),
-            },
-            Change::Delete(k) => out
-                .entry(k.database_id.clone())
-                .or_default()
-                .push(Write::Delete(k.path.clone())),
-            Change::Truncate => truncated = true,
+                        ))),
+                    DocumentData::UnchangedToast => unresolved.push(d.database_id.clone()),
+                },
+                Change::Delete(k) => by_db
+                    .entry(k.database_id.clone())
+                    .or_default()
+                    .push(Write::Delete(k.path.clone())),
+                Change::Truncate => truncated = true,
+            }
+        }
+        TxnWrites {
+            by_db,
+            unresolved,
+            truncated,
         }
     }
-    (out, unresolved, truncated)
+
+    /// What `database`'s matcher applies of this transaction: the truncate first, then the
+    /// database's own writes (empty: nothing to apply).
+    pub(super) fn of_database(&self, database: &str) -> Vec<Write> {
+        let mut writes = Vec::new();
+        if self.truncated {
+            writes.push(Write::Truncate);
+        }
+        if let Some(w) = self.by_db.get(database) {
+            writes.extend(w.iter().cloned());
+        }
+        writes
+    }
 }
 
 impl Hub {
@@ -338,17 +364,11 @@ impl Hub {
         self.position = position;
         self.activity.send_replace(position);
         let heartbeat = is_heartbeat(txn);
-        let (by_db, unresolved, truncated) = writes_by_database(txn);
+        let txn_writes = TxnWrites::of(txn);
         let mut deltas: HashMap<String, Vec<(String, TargetDelta)>> = HashMap::new();
         let mut requery: Vec<(String, String)> = Vec::new();
         for (database, matcher) in &mut self.matchers {
-            let mut writes = Vec::new();
-            if truncated {
-                writes.push(Write::Truncate);
-            }
-            if let Some(w) = by_db.get(database) {
-                writes.extend(w.iter().cloned());
-            }
+            let writes = txn_writes.of_database(database);
             if writes.is_empty() {
                 continue;
             }
@@ -369,12 +389,12 @@ impl Hub {
         let reset: Vec<String> = self
             .streams
             .iter()
-            .filter(|(_, s)| unresolved.contains(&s.database))
+            .filter(|(_, s)| txn_writes.unresolved.contains(&s.database))
             .map(|(id, _)| id.clone())
             .collect();
         // Before anything is sent: streams whose rules looked up a document this transaction
         // wrote are decided again.
-        self.observe_lookups(&by_db, truncated);
+        self.observe_lookups(&txn_writes.by_db, txn_writes.truncated);
         // Before anything is sent: a stream whose window target must be read again is held
         // from this transaction on (its other targets' changes wait for the re-read).
         for (stream, target) in requery {
@@ -438,9 +458,9 @@ impl Hub {
                     .iter()
                     .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
                     .collect();
-                let frame = events::snapshot(&id, position, commit_time, &results, &[]);
+                let frame = events::snapshot(&id, position, commit_time, results, Arc::new([]));
                 let all: Vec<String> = stream.targets.keys().cloned().collect();
-                let writes = by_db.get(&stream.database);
+                let writes = txn_writes.by_db.get(&stream.database);
                 self.send_checked(&id, frame, true, &[], &all, writes);
                 continue;
             }
@@ -457,6 +477,7 @@ impl Hub {
                 })
                 .collect();
             changes.sort_by(|a, b| a.0.cmp(&b.0));
+            let changes: Arc<[(String, TargetDelta)]> = changes.into();
             let frame = if !newly.is_empty() {
                 let matcher = self.matchers.get(&stream.database);
                 let results: Vec<_> = newly
@@ -467,18 +488,21 @@ impl Hub {
                     })
                     .collect();
                 Some((
-                    events::snapshot(&id, position, commit_time, &results, &changes),
+                    events::snapshot(&id, position, commit_time, results, Arc::clone(&changes)),
                     true,
                 ))
             } else if !changes.is_empty() {
-                Some((events::change(&id, position, commit_time, &changes), true))
+                Some((
+                    events::change(&id, position, commit_time, Arc::clone(&changes)),
+                    true,
+                ))
             } else if heartbeat || stream.last_event.elapsed() >= interval {
                 Some((events::heartbeat(&id, position, commit_time), false))
             } else {
                 None
             };
             if let Some((frame, logged)) = frame {
-                let writes = by_db.get(&stream.database);
+                let writes = txn_writes.by_db.get(&stream.database);
                 self.send_checked(&id, frame, logged, &changes, &newly, writes);
             }
         }
@@ -631,7 +655,7 @@ impl Hub {
             let result = match read_targets(&db, &database, &run_as, &fetches).await {
                 Ok((rows, point)) => Ok((names.into_iter().zip(rows).collect(), point)),
                 Err(e) => {
-                    let api = crate::http::error::ApiError::from(e);
+                    let api = crate::service::error::ServiceError::from(e);
                     Err(ReadFailure {
                         permission: api.code == docstore_core::Code::PermissionDenied,
                         message: api.message,
@@ -744,14 +768,7 @@ impl Hub {
                 continue;
             }
             for txn in &handed {
-                let (by_db, _, truncated) = writes_by_database(txn);
-                let mut writes = Vec::new();
-                if truncated {
-                    writes.push(Write::Truncate);
-                }
-                if let Some(w) = by_db.get(&stream.database) {
-                    writes.extend(w.iter().cloned());
-                }
+                let writes = TxnWrites::of(txn).of_database(&stream.database);
                 if !writes.is_empty() {
                     let _ = matcher.apply_to(t.id, txn.xid, &writes);
                 }

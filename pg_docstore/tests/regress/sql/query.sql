@@ -62,6 +62,12 @@ select coalesce(string_agg(path, ' '), '-') from docstore.run_query('{"from": [{
 select jsonb_path_query(docstore.explain('select * from /q where city = "SF" and type = "BBQ"'), '$.branches[0].keyvalue()') ->> 'key' as shape;
 select jsonb_array_length(docstore.explain('select * from /q where city in ["LA", "NY"]')->'branches') as union_branches;
 select (docstore.explain('select * from /q where city = "SF" limit 1', run => true)->'analyze'->>'results')::int as results;
+-- the structured form of a query explains as its text form does, run or not
+select docstore.explain('select * from /q where city = "SF" and type = "BBQ" limit 1')
+     = docstore.explain('{"from": [{"collectionId": "q"}], "where": {"compositeFilter": {"op": "AND", "filters": [{"fieldFilter": {"field": {"fieldPath": "city"}, "op": "EQUAL", "value": "SF"}}, {"fieldFilter": {"field": {"fieldPath": "type"}, "op": "EQUAL", "value": "BBQ"}}]}}, "limit": 1}'::jsonb) as same_plan;
+select docstore.explain('select * from /q where city = "SF" and type = "BBQ"', run => true)
+     = docstore.explain('{"from": [{"collectionId": "q"}], "where": {"compositeFilter": {"op": "AND", "filters": [{"fieldFilter": {"field": {"fieldPath": "city"}, "op": "EQUAL", "value": "SF"}}, {"fieldFilter": {"field": {"fieldPath": "type"}, "op": "EQUAL", "value": "BBQ"}}]}}}'::jsonb, run => true) as same_run;
+select (docstore.explain('{"from": [{"collectionId": "q"}], "where": {"fieldFilter": {"field": {"fieldPath": "city"}, "op": "EQUAL", "value": "SF"}}}'::jsonb, run => true)->'analyze'->>'results')::int as structured_results;
 -- errors
 select sqlstate_of($$select q('select * from /q where')$$);
 select sqlstate_of($$select q('select * from /q/a where x = 1')$$);
@@ -70,6 +76,9 @@ select sqlstate_of($$select q('select * from /q where x array_contains_any 5')$$
 select sqlstate_of($$select q('select * from /q order by rating start at (1, "q/a", 3)')$$);
 select sqlstate_of($$select q('select * from /q where t = {"$timestamp": "soon"}')$$);
 select sqlstate_of($$select docstore.run_query('{"from": []}')$$);
+select sqlstate_of($$select docstore.explain('[{"from": [{"collectionId": "q"}]}]'::jsonb)$$);
+select sqlstate_of($$select docstore.explain('{"from": [{"collectionId": "q"}], "bogus": 1}'::jsonb, run => true)$$);
+select sqlstate_of($$select docstore.explain('{"from": [{"collectionId": "q"}], "where": {"fieldFilter": {"field": {"fieldPath": "city"}, "op": "EQUAL", "value": "SF"}}, "orderBy": [{"field": {"fieldPath": "type"}}]}'::jsonb)$$);
 -- values longer than the 1,500 indexed bytes: documents are re-checked (array_contains too)
 select docstore.commit(replace('[{"set": "long/k", "data": {"tags": ["b<X>0"], "s": "b<X>0"}}]', '<X>', repeat('x', 1600))::jsonb) ? 'commitTime';
 select q(replace('select * from /long where tags array_contains "b<X>1"', '<X>', repeat('x', 1600))) as contains_other;

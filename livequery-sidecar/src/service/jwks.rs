@@ -1,7 +1,9 @@
 //! `--jwks-url`: the issuer's JSON Web Key Set, fetched at start and refetched when a token
 //! names a `kid` the keys in hand do not have (how Firebase Auth, Auth0 and Supabase rotate
 //! their keys), at most once per `--jwks-refetch-seconds` so that a flood of tokens with
-//! made-up `kid`s cannot make the sidecar hammer the issuer.
+//! made-up `kid`s cannot make the sidecar hammer the issuer. The verifier
+//! ([`super::caller::Verifier`]) uses it whatever the transport of the request; the fetch is
+//! the sidecar's own HTTP client, not a transport of its API.
 
 use std::time::{Duration, Instant};
 

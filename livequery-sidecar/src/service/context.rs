@@ -5,7 +5,7 @@
 use docstore_core::Timestamp;
 use serde_json::{json, Value as Json};
 
-use super::auth::Principal;
+use super::caller::{Caller, Principal};
 use crate::pg::RunAs;
 
 /// The rules method of a request: `get`, `list`, `create`, `update`, `delete`, or `write`
@@ -42,6 +42,27 @@ pub fn now_rfc3339() -> String {
     Timestamp::from_micros(micros)
         .map(Timestamp::to_rfc3339)
         .unwrap_or_default()
+}
+
+impl Caller {
+    /// How this caller's operation runs in Postgres: [`run_as`] with the caller's principal
+    /// and method.
+    pub fn run_as(
+        &self,
+        method: RulesMethod,
+        database: &str,
+        resource: &str,
+        query: Option<Json>,
+    ) -> RunAs {
+        run_as(
+            &self.principal,
+            method,
+            &self.method,
+            database,
+            resource,
+            query,
+        )
+    }
 }
 
 /// How a request runs in Postgres.

@@ -1,0 +1,57 @@
+//! Many documents at one snapshot: every document read by one statement of a REPEATABLE READ
+//! transaction. A user's read of each path is a `get` decided by the rules, as a single get's
+//! (one denied path fails the call with PERMISSION_DENIED).
+
+use docstore_core::ResourcePath;
+
+use super::caller::Caller;
+use super::context::RulesMethod;
+use super::error::ServiceError;
+use super::Service;
+use crate::pg::documents::{self as pg_documents, Document};
+use crate::pg::{PgError, RequestTx};
+
+/// What [`batch_get`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRead {
+    /// The snapshot's time (RFC 3339).
+    pub read_time: String,
+    /// Per requested path, in order: the document, or `None` when it does not exist.
+    pub documents: Vec<Option<Document>>,
+}
+
+/// Read `paths` (1 or more) at one snapshot.
+///
+/// # Errors
+/// The rules' denial of a path, database errors.
+///
+/// # Cancel safety
+/// Dropped mid-way, the transaction is cancelled and its connection discarded.
+pub async fn batch_get(
+    service: &Service,
+    caller: &Caller,
+    database: &str,
+    paths: &[ResourcePath],
+) -> Result<BatchRead, ServiceError> {
+    let run_as = caller.run_as(RulesMethod::Get, database, "", None);
+    // `begin`, the settings and the read go out together (one round trip).
+    let (tx, read) = service
+        .db
+        .begin_snapshot_with(database, &run_as, async |tx: &RequestTx| {
+            pg_documents::read_many(tx, database, &run_as, paths)
+                .await
+                .map_err(ServiceError::from)
+        })
+        .await?;
+    tx.commit().await?;
+    let read_time = read.read_time.to_rfc3339().ok_or_else(|| {
+        ServiceError::from(PgError::Decode(format!(
+            "read time {} is out of range",
+            read.read_time.0
+        )))
+    })?;
+    Ok(BatchRead {
+        read_time,
+        documents: read.documents,
+    })
+}
