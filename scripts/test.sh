@@ -51,6 +51,8 @@ core() {
   run_elsewhere differential "${differential}"
   # firestore-proto: the protobuf value conversion of the gRPC front end (tests/proto_values.rs).
   cargo test -p docstore-core --features firestore-proto -- --exact --skip "${differential}"
+  say "docstore-jwt: the JWT verifier of SQL and the sidecar, every case of tests/vectors/jwt.json"
+  cargo test -p docstore-jwt
 }
 
 rules() {

@@ -43,8 +43,9 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_DEV_MODE")]
     pub dev_mode: bool,
 
-    /// Shared secret of HS256-signed JWTs (`Authorization: Bearer <JWT>`). Without it and
-    /// without --jwks-file every bearer token but the admin key is refused (401).
+    /// Shared secret of HS256-signed JWTs (`Authorization: Bearer <JWT>`). Without it,
+    /// --jwks-file and --jwks-url every bearer token but the admin key is refused (401).
+    /// JWTs must carry `exp` (docs/security.md lists every check).
     #[arg(long, env = "DOCSTORE_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
 
@@ -53,6 +54,18 @@ pub struct Config {
     /// algorithm). Read once at start.
     #[arg(long, env = "DOCSTORE_JWKS_FILE")]
     pub jwks_file: Option<PathBuf>,
+
+    /// URL of the issuer's JSON Web Key Set (`https://...`; e.g. Firebase Auth's
+    /// `https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com`),
+    /// fetched at start (the sidecar does not start without it) and refetched when a token
+    /// names a `kid` it does not have: how issuers rotate keys. Instead of --jwks-file.
+    #[arg(long, env = "DOCSTORE_JWKS_URL", conflicts_with = "jwks_file")]
+    pub jwks_url: Option<String>,
+
+    /// Fewest seconds between two refetches of --jwks-url (a token with an unknown `kid`
+    /// within this time is refused without a fetch).
+    #[arg(long, env = "DOCSTORE_JWKS_REFETCH_SECONDS", default_value_t = 30)]
+    pub jwks_refetch_seconds: u64,
 
     /// When set, a JWT must carry this `iss` claim.
     #[arg(long, env = "DOCSTORE_JWT_ISSUER")]
@@ -207,6 +220,8 @@ impl std::fmt::Debug for Config {
             .field("dev_mode", &self.dev_mode)
             .field("jwt_secret", &redacted(self.jwt_secret.is_some()))
             .field("jwks_file", &self.jwks_file)
+            .field("jwks_url", &self.jwks_url)
+            .field("jwks_refetch_seconds", &self.jwks_refetch_seconds)
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)
             .field("admin_key", &redacted(self.admin_key.is_some()))

@@ -46,7 +46,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(config: Config) -> Result<(), String> {
-    let verifier = Verifier::from_config(&config)?;
+    let verifier = Verifier::start(&config).await?;
     let db = Db::connect_with_timeout(
         &config.database_url,
         config.pool_size,

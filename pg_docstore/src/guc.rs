@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::ffi::CString;
+use std::rc::Rc;
 
 use docstore_rules::eval::Auth;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -18,6 +19,9 @@ static AUTO_BUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
 static AUTH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static REQUEST: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static JWT_SECRET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static JWT_JWKS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static JWT_ISSUER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static JWT_AUDIENCE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Define the settings (from `_PG_init`, whenever the library is loaded).
 ///
@@ -74,6 +78,31 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
     );
+    GucRegistry::define_string_guc(
+        c"docstore.jwt_jwks",
+        c"The JSON Web Key Set (public RSA and EC keys) docstore.authenticate(jwt) verifies RS256/ES256 tokens with.",
+        c"The text of a JWKS document ({\"keys\": [...]}), e.g. the one the sidecar's --jwks-url \
+          serves. Only superusers can change it.",
+        &JWT_JWKS,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"docstore.jwt_issuer",
+        c"When set, docstore.authenticate(jwt) requires this iss claim.",
+        c"The sidecar's --jwt-issuer. Only superusers can change it.",
+        &JWT_ISSUER,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"docstore.jwt_audience",
+        c"When set, docstore.authenticate(jwt) requires this audience in the aud claim.",
+        c"The sidecar's --jwt-audience. Only superusers can change it.",
+        &JWT_AUDIENCE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
 }
 
 /// The caller's verified JWT claims (`docstore.auth`) as rules read them: none when unset,
@@ -117,12 +146,60 @@ thread_local! {
     static AUTH_PARSED: RefCell<Option<(String, Auth)>> = const { RefCell::new(None) };
 }
 
-/// The secret of `docstore.authenticate` (`docstore.jwt_secret`), if set.
-pub fn jwt_secret() -> Option<Vec<u8>> {
-    JWT_SECRET
+fn text_setting(setting: &GucSetting<Option<CString>>) -> Option<String> {
+    setting
         .get()
-        .map(|c| c.to_bytes().to_vec())
-        .filter(|s| !s.is_empty())
+        .map(|c| c.to_string_lossy().into_owned())
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// The settings of `docstore.authenticate`: `docstore.jwt_secret`, `docstore.jwt_jwks`,
+/// `docstore.jwt_issuer`, `docstore.jwt_audience` (empty is unset).
+pub fn jwt_settings() -> docstore_jwt::Settings {
+    docstore_jwt::Settings {
+        secret: JWT_SECRET
+            .get()
+            .map(|c| c.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty()),
+        jwks: text_setting(&JWT_JWKS),
+        issuer: text_setting(&JWT_ISSUER),
+        audience: text_setting(&JWT_AUDIENCE),
+        ..docstore_jwt::Settings::default()
+    }
+}
+
+/// The keys of [`jwt_settings`], decoded once per distinct settings.
+///
+/// # Errors
+/// [`DocstoreError::Unauthenticated`] when neither a secret nor a JWKS is set;
+/// [`DocstoreError::InvalidArgument`] for a JWKS that is not one.
+pub fn jwt_keys() -> Result<Rc<docstore_jwt::Keys>, DocstoreError> {
+    let settings = jwt_settings();
+    if settings.secret.is_none() && settings.jwks.is_none() {
+        return Err(DocstoreError::Unauthenticated(
+            "neither docstore.jwt_secret nor docstore.jwt_jwks is set: an administrator sets \
+             them in postgresql.conf"
+                .into(),
+        ));
+    }
+    let cached = JWT_KEYS.with_borrow(|c| match c {
+        Some((key, keys)) if *key == settings => Some(Rc::clone(keys)),
+        _ => None,
+    });
+    if let Some(keys) = cached {
+        return Ok(keys);
+    }
+    let keys = Rc::new(docstore_jwt::Keys::new(&settings).map_err(|e| {
+        DocstoreError::InvalidArgument(format!("docstore.jwt_secret or docstore.jwt_jwks: {e}"))
+    })?);
+    JWT_KEYS.set(Some((settings, Rc::clone(&keys))));
+    Ok(keys)
+}
+
+thread_local! {
+    /// The settings [`jwt_keys`] last decoded, and their keys.
+    static JWT_KEYS: RefCell<Option<(docstore_jwt::Settings, Rc<docstore_jwt::Keys>)>> =
+        const { RefCell::new(None) };
 }
 
 /// Set `docstore.auth` for the rest of the session (or until the transaction rolls back), with

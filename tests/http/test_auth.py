@@ -2,10 +2,15 @@
 docstore.request, the role); every kind of bad token is 401 UNAUTHENTICATED."""
 
 import base64
+import contextlib
+import http.server
 import json
+import threading
 import time
 
+import httpx
 import pytest
+from conftest import own_sidecar
 
 
 def write(client, stack, path, data):
@@ -165,3 +170,92 @@ def test_admin_key_bypasses_nothing_for_other_keys(stack, client, coll):
         headers=stack.bearer(stack.token({"sub": "u"}, secret=stack.admin_key)),
     )
     assert r.status_code == 401
+
+
+@contextlib.contextmanager
+def rotating_jwks(*sets: dict):
+    """An issuer's JWKS URL on a local HTTP server: the n-th request gets sets[n] (the last one
+    from then on). Yields (url, a list whose length is the number of requests served)."""
+    served: list[int] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(sets[min(len(served), len(sets) - 1)]).encode()
+            served.append(1)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json", served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def rsa_key(kid: str):
+    """A fresh RSA key and its public JWK with `kid`."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(RSAAlgorithm.to_jwk(key.public_key()))
+    jwk.update({"kid": kid, "alg": "RS256", "use": "sig"})
+    return key, jwk
+
+
+def test_jwks_url_rotation_and_sql_agree(stack, coll):
+    """--jwks-url: fetched at start; a token with the issuer's new kid makes the sidecar refetch
+    and is accepted; a kid unknown within --jwks-refetch-seconds is 401 without a fetch. SQL's
+    docstore.authenticate accepts and refuses the same tokens with the same JWKS in
+    docstore.jwt_jwks (docs/security.md)."""
+    import jwt
+    import psycopg
+
+    (key_a, jwk_a), (key_b, jwk_b), (key_c, jwk_c) = rsa_key("a"), rsa_key("b"), rsa_key("c")
+
+    def token(key, kid, **claims):
+        body = {"sub": "u1", "exp": int(time.time()) + 600, **claims}
+        return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
+
+    sets = [{"keys": [jwk_a]}, {"keys": [jwk_b]}, {"keys": [jwk_c]}]
+    with (
+        rotating_jwks(*sets) as (url, served),
+        own_sidecar(stack, "--jwks-url", url, "--jwks-refetch-seconds", "3600") as base,
+        httpx.Client(base_url=base, timeout=30) as c,
+    ):
+        doc = stack.doc(f"{coll}/a")
+        assert len(served) == 1
+        assert c.get(doc, headers=stack.bearer(token(key_a, "a"))).status_code != 401
+        # The issuer rotated to kid "b": refetched on the first token naming it.
+        assert c.get(doc, headers=stack.bearer(token(key_b, "b"))).status_code != 401
+        assert len(served) == 2
+        # Kid "c" would be served next, but not within the refetch interval.
+        r = c.get(doc, headers=stack.bearer(token(key_c, "c")))
+        assert r.status_code == 401, r.text
+        assert r.json()["code"] == "UNAUTHENTICATED"
+        assert len(served) == 2
+        # A token without exp: refused here as in SQL below.
+        no_exp = jwt.encode({"sub": "u1"}, key_b, algorithm="RS256", headers={"kid": "b"})
+        assert c.get(doc, headers=stack.bearer(no_exp)).status_code == 401
+
+    with psycopg.connect(stack.cluster.url()) as conn:
+        conn.execute("select set_config('docstore.jwt_jwks', %s, true)", (json.dumps(sets[1]),))
+        conn.execute("set local role docstore_client")
+        claims = conn.execute(
+            "select docstore.authenticate(%s)::text", (token(key_b, "b"),)
+        ).fetchone()[0]
+        assert json.loads(claims)["sub"] == "u1"
+        for bad in (no_exp, token(key_c, "c"), token(key_a, "b")):
+            with pytest.raises(psycopg.Error) as e:
+                with conn.transaction():
+                    conn.execute("select docstore.authenticate(%s)", (bad,))
+            assert e.value.sqlstate == "28000", bad

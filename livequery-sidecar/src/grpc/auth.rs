@@ -22,21 +22,23 @@ pub const DEV_OWNER_TOKEN: &str = "owner";
 ///
 /// # Errors
 /// UNAUTHENTICATED for a bad token, INVALID_ARGUMENT for several `authorization` entries.
-pub fn caller(
+pub async fn caller(
     verifier: &Verifier,
     dev_mode: bool,
     metadata: &MetadataMap,
     rpc: &str,
 ) -> Result<Caller, Status> {
     Ok(Caller {
-        principal: principal(verifier, dev_mode, metadata).map_err(from_service)?,
+        principal: principal(verifier, dev_mode, metadata)
+            .await
+            .map_err(from_service)?,
         method: rpc.to_owned(),
         peer: None,
     })
 }
 
 /// The principal of the request's `authorization` entries.
-fn principal(
+async fn principal(
     verifier: &Verifier,
     dev_mode: bool,
     metadata: &MetadataMap,
@@ -62,7 +64,7 @@ fn principal(
     if dev_mode && token == DEV_OWNER_TOKEN {
         return Ok(Principal::Admin);
     }
-    verifier.verify(token)
+    verifier.verify(token).await
 }
 
 #[cfg(test)]
@@ -70,8 +72,8 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn principal_of(v: &Verifier, dev: bool, m: &MetadataMap) -> Result<Principal, Status> {
-        caller(v, dev, m, "GetDocument").map(|c| c.principal)
+    async fn principal_of(v: &Verifier, dev: bool, m: &MetadataMap) -> Result<Principal, Status> {
+        caller(v, dev, m, "GetDocument").await.map(|c| c.principal)
     }
 
     fn verifier() -> Verifier {
@@ -91,29 +93,41 @@ mod tests {
         m
     }
 
-    #[test]
-    fn owner_is_the_admin_in_development_mode_only() {
+    #[tokio::test]
+    async fn owner_is_the_admin_in_development_mode_only() {
         let v = verifier();
         let owner = metadata(&["Bearer owner"]);
-        assert_eq!(principal_of(&v, true, &owner).ok(), Some(Principal::Admin));
-        let refused = principal_of(&v, false, &owner).err().map(|s| s.code());
+        assert_eq!(
+            principal_of(&v, true, &owner).await.ok(),
+            Some(Principal::Admin)
+        );
+        let refused = principal_of(&v, false, &owner)
+            .await
+            .err()
+            .map(|s| s.code());
         assert_eq!(refused, Some(tonic::Code::Unauthenticated));
     }
 
-    #[test]
-    fn the_http_rules_apply() {
+    #[tokio::test]
+    async fn the_http_rules_apply() {
         let v = verifier();
         assert_eq!(
-            principal_of(&v, false, &metadata(&[])).ok(),
+            principal_of(&v, false, &metadata(&[])).await.ok(),
             Some(Principal::Anonymous)
         );
         assert_eq!(
-            principal_of(&v, true, &metadata(&["Bearer the-admin-key"])).ok(),
+            principal_of(&v, true, &metadata(&["Bearer the-admin-key"]))
+                .await
+                .ok(),
             Some(Principal::Admin)
         );
-        let bad = principal_of(&v, true, &metadata(&["Bearer not-a-jwt"])).err();
+        let bad = principal_of(&v, true, &metadata(&["Bearer not-a-jwt"]))
+            .await
+            .err();
         assert_eq!(bad.map(|s| s.code()), Some(tonic::Code::Unauthenticated));
-        let twice = principal_of(&v, true, &metadata(&["Bearer owner", "Bearer owner"])).err();
+        let twice = principal_of(&v, true, &metadata(&["Bearer owner", "Bearer owner"]))
+            .await
+            .err();
         assert_eq!(twice.map(|s| s.code()), Some(tonic::Code::InvalidArgument));
     }
 }

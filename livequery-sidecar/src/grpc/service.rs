@@ -53,31 +53,25 @@ impl FirestoreService {
 
     /// The caller of `request`, then its database (from `name`, which parses the request's
     /// main name) checked against the resource prefix.
-    fn admit<T>(
+    async fn admit<T>(
         &self,
         rpc: &str,
         request: &Request<T>,
         name: impl FnOnce(&T) -> Result<DatabaseName, Status>,
     ) -> Result<(Caller, DatabaseName), Status> {
-        let caller = auth::caller(
-            &self.service.verifier,
-            self.dev_mode,
-            request.metadata(),
-            rpc,
-        )?;
+        // The metadata is copied so that no borrow of the request (whose streaming body is not
+        // Sync) lives across the verifier's await.
+        let metadata = request.metadata().clone();
+        let caller = auth::caller(&self.service.verifier, self.dev_mode, &metadata, rpc).await?;
         let db = name(request.get_ref())?;
         names::check_prefix(request.metadata(), &db)?;
         Ok((caller, db))
     }
 
     /// The caller of a client-streaming request (its names come with its messages).
-    fn caller<T>(&self, rpc: &str, request: &Request<T>) -> Result<Caller, Status> {
-        auth::caller(
-            &self.service.verifier,
-            self.dev_mode,
-            request.metadata(),
-            rpc,
-        )
+    async fn caller<T>(&self, rpc: &str, request: &Request<T>) -> Result<Caller, Status> {
+        let metadata = request.metadata().clone();
+        auth::caller(&self.service.verifier, self.dev_mode, &metadata, rpc).await
     }
 }
 
@@ -115,7 +109,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::GetDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        let (caller, db) = self.admit("GetDocument", &request, |r| of_document(&r.name))?;
+        let (caller, db) = self
+            .admit("GetDocument", &request, |r| of_document(&r.name))
+            .await?;
         let (_, path) = names::document(&request.get_ref().name)?;
         let doc =
             documents::get_document(&self.service, &caller, &db, &path, request.get_ref()).await?;
@@ -126,7 +122,8 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListDocumentsRequest>,
     ) -> Result<Response<wire::ListDocumentsResponse>, Status> {
-        self.admit("ListDocuments", &request, |r| of_parent(&r.parent))?;
+        self.admit("ListDocuments", &request, |r| of_parent(&r.parent))
+            .await?;
         Err(unimplemented("ListDocuments"))
     }
 
@@ -134,10 +131,12 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::UpdateDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        let (caller, db) = self.admit("UpdateDocument", &request, |r| match &r.document {
-            Some(doc) => of_document(&doc.name),
-            None => Err(invalid_argument("UpdateDocument needs a document")),
-        })?;
+        let (caller, db) = self
+            .admit("UpdateDocument", &request, |r| match &r.document {
+                Some(doc) => of_document(&doc.name),
+                None => Err(invalid_argument("UpdateDocument needs a document")),
+            })
+            .await?;
         let r = request.into_inner();
         let Some(doc) = r.document else {
             return Err(invalid_argument("UpdateDocument needs a document"));
@@ -163,7 +162,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::DeleteDocumentRequest>,
     ) -> Result<Response<()>, Status> {
-        let (caller, db) = self.admit("DeleteDocument", &request, |r| of_document(&r.name))?;
+        let (caller, db) = self
+            .admit("DeleteDocument", &request, |r| of_document(&r.name))
+            .await?;
         let r = request.into_inner();
         let write = wire::Write {
             operation: Some(wire::write::Operation::Delete(r.name)),
@@ -181,9 +182,11 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BatchGetDocumentsRequest>,
     ) -> Result<Response<Self::BatchGetDocumentsStream>, Status> {
-        let (caller, db) = self.admit("BatchGetDocuments", &request, |r| {
-            of_database_and_documents(&r.database, r.documents.iter().map(String::as_str))
-        })?;
+        let (caller, db) = self
+            .admit("BatchGetDocuments", &request, |r| {
+                of_database_and_documents(&r.database, r.documents.iter().map(String::as_str))
+            })
+            .await?;
         let paths = request
             .get_ref()
             .documents
@@ -203,7 +206,8 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
     ) -> Result<Response<wire::BeginTransactionResponse>, Status> {
         self.admit("BeginTransaction", &request, |r| {
             names::database(&r.database)
-        })?;
+        })
+        .await?;
         Err(unimplemented("BeginTransaction"))
     }
 
@@ -211,7 +215,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::CommitRequest>,
     ) -> Result<Response<wire::CommitResponse>, Status> {
-        let (caller, db) = self.admit("Commit", &request, |r| names::database(&r.database))?;
+        let (caller, db) = self
+            .admit("Commit", &request, |r| names::database(&r.database))
+            .await?;
         let r = request.into_inner();
         if !r.transaction.is_empty() {
             return Err(unimplemented("Commit in a transaction"));
@@ -227,7 +233,8 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RollbackRequest>,
     ) -> Result<Response<()>, Status> {
-        self.admit("Rollback", &request, |r| names::database(&r.database))?;
+        self.admit("Rollback", &request, |r| names::database(&r.database))
+            .await?;
         Err(unimplemented("Rollback"))
     }
 
@@ -237,7 +244,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunQueryRequest>,
     ) -> Result<Response<Self::RunQueryStream>, Status> {
-        let (caller, db) = self.admit("RunQuery", &request, |r| of_parent(&r.parent))?;
+        let (caller, db) = self
+            .admit("RunQuery", &request, |r| of_parent(&r.parent))
+            .await?;
         let (_, parent) = names::parent(&request.get_ref().parent)?;
         let answers = query::run_query(
             &self.service,
@@ -260,7 +269,8 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
     ) -> Result<Response<Self::ExecutePipelineStream>, Status> {
         self.admit("ExecutePipeline", &request, |r| {
             names::database(&r.database)
-        })?;
+        })
+        .await?;
         Err(unimplemented("ExecutePipeline"))
     }
 
@@ -270,7 +280,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunAggregationQueryRequest>,
     ) -> Result<Response<Self::RunAggregationQueryStream>, Status> {
-        let (caller, db) = self.admit("RunAggregationQuery", &request, |r| of_parent(&r.parent))?;
+        let (caller, db) = self
+            .admit("RunAggregationQuery", &request, |r| of_parent(&r.parent))
+            .await?;
         let (_, parent) = names::parent(&request.get_ref().parent)?;
         let answer = query::run_aggregation_query(
             &self.service,
@@ -289,7 +301,8 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::PartitionQueryRequest>,
     ) -> Result<Response<wire::PartitionQueryResponse>, Status> {
-        self.admit("PartitionQuery", &request, |r| of_parent(&r.parent))?;
+        self.admit("PartitionQuery", &request, |r| of_parent(&r.parent))
+            .await?;
         Err(unimplemented("PartitionQuery"))
     }
 
@@ -299,7 +312,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<Streaming<wire::WriteRequest>>,
     ) -> Result<Response<Self::WriteStream>, Status> {
-        self.caller("Write", &request)?;
+        self.caller("Write", &request).await?;
         Err(unimplemented("Write"))
     }
 
@@ -309,7 +322,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<Streaming<wire::ListenRequest>>,
     ) -> Result<Response<Self::ListenStream>, Status> {
-        self.caller("Listen", &request)?;
+        self.caller("Listen", &request).await?;
         Err(unimplemented("Listen"))
     }
 
@@ -317,7 +330,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListCollectionIdsRequest>,
     ) -> Result<Response<wire::ListCollectionIdsResponse>, Status> {
-        let (caller, db) = self.admit("ListCollectionIds", &request, |r| of_parent(&r.parent))?;
+        let (caller, db) = self
+            .admit("ListCollectionIds", &request, |r| of_parent(&r.parent))
+            .await?;
         let (_, parent) = names::parent(&request.get_ref().parent)?;
         let answer = collections::list_collection_ids(
             &self.service,
@@ -334,7 +349,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BatchWriteRequest>,
     ) -> Result<Response<wire::BatchWriteResponse>, Status> {
-        let (caller, db) = self.admit("BatchWrite", &request, |r| names::database(&r.database))?;
+        let (caller, db) = self
+            .admit("BatchWrite", &request, |r| names::database(&r.database))
+            .await?;
         let answer =
             commit::batch_write(&self.service, &caller, &db, &request.get_ref().writes).await?;
         Ok(Response::new(answer))
@@ -344,7 +361,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::CreateDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        let (caller, db) = self.admit("CreateDocument", &request, |r| of_parent(&r.parent))?;
+        let (caller, db) = self
+            .admit("CreateDocument", &request, |r| of_parent(&r.parent))
+            .await?;
         let r = request.into_inner();
         let id = if r.document_id.is_empty() {
             random_id()?

@@ -10,28 +10,40 @@ use crate::service::caller::{invalid_credentials, Caller, Principal, Verifier};
 ///
 /// # Errors
 /// As [`authenticate`].
-pub fn caller(
+pub async fn caller(
     verifier: &Verifier,
     headers: &HeaderMap,
     method: &Method,
 ) -> Result<Caller, ApiError> {
     Ok(Caller {
-        principal: authenticate(verifier, headers)?,
+        principal: authenticate(verifier, headers).await?,
         method: method.as_str().to_owned(),
         peer: None,
     })
 }
 
-/// The caller of a request with these headers.
+/// The caller of a request with these headers (the verifier may refetch a JWKS URL first:
+/// [`Verifier::verify`]).
 ///
 /// # Errors
-/// 401 UNAUTHENTICATED for a header that is not `Bearer <token>` or a token the verifier
-/// refuses; 400 INVALID_ARGUMENT for more than one `Authorization` header (one credential per
-/// request, never one of them chosen).
-pub fn authenticate(verifier: &Verifier, headers: &HeaderMap) -> Result<Principal, ApiError> {
+/// As [`token`]; 401 UNAUTHENTICATED for a token the verifier refuses.
+pub async fn authenticate(verifier: &Verifier, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    match token(headers)? {
+        None => Ok(Principal::Anonymous),
+        Some(token) => Ok(verifier.verify(token).await?),
+    }
+}
+
+/// The bearer token of a request with these headers: none without an `Authorization` header.
+///
+/// # Errors
+/// 401 UNAUTHENTICATED for a header that is not `Bearer <token>`; 400 INVALID_ARGUMENT for
+/// more than one `Authorization` header (one credential per request, never one of them
+/// chosen).
+pub fn token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let Some(value) = values.next() else {
-        return Ok(Principal::Anonymous);
+        return Ok(None);
     };
     if values.next().is_some() {
         return Err(ApiError::invalid_argument(
@@ -48,7 +60,7 @@ pub fn authenticate(verifier: &Verifier, headers: &HeaderMap) -> Result<Principa
         .map(|(_, token)| token.trim())
         .filter(|token| !token.is_empty())
         .ok_or_else(|| invalid_credentials("expected Authorization: Bearer <token>"))?;
-    Ok(verifier.verify(token)?)
+    Ok(Some(token))
 }
 
 #[cfg(test)]
@@ -80,16 +92,18 @@ mod tests {
         h
     }
 
-    #[test]
-    fn the_bearer_token_of_the_header() {
+    #[tokio::test]
+    async fn the_bearer_token_of_the_header() {
         let v = verifier();
         assert_eq!(
-            authenticate(&v, &HeaderMap::new()).unwrap(),
+            authenticate(&v, &HeaderMap::new()).await.unwrap(),
             Principal::Anonymous
         );
         for value in ["Bearer admin-key", "bearer admin-key", "BEARER  admin-key "] {
             assert_eq!(
-                authenticate(&v, &headers(&[value.as_bytes()])).unwrap(),
+                authenticate(&v, &headers(&[value.as_bytes()]))
+                    .await
+                    .unwrap(),
                 Principal::Admin,
                 "{value}"
             );
@@ -102,11 +116,12 @@ mod tests {
             b"Bearer a.b.c",
             b"Bearer \xe9",
         ] {
-            let e = authenticate(&v, &headers(&[value])).unwrap_err();
+            let e = authenticate(&v, &headers(&[value])).await.unwrap_err();
             assert_eq!(e.status().as_u16(), 401, "{value:?}");
         }
-        let e =
-            authenticate(&v, &headers(&[b"Bearer admin-key", b"Bearer admin-key"])).unwrap_err();
+        let e = authenticate(&v, &headers(&[b"Bearer admin-key", b"Bearer admin-key"]))
+            .await
+            .unwrap_err();
         assert_eq!(e.status().as_u16(), 400);
     }
 }

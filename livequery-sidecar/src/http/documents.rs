@@ -76,7 +76,8 @@ pub async fn get(
             "GET of a document takes no query parameters",
         ));
     }
-    let caller = bearer::caller(&state.service.verifier, request.headers(), request.method())?;
+    let caller =
+        bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
     let doc = documents::get(&state.service, &caller, &call.database, &call.resource).await?;
     Ok(json_response(StatusCode::OK, document_json(&doc)?))
 }
@@ -88,7 +89,7 @@ async fn write(
     parts: &axum::http::request::Parts,
     write: DocumentWrite,
 ) -> Result<Response, ApiError> {
-    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method)?;
+    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method).await?;
     let doc = documents::write(
         &state.service,
         &caller,
@@ -183,7 +184,8 @@ pub async fn delete(
             "DELETE takes only the exists and updateTime preconditions",
         ));
     }
-    let caller = bearer::caller(&state.service.verifier, request.headers(), request.method())?;
+    let caller =
+        bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
     let existed = documents::delete(
         &state.service,
         &caller,
@@ -218,7 +220,7 @@ pub async fn add(
     let (parts, raw) = request.into_parts();
     let bytes = body::read(&parts.headers, raw, state.max_body_bytes).await?;
     let data = body::json_object_text(&bytes, "the document data")?;
-    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method)?;
+    let caller = bearer::caller(&state.service.verifier, &parts.headers, &parts.method).await?;
     let doc = documents::add(
         &state.service,
         &caller,

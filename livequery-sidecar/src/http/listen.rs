@@ -107,13 +107,13 @@ fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
 }
 
 /// The caller: the `Authorization` header, or `access_token` (never both).
-fn authenticate(
+async fn authenticate(
     state: &SharedState,
     headers: &HeaderMap,
     access_token: Option<&str>,
 ) -> Result<Principal, ApiError> {
     match access_token {
-        None => bearer::authenticate(&state.service.verifier, headers),
+        None => bearer::authenticate(&state.service.verifier, headers).await,
         Some(_) if headers.contains_key(header::AUTHORIZATION) => Err(ApiError::invalid_argument(
             "send either an Authorization header or ?access_token=, not both",
         )),
@@ -125,7 +125,7 @@ fn authenticate(
                 )
             })?;
             synthetic.insert(header::AUTHORIZATION, value);
-            bearer::authenticate(&state.service.verifier, &synthetic)
+            bearer::authenticate(&state.service.verifier, &synthetic).await
         }
     }
 }
@@ -319,7 +319,7 @@ async fn listen(
         .transpose()?;
     let post = request.method() == Method::POST;
     let params = ListenParams::parse(request.uri().query(), post, last_event_id)?;
-    let principal = authenticate(&state, request.headers(), params.access_token.as_deref())?;
+    let principal = authenticate(&state, request.headers(), params.access_token.as_deref()).await?;
     let caller = caller(principal, &request);
     let targets = if post {
         body::require_json(request.headers())?;
@@ -347,7 +347,7 @@ async fn add_targets(
 ) -> Result<Response, ApiError> {
     let session = running_session(&state)?;
     let access_token = access_token_only(request.uri().query())?;
-    let principal = authenticate(&state, request.headers(), access_token.as_deref())?;
+    let principal = authenticate(&state, request.headers(), access_token.as_deref()).await?;
     let caller = caller(principal, &request);
     body::require_json(request.headers())?;
     let (parts, raw) = request.into_parts();
@@ -367,7 +367,7 @@ async fn remove_target(
 ) -> Result<Response, ApiError> {
     let session = running_session(&state)?;
     let access_token = access_token_only(request.uri().query())?;
-    let principal = authenticate(&state, request.headers(), access_token.as_deref())?;
+    let principal = authenticate(&state, request.headers(), access_token.as_deref()).await?;
     let caller = caller(principal, &request);
     listen::remove_target(&session, &caller, &stream, &id).await?;
     Ok(json_ok(&json!({"stream": stream, "removed": id})))

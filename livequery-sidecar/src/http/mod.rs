@@ -87,7 +87,7 @@ impl JsonPost {
                 ":{verb} takes no query parameters"
             )));
         }
-        let principal = bearer::authenticate(&state.service.verifier, request.headers())?;
+        let principal = bearer::authenticate(&state.service.verifier, request.headers()).await?;
         body::require_json(request.headers())?;
         let (parts, raw) = request.into_parts();
         let body = body::read(&parts.headers, raw, state.max_body_bytes).await?;

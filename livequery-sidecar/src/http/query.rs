@@ -67,7 +67,7 @@ pub async fn list(
         ));
     }
     let caller =
-        super::bearer::caller(&state.service.verifier, request.headers(), request.method())?;
+        super::bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
     let query = Query::Collection {
         path,
         page_size: params.page_size,

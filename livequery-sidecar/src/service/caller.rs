@@ -1,21 +1,22 @@
-//! Who is calling: a bearer token, the admin key or a JWT (HS256 with the shared secret, or
-//! RS256/ES256 with a key of the JWKS file). A transport reads the token from its request
+//! Who is calling: a bearer token, the admin key or a JWT, verified by the project's one JWT
+//! verifier (the `docstore-jwt` crate, which SQL `docstore.authenticate` uses too:
+//! docs/security.md): HS256 with the shared secret, or RS256/ES256 with a key of the JWKS
+//! file or URL ([`super::jwks`]). A transport reads the token from its request
 //! (`http/bearer.rs`: `Authorization: Bearer <token>`); no token is an unauthenticated caller
 //! (claims `null`), not an error; a bad token is UNAUTHENTICATED.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm};
-use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use docstore_jwt::{ErrorKind, JwtError, Keys, Lifetime, Settings};
 use serde_json::Value as Json;
 
 use super::error::ServiceError;
+use super::jwks::JwksUrl;
 use crate::config::Config;
 
 /// Clock skew allowed on `exp` and `nbf`, in seconds.
-pub const LEEWAY_SECONDS: u64 = 30;
+pub const LEEWAY_SECONDS: u64 = docstore_jwt::DEFAULT_LEEWAY_SECONDS;
 
 /// How many verified JWTs [`Verifier`] remembers (see [`Verified`]); past this it starts over.
 pub const VERIFIED_TOKENS: usize = 4096;
@@ -53,20 +54,15 @@ pub struct Caller {
     pub peer: Option<std::net::IpAddr>,
 }
 
-/// A public key of the JWKS file.
-struct PublicKey {
-    kid: Option<String>,
-    algorithm: Algorithm,
-    key: DecodingKey,
-}
-
 /// Verifies bearer tokens.
 pub struct Verifier {
     admin_key: Option<Vec<u8>>,
-    secret: Option<DecodingKey>,
-    keys: Vec<PublicKey>,
-    issuer: Option<String>,
-    audience: Option<String>,
+    /// Secret, issuer, audience; the JWKS text of the file (the URL's replaces it).
+    settings: Settings,
+    /// The keys verified with; replaced when the JWKS URL is refetched.
+    keys: RwLock<Arc<Keys>>,
+    /// `--jwks-url`: refetched when a token names a `kid` the keys do not have.
+    jwks_url: Option<JwksUrl>,
     /// Tokens verified before, by their exact text.
     verified: Mutex<HashMap<Box<str>, Verified>>,
 }
@@ -74,60 +70,15 @@ pub struct Verifier {
 /// A JWT that passed every check, remembered so that the next request with the same token
 /// skips decoding and the signature (a client sends the same token for up to an hour; its
 /// verification was about an eighth of the sidecar's CPU per JWT GET), as PostgREST's JWT
-/// cache does. Exact: a token is remembered by its whole text, signature included, and the
-/// verifier's keys, issuer and audience never change while it runs, so only the checks that
-/// depend on the time can change their answer; [`Lifetime::check`] makes them again on every
-/// use, as for a token seen the first time.
+/// cache does. Exact: a token is remembered by its whole text, signature included; the
+/// issuer and audience never change while the sidecar runs, and the memory is cleared when
+/// the JWKS URL's keys change, so only the checks that depend on the time can change their
+/// answer; [`Lifetime::check`] makes them again on every use, as for a token seen the first
+/// time.
 #[derive(Debug, Clone)]
 struct Verified {
     claims: Json,
     lifetime: Lifetime,
-}
-
-/// A token's `exp` (required) and `nbf`: NumericDates (RFC 7519), seconds since the epoch,
-/// integer or fractional. Checked here rather than by jsonwebtoken, which reads the claims
-/// with the workspace's serde_json `arbitrary_precision` and then refuses a fractional one.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Lifetime {
-    exp: f64,
-    nbf: Option<f64>,
-}
-
-impl Lifetime {
-    /// # Errors
-    /// Why the claims have no usable lifetime: `exp` missing, or `exp`/`nbf` not a number.
-    fn of(claims: &Json) -> Result<Lifetime, &'static str> {
-        let date = |key: &str| match claims.get(key) {
-            None => Ok(None),
-            Some(value) => value
-                .as_f64()
-                .filter(|f| f.is_finite())
-                .map(Some)
-                .ok_or("exp and nbf must be numbers of seconds (NumericDate)"),
-        };
-        Ok(Lifetime {
-            exp: date("exp")?.ok_or("a required claim (exp, iss or aud) is missing")?,
-            nbf: date("nbf")?,
-        })
-    }
-
-    /// Whether the token is valid at `now` (Unix seconds), with [`LEEWAY_SECONDS`] either way:
-    /// expired when `exp` < now - leeway, not yet valid when `nbf` > now + leeway (the
-    /// comparisons jsonwebtoken makes).
-    ///
-    /// # Errors
-    /// Why it is not.
-    fn check(&self, now: u64) -> Result<(), &'static str> {
-        #[allow(clippy::cast_precision_loss)] // seconds since 1970 fit an f64 exactly
-        let (now, leeway) = (now as f64, LEEWAY_SECONDS as f64);
-        if self.exp < now - leeway {
-            return Err("the token has expired");
-        }
-        if self.nbf.is_some_and(|nbf| nbf > now + leeway) {
-            return Err("the token is not valid yet (nbf)");
-        }
-        Ok(())
-    }
 }
 
 /// Compare without an early exit, so the time taken does not tell how much of a guess of
@@ -139,57 +90,26 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn algorithm_of(key: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
-    match key.common.key_algorithm {
-        Some(KeyAlgorithm::RS256) => Some(Algorithm::RS256),
-        Some(KeyAlgorithm::RS384) => Some(Algorithm::RS384),
-        Some(KeyAlgorithm::RS512) => Some(Algorithm::RS512),
-        Some(KeyAlgorithm::PS256) => Some(Algorithm::PS256),
-        Some(KeyAlgorithm::ES256) => Some(Algorithm::ES256),
-        Some(KeyAlgorithm::ES384) => Some(Algorithm::ES384),
-        Some(_) => None,
-        None => match &key.algorithm {
-            AlgorithmParameters::RSA(_) => Some(Algorithm::RS256),
-            AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => {
-                Some(Algorithm::ES256)
-            }
-            AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P384 => {
-                Some(Algorithm::ES384)
-            }
-            _ => None,
-        },
-    }
-}
-
-/// The public keys of a JWKS document (`{"keys": [...]}`); symmetric keys are not taken
-/// from it (HS256 uses `--jwt-secret`).
-///
-/// # Errors
-/// Text that is not a JWKS, or a key that cannot be used.
-pub fn parse_jwks(text: &str) -> Result<Vec<(Option<String>, Algorithm, DecodingKey)>, String> {
-    let set: JwkSet = serde_json::from_str(text).map_err(|e| format!("not a JWKS: {e}"))?;
-    let mut out = Vec::new();
-    for (i, jwk) in set.keys.iter().enumerate() {
-        let Some(algorithm) = algorithm_of(jwk) else {
-            return Err(format!(
-                "key {i}: only RSA and EC (P-256, P-384) public keys are supported"
-            ));
-        };
-        let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("key {i}: {e}"))?;
-        out.push((jwk.common.key_id.clone(), algorithm, key));
-    }
-    Ok(out)
+/// Seconds since 1970 (0 if the clock is before it).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl Verifier {
-    /// The verifier of a configuration (reads the JWKS file).
+    /// The verifier of a configuration (reads the JWKS file). With `--jwks-url` it has no
+    /// public keys until [`Verifier::start`] fetches them.
     ///
     /// # Errors
-    /// An unreadable or invalid JWKS file, an empty secret or admin key.
+    /// An unreadable or invalid JWKS file, an empty secret or admin key, a bad JWKS URL.
     pub fn from_config(config: &Config) -> Result<Verifier, String> {
-        let keys = match &config.jwks_file {
-            Some(path) => read_jwks(path)?,
-            None => Vec::new(),
+        let jwks = match &config.jwks_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("--jwks-file {}: {e}", path.display()))?,
+            ),
+            None => None,
         };
         if config.jwt_secret.as_deref() == Some("") {
             return Err("--jwt-secret is empty".into());
@@ -197,17 +117,68 @@ impl Verifier {
         if config.admin_key.as_deref() == Some("") {
             return Err("--admin-key is empty".into());
         }
-        Ok(Verifier {
-            admin_key: config.admin_key.as_ref().map(|k| k.as_bytes().to_vec()),
-            secret: config
-                .jwt_secret
-                .as_ref()
-                .map(|s| DecodingKey::from_secret(s.as_bytes())),
-            keys,
+        let settings = Settings {
+            secret: config.jwt_secret.clone(),
+            jwks,
             issuer: config.jwt_issuer.clone(),
             audience: config.jwt_audience.clone(),
+            ..Settings::default()
+        };
+        let keys = Keys::new(&settings).map_err(|e| match &config.jwks_file {
+            Some(path) if e.kind == ErrorKind::Settings => {
+                format!("--jwks-file {}: {e}", path.display())
+            }
+            _ => e.to_string(),
+        })?;
+        let jwks_url = match &config.jwks_url {
+            Some(url) => Some(JwksUrl::new(
+                url,
+                std::time::Duration::from_secs(config.jwks_refetch_seconds),
+            )?),
+            None => None,
+        };
+        Ok(Verifier {
+            admin_key: config.admin_key.as_ref().map(|k| k.as_bytes().to_vec()),
+            settings,
+            keys: RwLock::new(Arc::new(keys)),
+            jwks_url,
             verified: Mutex::default(),
         })
+    }
+
+    /// [`Verifier::from_config`], then the first fetch of the JWKS URL, if any.
+    ///
+    /// # Errors
+    /// Those of [`Verifier::from_config`]; a JWKS URL that does not answer with a JWKS.
+    pub async fn start(config: &Config) -> Result<Verifier, String> {
+        let verifier = Verifier::from_config(config)?;
+        if let Some(url) = &verifier.jwks_url {
+            let text = url.fetch().await?;
+            verifier
+                .use_jwks(text)
+                .map_err(|e| format!("--jwks-url {}: {e}", url.url()))?;
+        }
+        Ok(verifier)
+    }
+
+    /// Verify with the keys of this JWKS text from now on.
+    fn use_jwks(&self, text: String) -> Result<(), JwtError> {
+        let keys = Keys::new(&Settings {
+            jwks: Some(text),
+            ..self.settings.clone()
+        })?;
+        if let Ok(mut current) = self.keys.write() {
+            *current = Arc::new(keys);
+        }
+        // A key the issuer dropped no longer verifies: forget what it verified.
+        if let Ok(mut verified) = self.verified.lock() {
+            verified.clear();
+        }
+        Ok(())
+    }
+
+    fn keys(&self) -> Option<Arc<Keys>> {
+        self.keys.read().ok().map(|k| Arc::clone(&k))
     }
 
     /// The claims of `token` if it was verified before and is valid at `now`.
@@ -216,7 +187,7 @@ impl Verifier {
         let entry = verified.get(token)?;
         entry
             .lifetime
-            .check(now)
+            .check(now, LEEWAY_SECONDS)
             .is_ok()
             .then(|| entry.claims.clone())
     }
@@ -230,98 +201,79 @@ impl Verifier {
         }
     }
 
-    fn validation(&self, algorithm: Algorithm) -> Validation {
-        let mut v = Validation::new(algorithm);
-        // exp and nbf: [`Lifetime`], after the signature.
-        v.validate_exp = false;
-        v.validate_nbf = false;
-        let mut required = Vec::new();
-        if let Some(iss) = &self.issuer {
-            v.set_issuer(&[iss]);
-            required.push("iss");
+    /// The claims of a JWT, verified with the keys in hand, remembered when valid.
+    fn verify_jwt(&self, token: &str, now: u64) -> Result<Json, JwtError> {
+        if let Some(claims) = self.remembered(token, now) {
+            return Ok(claims);
         }
-        match &self.audience {
-            Some(aud) => {
-                v.set_audience(&[aud]);
-                required.push("aud");
-            }
-            None => v.validate_aud = false,
+        let keys = self.keys().ok_or_else(|| JwtError {
+            kind: ErrorKind::Invalid,
+            message: "the token could not be verified".into(),
+        })?;
+        let claims = docstore_jwt::verify(token, &keys, now)?;
+        if let Ok(lifetime) = Lifetime::of(&claims) {
+            self.remember(
+                token,
+                Verified {
+                    claims: claims.clone(),
+                    lifetime,
+                },
+            );
         }
-        v.set_required_spec_claims(&required);
-        v
+        Ok(claims)
     }
 
-    /// The caller presenting `token` (a bearer token: the admin key or a JWT).
+    fn is_admin(&self, token: &str) -> bool {
+        self.admin_key
+            .as_ref()
+            .is_some_and(|admin| constant_time_eq(token.as_bytes(), admin))
+    }
+
+    /// The caller presenting `token` (a bearer token: the admin key or a JWT), verified with
+    /// the keys in hand (no refetch of a JWKS URL: [`Verifier::verify`] does that).
+    ///
+    /// # Errors
+    /// As [`Verifier::verify`].
+    pub fn verify_offline(&self, token: &str) -> Result<Principal, ServiceError> {
+        if self.is_admin(token) {
+            return Ok(Principal::Admin);
+        }
+        self.verify_jwt(token, unix_now())
+            .map(Principal::User)
+            .map_err(|e| invalid_credentials(&e.message))
+    }
+
+    /// The caller presenting `token` (a bearer token: the admin key or a JWT). A JWT naming
+    /// a `kid` the JWKS URL's keys do not have makes the sidecar refetch the URL (at most
+    /// once per `--jwks-refetch-seconds`) and verify again: how issuers rotate their keys.
     ///
     /// # Errors
     /// UNAUTHENTICATED for a token that is not the admin key and not a valid JWT (bad
     /// signature, expired, not yet valid, wrong algorithm or key, wrong issuer or audience).
-    pub fn verify(&self, token: &str) -> Result<Principal, ServiceError> {
-        let bad = invalid_credentials;
-        if let Some(admin) = &self.admin_key {
-            if constant_time_eq(token.as_bytes(), admin) {
-                return Ok(Principal::Admin);
-            }
+    pub async fn verify(&self, token: &str) -> Result<Principal, ServiceError> {
+        if self.is_admin(token) {
+            return Ok(Principal::Admin);
         }
-        let now = jsonwebtoken::get_current_timestamp();
-        if let Some(claims) = self.remembered(token, now) {
-            return Ok(Principal::User(claims));
-        }
-        let header = decode_header(token).map_err(|_| bad("the token is not a JWT"))?;
-        let candidates: Vec<(&DecodingKey, Algorithm)> = match header.alg {
-            Algorithm::HS256 => self.secret.iter().map(|k| (k, Algorithm::HS256)).collect(),
-            alg => self
-                .keys
-                .iter()
-                .filter(|k| k.algorithm == alg)
-                .filter(|k| match (&header.kid, &k.kid) {
-                    (Some(want), Some(have)) => want == have,
-                    (Some(_), None) => false,
-                    (None, _) => true,
-                })
-                .map(|k| (&k.key, k.algorithm))
-                .collect(),
+        let error = match self.verify_jwt(token, unix_now()) {
+            Ok(claims) => return Ok(Principal::User(claims)),
+            Err(e) => e,
         };
-        if candidates.is_empty() {
-            return Err(bad(&format!(
-                "no key of this sidecar verifies {:?} tokens{}",
-                header.alg,
-                header
-                    .kid
-                    .as_deref()
-                    .map(|k| format!(" with kid \"{k}\""))
-                    .unwrap_or_default()
-            )));
+        if let (ErrorKind::UnknownKid, Some(url)) = (error.kind, &self.jwks_url) {
+            url.refetch(|fetched| match fetched.map(|text| self.use_jwks(text)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(url = %url.url(), error = %e,
+                    "the JWKS URL's new keys are unusable; keeping the old ones"),
+                Err(e) => tracing::warn!(error = %e, "cannot refetch the JWKS URL"),
+            })
+            .await;
+            // Refetched now, or recently (maybe by a concurrent request): verify again with
+            // the keys in hand.
+            return self
+                .verify_jwt(token, unix_now())
+                .map(Principal::User)
+                .map_err(|e| invalid_credentials(&e.message));
         }
-        let mut last = None;
-        for (key, algorithm) in candidates {
-            match decode::<Json>(token, key, &self.validation(algorithm)) {
-                Ok(data) => {
-                    let lifetime = Lifetime::of(&data.claims).map_err(bad)?;
-                    lifetime.check(now).map_err(bad)?;
-                    self.remember(
-                        token,
-                        Verified {
-                            claims: data.claims.clone(),
-                            lifetime,
-                        },
-                    );
-                    return Ok(Principal::User(data.claims));
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        // Expiry and nbf are [`Lifetime`]'s, checked above once the signature holds.
-        let why = match last.as_ref().map(|e| e.kind()) {
-            Some(jsonwebtoken::errors::ErrorKind::InvalidIssuer) => "wrong issuer (iss)",
-            Some(jsonwebtoken::errors::ErrorKind::InvalidAudience) => "wrong audience (aud)",
-            Some(jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(_)) => {
-                "a required claim (exp, iss or aud) is missing"
-            }
-            Some(jsonwebtoken::errors::ErrorKind::InvalidSignature) => "bad signature",
-            _ => "the token could not be verified",
-        };
-        Err(bad(why))
+        Err(invalid_credentials(&error.message))
     }
 }
 
@@ -331,35 +283,27 @@ pub fn invalid_credentials(why: &str) -> ServiceError {
         .with_hint("send Authorization: Bearer <JWT> or the admin key, or no Authorization header")
 }
 
-fn read_jwks(path: &Path) -> Result<Vec<PublicKey>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--jwks-file {}: {e}", path.display()))?;
-    let keys = parse_jwks(&text).map_err(|e| format!("--jwks-file {}: {e}", path.display()))?;
-    Ok(keys
-        .into_iter()
-        .map(|(kid, algorithm, key)| PublicKey {
-            kid,
-            algorithm,
-            key,
-        })
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use docstore_core::Code;
-    use jsonwebtoken::{encode, EncodingKey, Header};
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 
-    fn verifier() -> Verifier {
+    fn with(settings: Settings) -> Verifier {
         Verifier {
             admin_key: Some(b"admin-key".to_vec()),
-            secret: Some(DecodingKey::from_secret(b"secret")),
-            keys: Vec::new(),
-            issuer: None,
-            audience: None,
+            keys: RwLock::new(Arc::new(Keys::new(&settings).unwrap())),
+            settings,
+            jwks_url: None,
             verified: Mutex::default(),
         }
+    }
+
+    fn verifier() -> Verifier {
+        with(Settings {
+            secret: Some("secret".into()),
+            ..Settings::default()
+        })
     }
 
     fn now() -> i64 {
@@ -378,11 +322,11 @@ mod tests {
     #[test]
     fn admin_and_user() {
         let v = verifier();
-        assert_eq!(v.verify("admin-key").unwrap(), Principal::Admin);
+        assert_eq!(v.verify_offline("admin-key").unwrap(), Principal::Admin);
         let claims =
             serde_json::json!({"sub": "u1", "exp": now() + 600, "n": 12345678901234567890u64});
         let t = token(claims.clone(), b"secret");
-        assert_eq!(v.verify(&t).unwrap(), Principal::User(claims));
+        assert_eq!(v.verify_offline(&t).unwrap(), Principal::User(claims));
     }
 
     #[test]
@@ -420,7 +364,7 @@ mod tests {
             "admin-keyx".into(),
             "a.b.c".into(),
         ] {
-            let e = v.verify(&value).unwrap_err();
+            let e = v.verify_offline(&value).unwrap_err();
             assert_eq!(e.code, Code::Unauthenticated, "{value}");
         }
         for (t, why) in [
@@ -431,7 +375,7 @@ mod tests {
             (&no_exp, "missing"),
             (&text_exp, "NumericDate"),
         ] {
-            let e = v.verify(t).unwrap_err();
+            let e = v.verify_offline(t).unwrap_err();
             assert!(e.message.contains(why), "{why}: {e:?}");
         }
         assert_eq!(remembered_count(&v), 0);
@@ -439,21 +383,24 @@ mod tests {
 
     #[test]
     fn issuer_and_audience_are_checked_when_set() {
-        let mut v = verifier();
-        v.issuer = Some("me".into());
-        v.audience = Some("app".into());
+        let v = with(Settings {
+            secret: Some("secret".into()),
+            issuer: Some("me".into()),
+            audience: Some("app".into()),
+            ..Settings::default()
+        });
         let ok = token(
             serde_json::json!({"exp": now() + 600, "iss": "me", "aud": "app"}),
             b"secret",
         );
-        assert!(v.verify(&ok).is_ok());
+        assert!(v.verify_offline(&ok).is_ok());
         for claims in [
             serde_json::json!({"exp": now() + 600, "iss": "you", "aud": "app"}),
             serde_json::json!({"exp": now() + 600, "iss": "me", "aud": "other"}),
             serde_json::json!({"exp": now() + 600, "aud": "app"}),
         ] {
             let t = token(claims, b"secret");
-            assert!(v.verify(&t).is_err());
+            assert!(v.verify_offline(&t).is_err());
         }
         // Without a configured audience, a token's aud is accepted as it is.
         let v = verifier();
@@ -461,7 +408,7 @@ mod tests {
             serde_json::json!({"exp": now() + 600, "aud": "x"}),
             b"secret",
         );
-        assert!(v.verify(&t).is_ok());
+        assert!(v.verify_offline(&t).is_ok());
     }
 
     fn remembered_count(v: &Verifier) -> usize {
@@ -473,14 +420,14 @@ mod tests {
         let v = verifier();
         let exp = now() + 600;
         let good = token(serde_json::json!({"sub": "u1", "exp": exp}), b"secret");
-        let user = v.verify(&good).unwrap();
+        let user = v.verify_offline(&good).unwrap();
         assert_eq!(remembered_count(&v), 1);
-        assert_eq!(v.verify(&good).unwrap(), user);
+        assert_eq!(v.verify_offline(&good).unwrap(), user);
         // Another signature over the same claims is a different token: verified in full.
         let mut tampered = good.clone();
         tampered.pop();
         tampered.push(if good.ends_with('A') { 'B' } else { 'A' });
-        let e = v.verify(&tampered).unwrap_err();
+        let e = v.verify_offline(&tampered).unwrap_err();
         assert_eq!(e.code, Code::Unauthenticated);
         // The time checks are made again on every use, with jsonwebtoken's leeway.
         let exp = u64::try_from(exp).unwrap();
@@ -491,14 +438,14 @@ mod tests {
             serde_json::json!({"exp": now() + 600, "nbf": nbf}),
             b"secret",
         );
-        assert!(v.verify(&early).is_ok());
+        assert!(v.verify_offline(&early).is_ok());
         assert!(v.remembered(&early, nbf - LEEWAY_SECONDS).is_some());
         assert!(v.remembered(&early, nbf - LEEWAY_SECONDS - 1).is_none());
         // A fractional exp (a NumericDate may be one) is checked and remembered the same way.
         let float = token(serde_json::json!({"exp": now() as f64 + 600.5}), b"secret");
-        assert!(v.verify(&float).is_ok());
+        assert!(v.verify_offline(&float).is_ok());
         assert_eq!(remembered_count(&v), 3);
-        assert!(v.verify(&float).is_ok());
+        assert!(v.verify_offline(&float).is_ok());
     }
 
     #[test]
@@ -509,10 +456,10 @@ mod tests {
             serde_json::json!({"exp": now() - LEEWAY_SECONDS as i64 + 2}),
             b"secret",
         );
-        assert!(v.verify(&t).is_ok());
+        assert!(v.verify_offline(&t).is_ok());
         assert_eq!(remembered_count(&v), 1);
         std::thread::sleep(std::time::Duration::from_millis(3100));
-        let e = v.verify(&t).unwrap_err();
+        let e = v.verify_offline(&t).unwrap_err();
         assert_eq!(e.code, Code::Unauthenticated);
         assert!(e.message.contains("expired"), "{e:?}");
     }
@@ -522,21 +469,128 @@ mod tests {
         let v = verifier();
         for i in 0..=VERIFIED_TOKENS {
             let t = token(serde_json::json!({"exp": now() + 600, "i": i}), b"secret");
-            assert!(v.verify(&t).is_ok());
+            assert!(v.verify_offline(&t).is_ok());
         }
         assert!(remembered_count(&v) <= VERIFIED_TOKENS);
         assert!(remembered_count(&v) >= 1);
     }
 
+    /// Every case of the shared token table (tests/vectors/jwt.json), through the
+    /// sidecar's verifier and its cache: accepted with the claims, or UNAUTHENTICATED.
     #[test]
-    fn jwks_keys() {
-        let jwks = r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
-            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
-            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
-        let keys = parse_jwks(jwks).unwrap();
-        assert_eq!(keys.len(), 1);
-        assert_eq!(keys[0].1, Algorithm::ES256);
-        assert!(parse_jwks("{}").is_err());
-        assert!(parse_jwks(r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#).is_err());
+    fn the_shared_token_table() {
+        let now = unix_now();
+        for case in docstore_jwt::vectors::cases(now).unwrap() {
+            let v = with(case.settings.clone());
+            let got = v.verify_offline(&case.token);
+            let want = docstore_jwt::verify(&case.token, &Keys::new(&case.settings).unwrap(), now);
+            match (got, case.expect.as_str()) {
+                (Ok(Principal::User(claims)), "ok") => assert_eq!(Ok(claims), want),
+                (Err(e), expect) if expect != "ok" => {
+                    assert_eq!(e.code, Code::Unauthenticated, "{}", case.name);
+                    if let Err(why) = want {
+                        assert_eq!(why.kind.name(), expect, "{}", case.name);
+                        if !case.token.is_empty() {
+                            assert!(e.message.contains(&why.message), "{}: {e:?}", case.name);
+                        }
+                    }
+                    assert_eq!(remembered_count(&v), 0, "{}", case.name);
+                }
+                (got, expect) => panic!("{}: expected {expect}, got {got:?}", case.name),
+            }
+        }
+    }
+
+    fn rsa_or_ec_token(kid: &str, key: &str) -> String {
+        let table: Json = serde_json::from_str(docstore_jwt::vectors::TEXT).unwrap();
+        let pem = table["keys"][key]["private_pem"]
+            .as_str()
+            .unwrap()
+            .as_bytes();
+        let (algorithm, key) = if key.starts_with("ec") {
+            (Algorithm::ES256, EncodingKey::from_ec_pem(pem).unwrap())
+        } else {
+            (Algorithm::RS256, EncodingKey::from_rsa_pem(pem).unwrap())
+        };
+        let mut header = Header::new(algorithm);
+        header.kid = Some(kid.into());
+        let claims = serde_json::json!({"sub": kid, "exp": now() + 600});
+        encode(&header, &claims, &key).unwrap()
+    }
+
+    /// An issuer that rotates its keys: a local HTTP server answering its first request
+    /// with the JWKS of kid "a", the second with kid "b", every later one with kid "c".
+    async fn rotating_issuer() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let table: Json = serde_json::from_str(docstore_jwt::vectors::TEXT).unwrap();
+        let set = |key: &str, kid: &str| {
+            let mut jwk = table["keys"][key]["jwk"].clone();
+            jwk["kid"] = kid.into();
+            serde_json::json!({ "keys": [jwk] }).to_string()
+        };
+        let sets = [set("rsa1", "a"), set("rsa2", "b"), set("ec1", "c")];
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+        let served = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&served);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let body = &sets[n.min(sets.len() - 1)];
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            }
+        });
+        (url, served)
+    }
+
+    #[tokio::test]
+    async fn a_jwks_url_is_refetched_for_an_unknown_kid_at_most_once_per_interval() {
+        use clap::Parser;
+        use std::sync::atomic::Ordering;
+        let (url, served) = rotating_issuer().await;
+        let config = Config::try_parse_from([
+            "docstore-sidecar",
+            "--jwks-url",
+            &url,
+            "--jwks-refetch-seconds",
+            "3600",
+        ])
+        .unwrap();
+        let v = Verifier::start(&config).await.unwrap();
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+        let a = rsa_or_ec_token("a", "rsa1");
+        assert!(v.verify(&a).await.is_ok());
+        // The issuer rotated to kid "b": the first token naming it makes the sidecar refetch.
+        let b = rsa_or_ec_token("b", "rsa2");
+        let user = v.verify(&b).await.unwrap();
+        assert!(
+            matches!(&user, Principal::User(c) if c["sub"] == "b"),
+            "{user:?}"
+        );
+        assert_eq!(served.load(Ordering::SeqCst), 2);
+        // The dropped key no longer verifies, even a token verified (and remembered) before.
+        let e = v.verify(&a).await.unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated);
+        // Kid "c" would be served next, but within the interval nothing is fetched: 401.
+        let c = rsa_or_ec_token("c", "ec1");
+        let e = v.verify(&c).await.unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated);
+        assert!(e.message.contains("kid \"c\""), "{e:?}");
+        assert_eq!(served.load(Ordering::SeqCst), 2);
+        assert!(v.verify(&b).await.is_ok());
     }
 }

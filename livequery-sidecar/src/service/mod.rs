@@ -10,6 +10,7 @@ pub mod commit;
 pub mod context;
 pub mod documents;
 pub mod error;
+pub mod jwks;
 pub mod listen;
 pub mod query;
 

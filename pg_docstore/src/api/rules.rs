@@ -10,12 +10,9 @@
 //!   the SQL back end and the policy use.
 //! - `set_rules`, `drop_rules`, `rules_sql`, `authenticate`.
 
-use base64::Engine as _;
-use hmac::{Hmac, KeyInit, Mac};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use serde_json::Value as Json;
-use sha2::Sha256;
 
 use docstore_core::encoding::encode_name;
 use docstore_core::ResourcePath;
@@ -254,9 +251,13 @@ fn rules_sql(source: &str) -> Result<String, ErrorReport> {
     Ok(text)
 }
 
-/// Verify an HS256 JWT with `docstore.jwt_secret` and make its claims this session's
-/// `request.auth` (`docstore.auth`); NULL signs out. Returns the claims. For psql users; the
-/// sidecar verifies tokens itself and sets `docstore.auth` (it is granted SET on it).
+/// Verify a JWT and make its claims this session's `request.auth` (`docstore.auth`); NULL
+/// signs out. Returns the claims. The checks are the sidecar's (the `docstore-jwt` crate,
+/// docs/security.md): `exp` required, `iss`/`aud` when `docstore.jwt_issuer` /
+/// `docstore.jwt_audience` are set, HS256 with `docstore.jwt_secret`, RS256/ES256 with the
+/// keys of `docstore.jwt_jwks`, 30 s leeway, at the transaction's start time. For psql
+/// users; the sidecar verifies tokens itself and sets `docstore.auth` (it is granted SET
+/// on it).
 ///
 /// ```sql
 /// select docstore.authenticate('eyJhbGciOiJIUzI1NiJ9...');
@@ -267,63 +268,112 @@ fn authenticate(jwt: Option<&str>) -> Result<Option<TypedJsonb>, ErrorReport> {
         guc::set_auth_verified("null")?;
         return Ok(None);
     };
-    let secret = guc::jwt_secret().ok_or_else(|| {
-        DocstoreError::Unauthenticated(
-            "docstore.jwt_secret is not set: an administrator sets it in postgresql.conf".into(),
-        )
-    })?;
+    let keys = guc::jwt_keys()?;
     let now = to_timestamp(transaction_start())?.micros() / 1_000_000;
-    let claims = verify_hs256(jwt, &secret, now)?;
+    let claims = verify_jwt(jwt, &keys, u64::try_from(now).unwrap_or(0))?;
     let text = claims.to_string();
     guc::set_auth_verified(&text)?;
     Ok(Some(TypedJsonb(text)))
 }
 
-/// The claims of an HS256 JWT signed with `secret`, valid at `now` (Unix seconds).
+/// The claims of a JWT valid at `now` (Unix seconds) under `keys`.
 ///
 /// # Errors
-/// [`DocstoreError::Unauthenticated`]: malformed, another algorithm, bad signature,
-/// expired (`exp`) or not yet valid (`nbf`).
-pub fn verify_hs256(token: &str, secret: &[u8], now: i64) -> Result<Json, DocstoreError> {
-    let bad = |why: &str| DocstoreError::Unauthenticated(format!("invalid token: {why}"));
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let mut parts = token.trim().split('.');
-    let (Some(head), Some(body), Some(sig), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(bad("not three dot-separated parts"));
-    };
-    let header: Json = b64
-        .decode(head)
-        .ok()
-        .and_then(|h| serde_json::from_slice(&h).ok())
-        .ok_or_else(|| bad("the header is not base64url JSON"))?;
-    if header.get("alg").and_then(Json::as_str) != Some("HS256") {
-        return Err(bad("only HS256 tokens are accepted"));
+/// [`DocstoreError::Unauthenticated`] with the reason (malformed, algorithm or key,
+/// signature, `exp`/`nbf`, `iss`/`aud`).
+pub fn verify_jwt(token: &str, keys: &docstore_jwt::Keys, now: u64) -> Result<Json, DocstoreError> {
+    docstore_jwt::verify(token, keys, now)
+        .map_err(|e| DocstoreError::Unauthenticated(format!("invalid token: {}", e.message)))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// `docstore.authenticate` with these settings (set local), as `ok <claims>` or
+    /// `<sqlstate> <message>`.
+    fn try_authenticate(settings: &docstore_jwt::Settings, token: &str) -> String {
+        Spi::run(
+            "create or replace function pg_temp.try_authenticate(
+                 secret text, jwks text, issuer text, audience text, token text) returns text
+             language plpgsql as $$
+             begin
+               perform set_config('docstore.jwt_secret', coalesce(secret, ''), true);
+               perform set_config('docstore.jwt_jwks', coalesce(jwks, ''), true);
+               perform set_config('docstore.jwt_issuer', coalesce(issuer, ''), true);
+               perform set_config('docstore.jwt_audience', coalesce(audience, ''), true);
+               return 'ok ' || docstore.authenticate(token)::text;
+             exception when others then
+               return sqlstate || ' ' || sqlerrm;
+             end $$",
+        )
+        .unwrap();
+        let arg = |s: &Option<String>| s.as_deref().into();
+        Spi::get_one_with_args::<String>(
+            "select pg_temp.try_authenticate($1, $2, $3, $4, $5)",
+            &[
+                arg(&settings.secret),
+                arg(&settings.jwks),
+                arg(&settings.issuer),
+                arg(&settings.audience),
+                token.into(),
+            ],
+        )
+        .unwrap()
+        .unwrap()
     }
-    let signature = b64
-        .decode(sig)
-        .map_err(|_| bad("the signature is not base64url"))?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| bad("unusable secret"))?;
-    mac.update(head.as_bytes());
-    mac.update(b".");
-    mac.update(body.as_bytes());
-    mac.verify_slice(&signature)
-        .map_err(|_| bad("the signature does not match"))?;
-    let claims: Json = b64
-        .decode(body)
-        .ok()
-        .and_then(|c| serde_json::from_slice(&c).ok())
-        .ok_or_else(|| bad("the claims are not base64url JSON"))?;
-    if !claims.is_object() {
-        return Err(bad("the claims are not a JSON object"));
+
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
     }
-    let time = |name: &str| claims.get(name).and_then(Json::as_f64);
-    if time("exp").is_some_and(|exp| (now as f64) >= exp) {
-        return Err(bad("expired"));
+
+    /// Every case of the shared token table (tests/vectors/jwt.json) through SQL: accepted
+    /// with its claims, or refused with 28000 and the verifier's reason, as by the sidecar.
+    #[pg_test]
+    fn the_shared_token_table() {
+        let now = now();
+        for case in docstore_jwt::vectors::cases(now).unwrap() {
+            let got = try_authenticate(&case.settings, &case.token);
+            if case.expect == "ok" {
+                assert!(got.starts_with("ok "), "{}: {got}", case.name);
+                assert!(got.contains("\"u1\""), "{}: {got}", case.name);
+            } else {
+                let keys = docstore_jwt::Keys::new(&case.settings).unwrap();
+                let why = docstore_jwt::verify(&case.token, &keys, now).unwrap_err();
+                assert_eq!(why.kind.name(), case.expect, "{}", case.name);
+                assert!(got.starts_with("28000 "), "{}: {got}", case.name);
+                assert!(got.contains(&why.message), "{}: {got}", case.name);
+            }
+        }
     }
-    if time("nbf").is_some_and(|nbf| (now as f64) < nbf) {
-        return Err(bad("not valid yet"));
+
+    #[pg_test]
+    fn unusable_settings() {
+        let none = docstore_jwt::Settings::default();
+        let got = try_authenticate(&none, "a.b.c");
+        assert!(
+            got.starts_with("28000 ") && got.contains("neither"),
+            "{got}"
+        );
+        let bad_jwks = docstore_jwt::Settings {
+            jwks: Some("{\"keys\": 1}".into()),
+            ..docstore_jwt::Settings::default()
+        };
+        let got = try_authenticate(&bad_jwks, "a.b.c");
+        assert!(
+            got.starts_with("22023 ") && got.contains("not a JWKS"),
+            "{got}"
+        );
+        // Nothing was set: the session is still unauthenticated.
+        let auth = Spi::get_one::<String>("select current_setting('docstore.auth', true)").unwrap();
+        assert!(
+            auth.as_deref().is_none_or(|a| a.is_empty() || a == "null"),
+            "{auth:?}"
+        );
     }
-    Ok(claims)
 }

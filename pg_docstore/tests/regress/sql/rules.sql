@@ -169,7 +169,9 @@ select sqlstate_of($$select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6I
 select sqlstate_of($$select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsImV4cCI6MTAwMDAwMDAwMH0.LplEEQJiwvcWHsGPKkRV5VVAH2GikYPI2az3IFtpQjI')$$) as expired;
 select sqlstate_of($$select docstore.authenticate('not.a.jwt')$$) as malformed;
 select sqlstate_of($$select docstore.get('users/alice')$$) as before;
-select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsIm5hbWUiOiJBbGljZSJ9.T2EY6f5yOGIT6ttn4N9b8ApiK7UL6NStmw_tXRCKGnE') as claims;
+-- a token without exp is refused (as by the sidecar; the checks: docs/security.md)
+select sqlstate_of($$select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsIm5hbWUiOiJBbGljZSJ9.T2EY6f5yOGIT6ttn4N9b8ApiK7UL6NStmw_tXRCKGnE')$$) as no_exp;
+select docstore.authenticate('eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsIm5hbWUiOiJBbGljZSIsImV4cCI6NDEwMjQ0NDgwMH0.cIberU7Uc9Uu5Q3VpvKndQDA-in6BMsA2ons-FImt_A') as claims;
 select current_setting('docstore.auth') as auth;
 select docstore.get('users/alice') as after;
 select docstore.authenticate(null) as signed_out;
