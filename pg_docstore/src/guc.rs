@@ -18,6 +18,7 @@ static AUTO_BUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
 static AUTH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static REQUEST: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static JWT_SECRET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static TRIGGER_URL_PREFIXES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Define the settings (from `_PG_init`, whenever the library is loaded).
 ///
@@ -73,6 +74,15 @@ pub fn init() {
         &JWT_SECRET,
         GucContext::Suset,
         GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_string_guc(
+        c"docstore.trigger_url_prefixes",
+        c"The URL prefixes write triggers may call (comma-separated; '*' allows any URL).",
+        c"docstore.create_trigger refuses any other URL (42501). Empty (the default): no \
+          trigger can be created. '*' is for development only (docs/triggers.md).",
+        &TRIGGER_URL_PREFIXES,
+        GucContext::Suset,
+        GucFlags::default(),
     );
 }
 
@@ -202,4 +212,12 @@ pub fn set_local(name: &core::ffi::CStr, value: &str) -> Result<(), DocstoreErro
         );
     }
     Ok(())
+}
+
+/// `docstore.trigger_url_prefixes` as set (empty when unset).
+pub fn trigger_url_prefixes() -> String {
+    TRIGGER_URL_PREFIXES
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
