@@ -28,6 +28,12 @@ src "select docstore.create_index('sub', '[{\"field\": \"a\"}]', scope => 'colle
 src "call docstore.build_indexes()" >/dev/null
 src "select docstore.create_database('second')" >/dev/null
 src "set docstore.database = 'second'; select docstore.set('bk/only', '{\"in\": \"second\"}')" >/dev/null
+# A write trigger with a recorded change and an acknowledgement (docs/triggers.md).
+src "set docstore.trigger_url_prefixes = 'https://hooks.example.com/';
+     select docstore.create_trigger('bk', 'bk/{id}', '{write}', 'https://hooks.example.com/bk', 'exactly_once')" >/dev/null
+src "insert into docstore.trigger_deliveries (trigger_name, change_id, position, commit_time, path, event, after, params)
+     values ('bk', 'c1', '0/10', now(), 'bk/d1', 'create', '{}', '{\"id\": \"d1\"}');
+     insert into docstore.trigger_acks (trigger_name, change_id) values ('bk', 'c1')" >/dev/null
 
 pg_dump -Fc -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres -d "${SRC}" > "${tmp}/dump"
 # A plain restore, no extra flag: the dump's `create publication docstore_changes` replaces the
@@ -45,12 +51,16 @@ fingerprint_of() {
     (select md5(string_agg(database_id || encode(key, 'hex') || encode(name, 'hex'), ',' order by database_id, key)) from docstore.index_entries),
     (select md5(string_agg(id || database_id || collection_group || scope || fields::text || state, ',' order by id)) from docstore.indexes),
     (select md5(string_agg(database_id || collection_group || field_path, ',' order by 1)) from docstore.field_exemptions),
-    (select string_agg(id, ',' order by id) from docstore.databases)"
+    (select string_agg(id, ',' order by id) from docstore.databases),
+    (select md5(string_agg(t::text, ',' order by t.name)) from docstore.triggers t),
+    (select md5(string_agg(d::text, ',' order by d.trigger_name, d.change_id)) from docstore.trigger_deliveries d),
+    (select md5(string_agg(a::text, ',' order by a.trigger_name, a.change_id)) from docstore.trigger_acks a)"
 }
 a="$(fingerprint_of src)"; b="$(fingerprint_of dst)"
 [ "${a}" = "${b}" ] || die "the restored database differs: ${a} vs ${b}"
 case "${b}" in *"|0|"*) die "the restored database has no documents: ${b}" ;; esac
-check_passed "documents, index entries, indexes, exemptions and databases are identical"
+[ "$(dst "select count(*) from docstore.triggers")" = 1 ] || die "the restored database has no trigger"
+check_passed "documents, index entries, indexes, exemptions, databases and triggers (with deliveries and acknowledgements) are identical"
 
 for q in "select * from /bk where a = 3 order by b desc limit 5" \
          "select count(*) from /bk where a >= 5" \

@@ -79,6 +79,11 @@ create event trigger docstore_publication_complete on ddl_command_end
 revoke execute on function docstore.set_rules(text, text), docstore.drop_rules(text),
     docstore.rules_install(), docstore.rules_changed()
     from public, docstore_client;
+-- Write triggers (docs/triggers.md) are for administrators too, as are their tables (on
+-- which clients have no rights: a trigger's secret is never readable by them).
+revoke execute on function docstore.create_trigger(text, text, text[], text, text, jsonb),
+    docstore.drop_trigger(text), docstore.retry_trigger(text), docstore.list_triggers()
+    from public, docstore_client;
 -- get()/exists() of the compiled rules read any document as the owner: only the policy
 -- function (SECURITY DEFINER) calls them, never a client directly.
 revoke execute on function docstore.rules_lookup(text, jsonb, text) from public, docstore_client;

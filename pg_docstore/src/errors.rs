@@ -29,6 +29,7 @@ use docstore_core::document::LimitError;
 use docstore_core::error::ErrorKind;
 use docstore_core::index::IndexError;
 use docstore_core::mutation::MutationError;
+use docstore_core::path_pattern::PatternError;
 use docstore_core::plan::PlanError;
 use docstore_core::query::QueryError;
 use docstore_core::{PathError, TypedJsonError};
@@ -65,6 +66,12 @@ pub enum DocstoreError {
     AlreadyExists { path: String },
     #[error("index already exists: {id} on collection group {collection_group}")]
     IndexExists { id: i32, collection_group: String },
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+    #[error("trigger already exists: {name}")]
+    TriggerExists { name: String },
+    #[error("trigger not found: {name}")]
+    TriggerNotFound { name: String },
     #[error("database already exists: {id}")]
     DatabaseExists { id: String },
     #[error("index not found: {id}")]
@@ -116,6 +123,7 @@ impl DocstoreError {
         match self {
             DocstoreError::TypedJson(e) => e.kind(),
             DocstoreError::Path(e) => e.kind(),
+            DocstoreError::Pattern(e) => e.kind(),
             DocstoreError::Mutation(e) => e.kind(),
             DocstoreError::Limit { error, .. } => error.kind(),
             DocstoreError::Index(e) => e.kind(),
@@ -124,12 +132,13 @@ impl DocstoreError {
             DocstoreError::Plan(e) | DocstoreError::AutoIndexBlocked { error: e, .. } => e.kind(),
             DocstoreError::InWrite { error, .. } => error.kind(),
             DocstoreError::InvalidArgument(_) => ErrorKind::InvalidArgument,
-            DocstoreError::NotFound { .. } | DocstoreError::IndexNotFound { .. } => {
-                ErrorKind::NotFound
-            }
+            DocstoreError::NotFound { .. }
+            | DocstoreError::IndexNotFound { .. }
+            | DocstoreError::TriggerNotFound { .. } => ErrorKind::NotFound,
             DocstoreError::AlreadyExists { .. }
             | DocstoreError::IndexExists { .. }
-            | DocstoreError::DatabaseExists { .. } => ErrorKind::AlreadyExists,
+            | DocstoreError::DatabaseExists { .. }
+            | DocstoreError::TriggerExists { .. } => ErrorKind::AlreadyExists,
             DocstoreError::PreconditionFailed { .. } => ErrorKind::FailedPrecondition,
             DocstoreError::Rules(e) => e.error_kind(),
             DocstoreError::PermissionDenied(_) => ErrorKind::PermissionDenied,

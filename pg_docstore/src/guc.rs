@@ -22,6 +22,7 @@ static JWT_SECRET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::
 static JWT_JWKS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static JWT_ISSUER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static JWT_AUDIENCE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static TRIGGER_URL_PREFIXES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Define the settings (from `_PG_init`, whenever the library is loaded).
 ///
@@ -100,6 +101,15 @@ pub fn init() {
         c"When set, docstore.authenticate(jwt) requires this audience in the aud claim.",
         c"The sidecar's --jwt-audience. Only superusers can change it.",
         &JWT_AUDIENCE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"docstore.trigger_url_prefixes",
+        c"The URL prefixes write triggers may call (comma-separated; '*' allows any URL).",
+        c"docstore.create_trigger refuses any other URL (42501). Empty (the default): no \
+          trigger can be created. '*' is for development only (docs/triggers.md).",
+        &TRIGGER_URL_PREFIXES,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -279,4 +289,12 @@ pub fn set_local(name: &core::ffi::CStr, value: &str) -> Result<(), DocstoreErro
         );
     }
     Ok(())
+}
+
+/// `docstore.trigger_url_prefixes` as set (empty when unset).
+pub fn trigger_url_prefixes() -> String {
+    TRIGGER_URL_PREFIXES
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

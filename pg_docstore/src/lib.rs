@@ -40,6 +40,11 @@ pgrx::extension_sql_file!(
         rules_install
     ]
 );
+pgrx::extension_sql_file!(
+    "../../sql/triggers.sql",
+    name = "triggers",
+    requires = ["schema"]
+);
 pgrx::extension_sql_file!("../../sql/roles.sql", name = "roles", finalize);
 
 #[pgrx::pg_guard]

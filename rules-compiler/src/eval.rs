@@ -379,7 +379,7 @@ pub(crate) fn decide<S: AsRef<str>>(
     };
     let mut outcomes = Vec::new();
     for rule in applicable(ruleset, request.method).filter(|r| eligible(r)) {
-        let Some(mut bindings) = rule.path.bind(version, path) else {
+        let Some(mut bindings) = prim::ops::bind(&rule.path, version, path) else {
             continue;
         };
         bindings.retain(|(_, v)| match v {

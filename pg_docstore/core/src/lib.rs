@@ -38,6 +38,7 @@ pub mod index;
 pub mod limits;
 pub mod mutation;
 pub mod path;
+pub mod path_pattern;
 pub mod plan;
 #[cfg(feature = "firestore-proto")]
 pub mod proto;

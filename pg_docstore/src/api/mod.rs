@@ -5,4 +5,5 @@ mod documents;
 pub(crate) mod indexes;
 mod query;
 mod rules;
+mod triggers;
 mod values;

@@ -10,6 +10,8 @@
 
 use std::cmp::Ordering;
 
+use docstore_core::path_pattern::Bound;
+
 use super::time::{duration, timestamp};
 use super::{Map, Val};
 
@@ -376,125 +378,43 @@ pub fn to_set(items: impl IntoIterator<Item = Val>) -> Val {
 
 /// Match `path` (segments from `databases`) against a pattern written as in a `match`
 /// (`/databases/{database}/documents/users/{uid}/{rest=**}`): the wildcards' bindings, or
-/// `None` when it does not match ([`PathPattern::bindings`]).
+/// `None` when it does not match ([`bind`]).
 pub fn match_path(pattern: &str, version: i64, path: &[String]) -> Option<Map> {
-    PathPattern::borrowed(pattern).bindings(version, path)
+    Some(
+        bind(&PathPattern::borrowed(pattern), version, path)?
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect(),
+    )
 }
 
-/// A `match` pattern split into its segments: owned (`S = String`) in a compiled rule, so the
-/// evaluator splits each pattern once, or borrowed from the text for the SQL primitive
-/// `match_path`, which gets its pattern as an argument on every call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathPattern<S = String> {
-    /// The segments before the `{x=**}` (all of them when there is none).
-    head: Vec<Segment<S>>,
-    /// The name of the `{x=**}`, if any.
-    recursive: Option<S>,
-    /// The segments after the `{x=**}`: they match the end of the path.
-    tail: Vec<Segment<S>>,
-}
+/// A `match` pattern split into its segments (core's one implementation, shared with write
+/// triggers): owned in a compiled rule, so the evaluator splits each pattern once, or borrowed
+/// from the text for the SQL primitive `match_path`, which gets its pattern on every call.
+pub use docstore_core::path_pattern::PathPattern;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment<S> {
-    Literal(S),
-    /// `{name}` or `{name=*}`.
-    Wildcard(S),
-}
-
-impl PathPattern {
-    /// Split `pattern` (see [`PathPattern::borrowed`]) into owned segments.
-    pub fn parse(pattern: &str) -> PathPattern {
-        let owned = |seg: &Segment<&str>| match seg {
-            Segment::Literal(s) => Segment::Literal((*s).to_owned()),
-            Segment::Wildcard(s) => Segment::Wildcard((*s).to_owned()),
-        };
-        let p = PathPattern::borrowed(pattern);
-        PathPattern {
-            head: p.head.iter().map(owned).collect(),
-            recursive: p.recursive.map(str::to_owned),
-            tail: p.tail.iter().map(owned).collect(),
-        }
-    }
-}
-
-impl<'a> PathPattern<&'a str> {
-    /// Split `pattern` (a leading `/` optional). At most one `{x=**}` is read (the checker makes
-    /// sure there is no second); a later one would be taken as a one-segment wildcard.
-    pub fn borrowed(pattern: &'a str) -> PathPattern<&'a str> {
-        let mut head = Vec::new();
-        let mut recursive = None;
-        let mut tail = Vec::new();
-        for seg in pattern.strip_prefix('/').unwrap_or(pattern).split('/') {
-            if recursive.is_none() && seg.ends_with("=**}") {
-                let name = seg.strip_prefix('{').and_then(|s| s.strip_suffix("=**}"));
-                recursive = Some(name.unwrap_or(""));
-                continue;
-            }
-            let seg = match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some(name) => Segment::Wildcard(name.strip_suffix("=*").unwrap_or(name)),
-                None => Segment::Literal(seg),
-            };
-            if recursive.is_some() {
-                tail.push(seg);
-            } else {
-                head.push(seg);
-            }
-        }
-        PathPattern {
-            head,
-            recursive,
-            tail,
-        }
-    }
-}
-
-impl<S: AsRef<str>> PathPattern<S> {
-    /// The wildcards' bindings on `path`, or `None` when it does not match. In version 1 a
-    /// `{x=**}` matches one or more segments, in version 2 zero or more; it binds a path.
-    pub fn bindings<P: AsRef<str>>(&self, version: i64, path: &[P]) -> Option<Map> {
-        Some(
-            self.bind(version, path)?
-                .into_iter()
-                .map(|(name, value)| (name.to_owned(), value))
-                .collect(),
-        )
-    }
-
-    /// [`PathPattern::bindings`] with the wildcards' names borrowed from the pattern, in
-    /// pattern order.
-    pub fn bind<P: AsRef<str>>(&self, version: i64, path: &[P]) -> Option<Vec<(&str, Val)>> {
-        let recursive = self.recursive.is_some();
-        if !recursive && self.head.len() != path.len() {
-            return None;
-        }
-        let min = self.head.len() + self.tail.len() + usize::from(recursive && version < 2);
-        if path.len() < min {
-            return None;
-        }
-        let tail_start = path.len() - self.tail.len();
-        let mut bound = Vec::new();
-        for (seg, value) in self
-            .head
-            .iter()
-            .zip(path)
-            .chain(self.tail.iter().zip(path.get(tail_start..)?))
-        {
-            let value = value.as_ref();
-            match seg {
-                Segment::Wildcard(name) => {
-                    bound.push((name.as_ref(), Val::Str(value.to_owned())));
-                }
-                Segment::Literal(literal) if literal.as_ref() == value => {}
-                Segment::Literal(_) => return None,
-            }
-        }
-        if let Some(name) = &self.recursive {
-            let segments = path.get(self.head.len()..tail_start)?;
-            bound.push((
-                name.as_ref(),
-                Val::Path(segments.iter().map(|s| s.as_ref().to_owned()).collect()),
-            ));
-        }
-        Some(bound)
-    }
+/// The wildcards' bindings of `pattern` on `path` as rules values, in pattern order, or `None`
+/// when it does not match. In version 1 a `{x=**}` matches one or more segments, in version 2
+/// zero or more; it binds a path.
+pub fn bind<'a, S: AsRef<str>, P: AsRef<str>>(
+    pattern: &'a PathPattern<S>,
+    version: i64,
+    path: &[P],
+) -> Option<Vec<(&'a str, Val)>> {
+    let min_recursive = usize::from(version < 2);
+    Some(
+        pattern
+            .bind(min_recursive, path)?
+            .into_iter()
+            .map(|(name, bound)| {
+                let value = match bound {
+                    Bound::Segment(s) => Val::Str(s.as_ref().to_owned()),
+                    Bound::Segments(s) => {
+                        Val::Path(s.iter().map(|s| s.as_ref().to_owned()).collect())
+                    }
+                };
+                (name, value)
+            })
+            .collect(),
+    )
 }
