@@ -1,8 +1,8 @@
 """The gRPC front end (docs/grpc.md) through Google's own Python SDK, google-cloud-firestore,
 pointed at the sidecar with FIRESTORE_EMULATOR_HOST as at the Firebase emulator: the SDK
 connects (HTTP/2 without TLS, `Bearer owner`), reads what the HTTP API wrote with every value
-type intact, sees a missing document as missing, and gets UNIMPLEMENTED naming the RPC for
-what is not served yet. Without --dev-mode the SDK's `Bearer owner` is refused."""
+type intact, sees a missing document as missing, writes what the HTTP API reads, and gets
+UNIMPLEMENTED naming the RPC for what is not served. Without --dev-mode the SDK's `Bearer owner` is refused."""
 
 import datetime
 import math
@@ -54,11 +54,21 @@ def test_the_sdk_reads_what_http_wrote(monkeypatch, stack, client, coll, firesto
     assert not missing.exists
 
 
+def test_http_reads_what_the_sdk_wrote(monkeypatch, stack, client, coll, firestore_emulator_host):
+    db = sdk_client(monkeypatch, firestore_emulator_host)
+    db.collection(coll).document("w").set({"n": 1, "tags": ["a"]})
+    db.collection(coll).document("w").update({"n": firestore.Increment(2)})
+    r = client.get(stack.doc(f"{coll}/w"), headers=stack.admin)
+    assert r.status_code == 200, r.text
+    assert r.json()["data"] == {"n": 3, "tags": ["a"]}
+
+
 def test_what_is_not_served_is_unimplemented(monkeypatch, coll, firestore_emulator_host):
+    # PartitionQuery splits a collection group for parallel reads: not served (docs/grpc.md).
     db = sdk_client(monkeypatch, firestore_emulator_host)
     with pytest.raises(exceptions.MethodNotImplemented) as raised:
-        db.collection(coll).document("y").set({"n": 1})
-    assert "google.firestore.v1.Firestore/Commit" in str(raised.value)
+        list(db.collection_group(coll).get_partitions(2))
+    assert "PartitionQuery" in str(raised.value)
 
 
 def test_owner_is_refused_without_dev_mode(monkeypatch, stack):
