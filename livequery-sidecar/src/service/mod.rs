@@ -12,6 +12,7 @@ pub mod documents;
 pub mod error;
 pub mod listen;
 pub mod query;
+pub mod transactions;
 
 use crate::pg::Db;
 use crate::session::Session;
@@ -23,4 +24,6 @@ pub struct Service {
     pub verifier: Verifier,
     /// The live-query hub (`None`: listening is UNAVAILABLE).
     pub session: Option<Session>,
+    /// The held transactions ([`transactions`]).
+    pub transactions: std::sync::Arc<transactions::Transactions>,
 }
