@@ -256,3 +256,40 @@ def test_a_failed_read_ends_the_transaction(stack, client, coll):
     assert r.status_code == 400, r.text
     r = commit(client, alice, t, [])
     assert r.status_code == 400 and "invalid or expired" in r.json()["message"], r.text
+
+
+def test_a_deadlock_aborts_one_of_the_transactions(stack, client, coll):
+    x, y = f"{coll}/x", f"{coll}/y"
+    client.put(stack.doc(x), json={"n": 1}, headers=stack.admin)
+    client.put(stack.doc(y), json={"n": 1}, headers=stack.admin)
+    alice, bob = user(stack, "alice"), user(stack, "bob")
+    ta, tb = begin(client, alice), begin(client, bob)
+    assert get_in(stack, client, alice, x, ta).status_code == 200
+    assert get_in(stack, client, bob, y, tb).status_code == 200
+    out = {}
+
+    def alice_reads_y():
+        with stack.client() as c:
+            out["alice"] = get_in(stack, c, alice, y, ta)
+
+    waiter = threading.Thread(target=alice_reads_y)
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while not sidecar_waits_on_a_lock(stack):
+        assert "alice" not in out, out["alice"].text
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # Bob now reads x, which alice holds: Postgres finds the deadlock and aborts one of them.
+    out["bob"] = get_in(stack, client, bob, x, tb)
+    waiter.join()
+    statuses = {who: r.status_code for who, r in out.items()}
+    assert sorted(statuses.values()) == [200, 409], {w: r.text for w, r in out.items()}
+    loser = next(w for w, s in statuses.items() if s == 409)
+    winner = "bob" if loser == "alice" else "alice"
+    assert out[loser].json()["code"] == "ABORTED"
+    # The loser's transaction is over; the winner's commits.
+    headers = {"alice": (alice, ta), "bob": (bob, tb)}
+    r = commit(client, headers[loser][0], headers[loser][1], [])
+    assert r.status_code == 400 and "invalid or expired" in r.json()["message"], r.text
+    r = commit(client, headers[winner][0], headers[winner][1], [])
+    assert r.status_code == 200, r.text
