@@ -39,6 +39,8 @@ pub fn check_routes(data: &[u8]) -> Result<(), Failure> {
             | Ok(Target::BatchGet { database })
             | Ok(Target::ListCollectionIds { database })
             | Ok(Target::Explain { database })
+            | Ok(Target::BeginTransaction { database })
+            | Ok(Target::Rollback { database })
             | Ok(Target::Listen { database, .. }) => {
                 if !docstore_core::path::is_valid_database_id(&database) {
                     return Err(format!("accepted database id {database:?}"));
@@ -65,6 +67,8 @@ pub fn check_bodies(data: &[u8]) -> Result<(), Failure> {
         RunQuery::parse(data).map(|_| ()),
         Commit::parse(data).map(|_| ()),
         body::BatchGet::parse(data).map(|_| ()),
+        body::BeginTransaction::parse(data).map(|_| ()),
+        body::Rollback::parse(data).map(|_| ()),
         body::ListCollectionIds::parse(data).map(|_| ()),
         body::json_object_text(data, "data").map(|_| ()),
         body::masked_set("a/b", data, &["a.b".into(), "`x y`".into()], None).map(|_| ()),
@@ -115,6 +119,10 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         max_streams: 1,
         max_streams_per_caller: 1,
         max_targets_per_stream: 1,
+        transaction_idle_seconds: 1,
+        transaction_lifetime_seconds: 1,
+        max_transactions_per_caller: 1,
+        max_transactions: None,
     };
     let verifier = Verifier::from_config(&config).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();

@@ -203,6 +203,39 @@ pub struct Config {
     /// it).
     #[arg(long, env = "DOCSTORE_MAX_TARGETS_PER_STREAM", default_value_t = 1_000)]
     pub max_targets_per_stream: usize,
+
+    /// Seconds a held transaction (`:beginTransaction`) may stay unused before it expires
+    /// and is rolled back (Firestore's 60).
+    #[arg(
+        long,
+        env = "DOCSTORE_TRANSACTION_IDLE_SECONDS",
+        default_value_t = crate::service::transactions::DEFAULT_IDLE_SECONDS
+    )]
+    pub transaction_idle_seconds: u64,
+
+    /// Seconds a held transaction may live at most before it expires and is rolled back
+    /// (Firestore's 270).
+    #[arg(
+        long,
+        env = "DOCSTORE_TRANSACTION_LIFETIME_SECONDS",
+        default_value_t = crate::service::transactions::DEFAULT_LIFETIME_SECONDS
+    )]
+    pub transaction_lifetime_seconds: u64,
+
+    /// Most held transactions of one caller (a JWT's subject; anonymous callers share one
+    /// bound; the admin key has none): 429 RESOURCE_EXHAUSTED over it.
+    #[arg(
+        long,
+        env = "DOCSTORE_MAX_TRANSACTIONS_PER_CALLER",
+        default_value_t = crate::service::transactions::DEFAULT_PER_CALLER
+    )]
+    pub max_transactions_per_caller: usize,
+
+    /// Most held transactions in total, each holding a pooled connection (429
+    /// RESOURCE_EXHAUSTED over it); default half of --pool-size, so they never take every
+    /// connection from other requests.
+    #[arg(long, env = "DOCSTORE_MAX_TRANSACTIONS")]
+    pub max_transactions: Option<usize>,
 }
 
 /// Default `--query-write-timeout-ms`: 30 s, as the statement timeout.
@@ -249,6 +282,16 @@ impl std::fmt::Debug for Config {
             .field("max_streams", &self.max_streams)
             .field("max_streams_per_caller", &self.max_streams_per_caller)
             .field("max_targets_per_stream", &self.max_targets_per_stream)
+            .field("transaction_idle_seconds", &self.transaction_idle_seconds)
+            .field(
+                "transaction_lifetime_seconds",
+                &self.transaction_lifetime_seconds,
+            )
+            .field(
+                "max_transactions_per_caller",
+                &self.max_transactions_per_caller,
+            )
+            .field("max_transactions", &self.max_transactions)
             .finish()
     }
 }

@@ -14,6 +14,7 @@ use docstore_sidecar::http::{self, AppState};
 use docstore_sidecar::matcher::MatcherConfig;
 use docstore_sidecar::pg::Db;
 use docstore_sidecar::service::caller::Verifier;
+use docstore_sidecar::service::transactions::{Limits as TransactionLimits, Transactions};
 use docstore_sidecar::service::Service;
 use docstore_sidecar::session::{Session, Settings, StreamCaps};
 use tracing_subscriber::EnvFilter;
@@ -94,11 +95,21 @@ async fn run(config: Config) -> Result<(), String> {
     } else {
         None
     };
+    let transactions = Arc::new(Transactions::new(TransactionLimits {
+        idle: Duration::from_secs(config.transaction_idle_seconds),
+        lifetime: Duration::from_secs(config.transaction_lifetime_seconds),
+        per_caller: config.max_transactions_per_caller,
+        total: config
+            .max_transactions
+            .unwrap_or(TransactionLimits::for_pool(config.pool_size).total),
+    }));
+    transactions.spawn_reaper();
     let state = Arc::new(AppState {
         service: Arc::new(Service {
             db,
             verifier,
             session,
+            transactions,
         }),
         max_body_bytes: config.max_body_bytes,
         query_write_timeout: (config.query_write_timeout_ms > 0)

@@ -15,6 +15,7 @@ use docstore_sidecar::config::Config;
 use docstore_sidecar::grpc::{self, FirestoreService};
 use docstore_sidecar::pg::Db;
 use docstore_sidecar::service::caller::Verifier;
+use docstore_sidecar::service::transactions::{Limits as TransactionLimits, Transactions};
 use docstore_sidecar::service::Service;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1::firestore_client::FirestoreClient;
@@ -51,6 +52,7 @@ async fn start_with(dsn: &str, dev_mode: bool, flags: &[&str]) -> SocketAddr {
         db: Db::connect(&config.database_url, 1).unwrap(),
         verifier: Verifier::from_config(&config).unwrap(),
         session: None,
+        transactions: Arc::new(Transactions::new(TransactionLimits::for_pool(1))),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -13,6 +13,7 @@ use super::error::ApiError;
 use super::resource::Target;
 use super::{JsonPost, SharedState};
 use crate::service::batch_get::batch_get as service_batch_get;
+use crate::service::transactions;
 
 /// Handle `:batchGet`.
 ///
@@ -26,8 +27,14 @@ pub async fn batch_get(
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "batchGet", request).await?;
     let batch = body::BatchGet::parse(&post.body)?;
-    let read =
-        service_batch_get(&state.service, &post.caller(), &database, &batch.documents).await?;
+    let caller = post.caller();
+    let read = match &batch.transaction {
+        None => service_batch_get(&state.service, &caller, &database, &batch.documents).await?,
+        Some(id) => {
+            transactions::batch_get(&state.service, &caller, &database, id, &batch.documents)
+                .await?
+        }
+    };
     let read_time = read.read_time;
     let mut out = String::with_capacity(64 + 128 * read.documents.len());
     out.push_str("{\"readTime\":\"");

@@ -152,6 +152,24 @@ impl RunQuery {
     pub fn parse(bytes: &[u8]) -> Result<RunQuery, ApiError> {
         let json = parse_json(bytes)?;
         let obj = object(&json, "a runQuery body", &["sql", "structuredQuery"])?;
+        RunQuery::of(obj)
+    }
+
+    /// Parse a body that may name a held transaction (`"transaction": id`).
+    ///
+    /// # Errors
+    /// As [`RunQuery::parse`]; a `transaction` that is not a non-empty string.
+    pub fn parse_with_transaction(bytes: &[u8]) -> Result<(RunQuery, Option<String>), ApiError> {
+        let json = parse_json(bytes)?;
+        let obj = object(
+            &json,
+            "a runQuery body",
+            &["sql", "structuredQuery", "transaction"],
+        )?;
+        Ok((RunQuery::of(obj)?, held_transaction(obj)?))
+    }
+
+    fn of(obj: &Map<String, Json>) -> Result<RunQuery, ApiError> {
         match (obj.get("sql"), obj.get("structuredQuery")) {
             (Some(Json::String(text)), None) => Ok(RunQuery::Sql(text.clone())),
             (None, Some(q @ Json::Object(_))) => Ok(RunQuery::Structured(q.to_string())),
@@ -166,6 +184,20 @@ impl RunQuery {
     }
 }
 
+/// The `"transaction"` member of a body naming a held transaction: its id, or nothing.
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT for a value that is not a non-empty string.
+fn held_transaction(obj: &Map<String, Json>) -> Result<Option<String>, ApiError> {
+    match obj.get("transaction") {
+        None => Ok(None),
+        Some(Json::String(id)) if !id.is_empty() => Ok(Some(id.clone())),
+        Some(_) => Err(ApiError::invalid_argument(
+            "\"transaction\" must be a transaction id (from :beginTransaction)",
+        )),
+    }
+}
+
 /// The body of `:commit`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Commit {
@@ -173,6 +205,8 @@ pub struct Commit {
     pub writes: String,
     /// An optimistic transaction: a failed precondition is 409 ABORTED (retry).
     pub transaction: bool,
+    /// The held transaction the writes end (`"transaction": id`).
+    pub held: Option<String>,
 }
 
 impl Commit {
@@ -189,19 +223,77 @@ impl Commit {
             Some(_) => return Err(ApiError::invalid_argument("\"writes\" must be an array")),
             None => return Err(ApiError::invalid_argument("a commit body needs \"writes\"")),
         };
-        let transaction = match obj.get("transaction") {
-            None => false,
-            Some(Json::Bool(b)) => *b,
-            Some(_) => {
-                return Err(ApiError::invalid_argument(
-                    "\"transaction\" must be true or false",
-                ))
-            }
+        let (transaction, held) = match obj.get("transaction") {
+            None => (false, None),
+            Some(Json::Bool(b)) => (*b, None),
+            Some(Json::String(_)) => (false, held_transaction(obj)?),
+            Some(_) => return Err(ApiError::invalid_argument(
+                "\"transaction\" must be true, false or a transaction id (from :beginTransaction)",
+            )),
         };
         Ok(Commit {
             writes,
             transaction,
+            held,
         })
+    }
+}
+
+/// The body of `:beginTransaction`: `{}` or `{"options": {"readWrite": {}}}` (read-write),
+/// `{"options": {"readOnly": {}}}` (read-only), as Firestore's REST API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeginTransaction {
+    pub read_only: bool,
+}
+
+impl BeginTransaction {
+    /// Parse the body.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT for any other shape (a `readOnly.readTime` included: reads at a
+    /// past time are not kept).
+    pub fn parse(bytes: &[u8]) -> Result<BeginTransaction, ApiError> {
+        let json = parse_json(bytes)?;
+        let obj = object(&json, "a beginTransaction body", &["options"])?;
+        let Some(options) = obj.get("options") else {
+            return Ok(BeginTransaction { read_only: false });
+        };
+        let options = object(options, "\"options\"", &["readOnly", "readWrite"])?;
+        match (options.get("readOnly"), options.get("readWrite")) {
+            (Some(read_only), None) => {
+                object(read_only, "\"readOnly\"", &[])?;
+                Ok(BeginTransaction { read_only: true })
+            }
+            (None, Some(read_write)) => {
+                // `retryTransaction` names the transaction retried: nothing to do with it here.
+                object(read_write, "\"readWrite\"", &["retryTransaction"])?;
+                Ok(BeginTransaction { read_only: false })
+            }
+            (None, None) => Ok(BeginTransaction { read_only: false }),
+            (Some(_), Some(_)) => Err(ApiError::invalid_argument(
+                "\"options\" holds one of \"readOnly\" and \"readWrite\"",
+            )),
+        }
+    }
+}
+
+/// The body of `:rollback`: `{"transaction": id}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rollback {
+    pub transaction: String,
+}
+
+impl Rollback {
+    /// Parse the body.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT without a transaction id.
+    pub fn parse(bytes: &[u8]) -> Result<Rollback, ApiError> {
+        let json = parse_json(bytes)?;
+        let obj = object(&json, "a rollback body", &["transaction"])?;
+        let transaction = held_transaction(obj)?
+            .ok_or_else(|| ApiError::invalid_argument("a rollback body needs \"transaction\""))?;
+        Ok(Rollback { transaction })
     }
 }
 
@@ -213,6 +305,8 @@ pub const MAX_BATCH_GET: usize = 1000;
 pub struct BatchGet {
     /// The document paths, in request order (duplicates kept).
     pub documents: Vec<ResourcePath>,
+    /// The held transaction to read them in.
+    pub transaction: Option<String>,
 }
 
 impl BatchGet {
@@ -223,7 +317,8 @@ impl BatchGet {
     /// paths (strings docstore-core's path rules accept, with an even number of segments).
     pub fn parse(bytes: &[u8]) -> Result<BatchGet, ApiError> {
         let json = parse_json(bytes)?;
-        let obj = object(&json, "a batchGet body", &["documents"])?;
+        let obj = object(&json, "a batchGet body", &["documents", "transaction"])?;
+        let transaction = held_transaction(obj)?;
         let items = match obj.get("documents") {
             Some(Json::Array(items)) => items,
             Some(_) => {
@@ -254,7 +349,10 @@ impl BatchGet {
                     .map_err(|e| ApiError::invalid_argument(format!("documents[{i}]: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(BatchGet { documents })
+        Ok(BatchGet {
+            documents,
+            transaction,
+        })
     }
 }
 
@@ -397,6 +495,49 @@ mod tests {
                 Code::InvalidArgument
             );
         }
+    }
+
+    #[test]
+    fn transaction_bodies() {
+        assert!(!BeginTransaction::parse(b"{}").unwrap().read_only);
+        assert!(
+            BeginTransaction::parse(br#"{"options": {"readOnly": {}}}"#)
+                .unwrap()
+                .read_only
+        );
+        assert!(
+            !BeginTransaction::parse(br#"{"options": {"readWrite": {"retryTransaction": "x"}}}"#)
+                .unwrap()
+                .read_only
+        );
+        for bad in [
+            r#"{"options": {"readOnly": {}, "readWrite": {}}}"#,
+            r#"{"options": {"readOnly": {"readTime": "2020-01-01T00:00:00Z"}}}"#,
+            r#"{"options": []}"#,
+            r#"{"readOnly": {}}"#,
+        ] {
+            let e = BeginTransaction::parse(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.error.code, Code::InvalidArgument, "{bad}");
+        }
+        assert_eq!(
+            Rollback::parse(br#"{"transaction": "abc"}"#)
+                .unwrap()
+                .transaction,
+            "abc"
+        );
+        for bad in [r#"{}"#, r#"{"transaction": ""}"#, r#"{"transaction": 1}"#] {
+            assert!(Rollback::parse(bad.as_bytes()).is_err(), "{bad}");
+        }
+        let c = Commit::parse(br#"{"writes": [], "transaction": "abc"}"#).unwrap();
+        assert_eq!(c.held.as_deref(), Some("abc"));
+        assert!(!c.transaction);
+        let (_, t) =
+            RunQuery::parse_with_transaction(br#"{"sql": "x", "transaction": "t"}"#).unwrap();
+        assert_eq!(t.as_deref(), Some("t"));
+        assert!(RunQuery::parse(br#"{"sql": "x", "transaction": "t"}"#).is_err());
+        let b = BatchGet::parse(br#"{"documents": ["c/a"], "transaction": "t"}"#).unwrap();
+        assert_eq!(b.transaction.as_deref(), Some("t"));
+        assert!(BatchGet::parse(br#"{"documents": ["c/a"], "transaction": 5}"#).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `POST /v1/databases/{db}:commit`: `{"writes": [...], "transaction": bool}` ->
-//! `service::commit` -> `{"commitTime", "updateTimes"}` (optimistic transactions there).
+//! `POST /v1/databases/{db}:commit`: `{"writes": [...], "transaction": bool | id}` ->
+//! `service::commit` -> `{"commitTime", "updateTimes"}` (optimistic transactions there), or,
+//! with a held transaction's id, `service::transactions::commit`.
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -11,6 +12,7 @@ use super::error::ApiError;
 use super::resource::Target;
 use super::{JsonPost, SharedState};
 use crate::service::commit::{commit as run_commit, CommitRequest};
+use crate::service::transactions;
 
 /// Handle `:commit`.
 ///
@@ -25,15 +27,23 @@ pub async fn commit(
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "commit", request).await?;
     let commit = body::Commit::parse(&post.body)?;
-    let answer = run_commit(
-        &state.service,
-        &post.caller(),
-        CommitRequest {
-            database: &database,
-            writes: &commit.writes,
-            transaction: commit.transaction,
-        },
-    )
-    .await?;
+    let caller = post.caller();
+    let answer = match &commit.held {
+        Some(id) => {
+            transactions::commit(&state.service, &caller, &database, id, &commit.writes).await?
+        }
+        None => {
+            run_commit(
+                &state.service,
+                &caller,
+                CommitRequest {
+                    database: &database,
+                    writes: &commit.writes,
+                    transaction: commit.transaction,
+                },
+            )
+            .await?
+        }
+    };
     Ok(json_response(StatusCode::OK, answer.0))
 }

@@ -15,6 +15,7 @@ use super::SharedState;
 use crate::pg::documents::Document;
 use crate::pg::PgError;
 use crate::service::documents::{self, DocumentWrite, WriteRequest};
+use crate::service::transactions;
 
 /// A document in the API's JSON form:
 /// `{"path", "data" (typed JSON), "createTime", "updateTime"}`.
@@ -71,14 +72,25 @@ pub async fn get(
     request: Request,
 ) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
-    if call.params != Params::default() {
+    let transaction = call.params.transaction.clone();
+    if call.params
+        != (Params {
+            transaction: transaction.clone(),
+            ..Params::default()
+        })
+    {
         return Err(ApiError::invalid_argument(
-            "GET of a document takes no query parameters",
+            "GET of a document takes only transaction",
         ));
     }
     let caller =
         bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
-    let doc = documents::get(&state.service, &caller, &call.database, &call.resource).await?;
+    let doc = match &transaction {
+        None => documents::get(&state.service, &caller, &call.database, &call.resource).await?,
+        Some(id) => {
+            transactions::get(&state.service, &caller, &call.database, id, &call.resource).await?
+        }
+    };
     Ok(json_response(StatusCode::OK, document_json(&doc)?))
 }
 
@@ -117,7 +129,7 @@ pub async fn put(
     request: Request,
 ) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
-    if call.params.page_size.is_some() {
+    if call.params.page_size.is_some() || call.params.transaction.is_some() {
         return Err(ApiError::invalid_argument(
             "pageSize is for GET of a collection",
         ));
@@ -156,7 +168,11 @@ pub async fn patch(
     request: Request,
 ) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
-    if call.params.merge || !call.params.update_mask.is_empty() || call.params.page_size.is_some() {
+    if call.params.merge
+        || !call.params.update_mask.is_empty()
+        || call.params.page_size.is_some()
+        || call.params.transaction.is_some()
+    {
         return Err(ApiError::invalid_argument(
             "PATCH takes only the exists and updateTime preconditions: its body names the field paths",
         ));
@@ -179,7 +195,11 @@ pub async fn delete(
     request: Request,
 ) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
-    if call.params.merge || !call.params.update_mask.is_empty() || call.params.page_size.is_some() {
+    if call.params.merge
+        || !call.params.update_mask.is_empty()
+        || call.params.page_size.is_some()
+        || call.params.transaction.is_some()
+    {
         return Err(ApiError::invalid_argument(
             "DELETE takes only the exists and updateTime preconditions",
         ));

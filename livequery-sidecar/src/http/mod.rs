@@ -20,6 +20,7 @@ pub mod query;
 pub mod resource;
 pub mod server;
 pub mod sse;
+pub mod transactions;
 
 use std::sync::Arc;
 
@@ -155,6 +156,8 @@ enum Kind {
     ListCollectionIds,
     Explain,
     Listen,
+    BeginTransaction,
+    Rollback,
 }
 
 async fn route(state: SharedState, request: Request) -> Result<Response, ApiError> {
@@ -168,6 +171,8 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         Target::ListCollectionIds { .. } => Kind::ListCollectionIds,
         Target::Explain { .. } => Kind::Explain,
         Target::Listen { .. } => Kind::Listen,
+        Target::BeginTransaction { .. } => Kind::BeginTransaction,
+        Target::Rollback { .. } => Kind::Rollback,
     };
     let method = request.method().clone();
     match (kind, method) {
@@ -202,11 +207,17 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
         }
         (Kind::Explain, Method::POST) => explain::explain(state, target, request).await,
         (Kind::Listen, _) => listen::route(state, target, request).await,
+        (Kind::BeginTransaction, Method::POST) => {
+            transactions::begin(state, target, request).await
+        }
+        (Kind::Rollback, Method::POST) => transactions::rollback(state, target, request).await,
         (_, method) => Err(ApiError::not_found(format!(
             "no route {method} {}",
             request.uri().path()
         ))
-        .with_hint(":runQuery, :commit, :batchGet, :listCollectionIds and :explain take POST")),
+        .with_hint(
+            ":runQuery, :commit, :batchGet, :listCollectionIds, :explain, :beginTransaction and :rollback take POST",
+        )),
     }
 }
 

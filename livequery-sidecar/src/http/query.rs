@@ -22,9 +22,9 @@ use super::resource::{parse_params, Target};
 use super::{JsonPost, SharedState};
 use crate::pg::query::ResultRow;
 use crate::pg::PgError;
-use crate::service::caller::Caller;
 use crate::service::error::ServiceError;
 use crate::service::query::{self, Query, QueryRows};
+use crate::service::transactions;
 
 /// A response chunk is sent once it holds this many bytes (or no further row is ready).
 const CHUNK_BYTES: usize = 32 * 1024;
@@ -41,11 +41,17 @@ pub async fn run_query(
 ) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "runQuery", request).await?;
-    let query = match RunQuery::parse(&post.body)? {
+    let (query, transaction) = RunQuery::parse_with_transaction(&post.body)?;
+    let query = match query {
         RunQuery::Sql(text) => Query::Text(text),
         RunQuery::Structured(text) => Query::Structured(text),
     };
-    stream(&state, &post.caller(), &database, &query).await
+    let caller = post.caller();
+    let rows = match &transaction {
+        None => query::run(&state.service, &caller, &database, &query).await?,
+        Some(id) => transactions::query(&state.service, &caller, &database, id, &query).await?,
+    };
+    stream(&state, rows).await
 }
 
 /// Handle `GET` of a collection: its documents in name order, at most `?pageSize=n`.
@@ -61,7 +67,11 @@ pub async fn list(
         return Err(ApiError::invalid_argument("not a collection route"));
     };
     let params = parse_params(request.uri().query())?;
-    if params.merge || !params.update_mask.is_empty() || params.precondition.is_some() {
+    if params.merge
+        || !params.update_mask.is_empty()
+        || params.precondition.is_some()
+        || params.transaction.is_some()
+    {
         return Err(ApiError::invalid_argument(
             "GET of a collection takes only pageSize",
         ));
@@ -72,7 +82,8 @@ pub async fn list(
         path,
         page_size: params.page_size,
     };
-    stream(&state, &caller, &database, &query).await
+    let rows = query::run(&state.service, &caller, &database, &query).await?;
+    stream(&state, rows).await
 }
 
 fn row_json(row: ResultRow) -> Result<String, ApiError> {
@@ -164,14 +175,8 @@ impl Streaming {
     }
 }
 
-/// Run a query and answer with its rows as a streamed JSON array.
-async fn stream(
-    state: &SharedState,
-    caller: &Caller,
-    database: &str,
-    query: &Query,
-) -> Result<Response, ApiError> {
-    let rows = query::run(&state.service, caller, database, query).await?;
+/// Answer a query's rows as a streamed JSON array.
+async fn stream(state: &SharedState, rows: QueryRows) -> Result<Response, ApiError> {
     let empty = rows.empty;
     let mut streaming = Streaming {
         rows,

@@ -30,6 +30,10 @@ pub enum Target {
     ListCollectionIds { database: String },
     /// `/v1/databases/{db}:explain`.
     Explain { database: String },
+    /// `/v1/databases/{db}:beginTransaction`.
+    BeginTransaction { database: String },
+    /// `/v1/databases/{db}:rollback`.
+    Rollback { database: String },
     /// `/v1/databases/{db}:listen`, and below it (`rest`, undecoded) a stream's targets:
     /// `{stream}/targets` and `{stream}/targets/{id}`.
     Listen {
@@ -48,6 +52,8 @@ impl Target {
             | Target::BatchGet { database }
             | Target::ListCollectionIds { database }
             | Target::Explain { database }
+            | Target::BeginTransaction { database }
+            | Target::Rollback { database }
             | Target::Listen { database, .. } => database,
         }
     }
@@ -124,6 +130,8 @@ pub fn parse_target(raw_path: &str) -> Result<Target, ApiError> {
         (Some("batchGet"), None) => Ok(Target::BatchGet { database }),
         (Some("listCollectionIds"), None) => Ok(Target::ListCollectionIds { database }),
         (Some("explain"), None) => Ok(Target::Explain { database }),
+        (Some("beginTransaction"), None) => Ok(Target::BeginTransaction { database }),
+        (Some("rollback"), None) => Ok(Target::Rollback { database }),
         (Some("listen"), rest) => Ok(Target::Listen {
             database,
             rest: rest.map(str::to_owned),
@@ -185,6 +193,8 @@ pub struct Params {
     pub precondition: Option<Precondition>,
     /// `pageSize=<n>` (GET of a collection).
     pub page_size: Option<u32>,
+    /// `transaction=<id>` (GET of a document): read in that held transaction.
+    pub transaction: Option<String>,
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ApiError> {
@@ -243,6 +253,15 @@ pub fn parse_params(query: Option<&str>) -> Result<Params, ApiError> {
                     }
                     Some(Precondition::UpdateTime(value))
                 }
+                "transaction" => {
+                    if value.is_empty() {
+                        return Err(ApiError::invalid_argument(
+                            "transaction needs a transaction id",
+                        ));
+                    }
+                    params.transaction = Some(value);
+                    None
+                }
                 "pageSize" => {
                     params.page_size = Some(value.parse().map_err(|_| {
                         ApiError::invalid_argument(format!(
@@ -255,7 +274,7 @@ pub fn parse_params(query: Option<&str>) -> Result<Params, ApiError> {
                     "unknown query parameter \"{name}\""
                 ))
                 .with_hint(
-                    "the document routes take merge, updateMask, exists, updateTime and pageSize",
+                    "the document routes take merge, updateMask, exists, updateTime, pageSize and transaction",
                 )),
             };
         if let Some(p) = precondition {
@@ -286,6 +305,8 @@ pub fn route_label(raw_path: &str) -> &'static str {
             Some(rest) if rest.ends_with(":batchGet") => "batchGet",
             Some(rest) if rest.ends_with(":listCollectionIds") => "listCollectionIds",
             Some(rest) if rest.ends_with(":explain") => "explain",
+            Some(rest) if rest.ends_with(":beginTransaction") => "beginTransaction",
+            Some(rest) if rest.ends_with(":rollback") => "rollback",
             Some(rest) if rest.contains(":listen") => "listen",
             _ => "other",
         },

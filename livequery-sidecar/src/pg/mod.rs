@@ -38,6 +38,14 @@ const SETTINGS_SQL: &str = "select set_config('docstore.auth', $1, true), \
                                    set_config('docstore.database', $3, true), \
                                    set_config('role', $4, true)";
 
+/// The settings of one call in a held transaction: back to the session's role (a client
+/// role may not set `docstore.auth`), `docstore.auth` and `docstore.request`, then the
+/// client role again, in one statement (its calls run in order).
+const CALL_SETTINGS_SQL: &str = "select set_config('role', 'none', true), \
+                                        set_config('docstore.auth', $1, true), \
+                                        set_config('docstore.request', $2, true), \
+                                        set_config('role', $3, true)";
+
 /// The settings of an admin request's transaction: `docstore.database` only.
 const ADMIN_SETTINGS_SQL: &str = "select set_config('docstore.database', $1, true)";
 
@@ -286,6 +294,34 @@ impl Db {
         .await
     }
 
+    /// Begin a held transaction (`service/transactions.rs`) in `database` as `run_as`: READ
+    /// WRITE at READ COMMITTED, or `read_only` REPEATABLE READ READ ONLY (its snapshot is taken
+    /// by the settings statement, at the begin).
+    ///
+    /// # Errors
+    /// As [`Db::begin_with`].
+    ///
+    /// # Cancel safety
+    /// As [`Db::begin_with`].
+    pub async fn begin_held(
+        &self,
+        database: &str,
+        run_as: &RunAs,
+        read_only: bool,
+    ) -> Result<RequestTx, PgError> {
+        let begin = if read_only {
+            "begin isolation level repeatable read, read only"
+        } else {
+            "begin isolation level read committed, read write"
+        };
+        let (tx, ()) = self
+            .begin_as(begin, database, run_as, async |_: &RequestTx| {
+                Ok::<(), PgError>(())
+            })
+            .await?;
+        Ok(tx)
+    }
+
     /// [`Db::begin_with`], beginning with the statement `begin`.
     async fn begin_as<T, E>(
         &self,
@@ -398,6 +434,23 @@ impl RequestTx {
         self.client
             .as_ref()
             .ok_or_else(|| PgError::Decode("the request's transaction has ended".into()))
+    }
+
+    /// Set `docstore.auth` and `docstore.request` for the rest of the transaction: the
+    /// settings of one call of a held transaction of a client.
+    ///
+    /// # Errors
+    /// Postgres errors.
+    ///
+    /// # Cancel safety
+    /// As [`RequestTx::commit`].
+    pub async fn set_call(&self, auth: &str, request: &str) -> Result<(), PgError> {
+        let client = self.client()?;
+        let stmt = client.prepare_cached(CALL_SETTINGS_SQL).await?;
+        client
+            .execute(&stmt, &[&auth, &request, &CLIENT_ROLE])
+            .await?;
+        Ok(())
     }
 
     /// Commit and give the connection back to the pool.

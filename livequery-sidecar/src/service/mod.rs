@@ -13,6 +13,7 @@ pub mod error;
 pub mod jwks;
 pub mod listen;
 pub mod query;
+pub mod transactions;
 
 use crate::pg::Db;
 use crate::session::Session;
@@ -24,4 +25,6 @@ pub struct Service {
     pub verifier: Verifier,
     /// The live-query hub (`None`: listening is UNAVAILABLE).
     pub session: Option<Session>,
+    /// The held transactions ([`transactions`]).
+    pub transactions: std::sync::Arc<transactions::Transactions>,
 }

@@ -39,7 +39,10 @@ pub enum Query {
 /// The rows of a running query, in the transaction that reads them.
 pub struct QueryRows {
     tx: Option<RequestTx>,
-    rows: Pin<Box<RowStream>>,
+    /// The rows still to read (`None`: all of them are in `buffered`).
+    rows: Option<Pin<Box<RowStream>>>,
+    /// Rows read before they were handed over (a query of a held transaction).
+    buffered: std::collections::VecDeque<ResultRow>,
     /// The first row, read before the rows were handed over.
     first: Option<Row>,
     /// No row at all (the transaction is committed already).
@@ -56,6 +59,18 @@ impl QueryRows {
         })
     }
 
+    /// Rows read whole before they are handed over, in no transaction of their own (a held
+    /// transaction's query: `service/transactions.rs`).
+    pub fn buffered(rows: Vec<ResultRow>) -> QueryRows {
+        QueryRows {
+            tx: None,
+            rows: None,
+            empty: rows.is_empty(),
+            buffered: rows.into(),
+            first: None,
+        }
+    }
+
     /// The next row (awaited); `None` after the last.
     ///
     /// # Cancel safety
@@ -64,7 +79,10 @@ impl QueryRows {
         if let Some(row) = self.first.take() {
             return QueryRows::item(Some(Ok(row)));
         }
-        QueryRows::item(self.rows.next().await)
+        match &mut self.rows {
+            Some(rows) => QueryRows::item(rows.next().await),
+            None => self.buffered.pop_front().map(Ok),
+        }
     }
 
     /// The next row if one is at hand: `None` when none is ready yet, `Some(None)` after the
@@ -73,7 +91,10 @@ impl QueryRows {
         if let Some(row) = self.first.take() {
             return Some(QueryRows::item(Some(Ok(row))));
         }
-        self.rows.next().now_or_never().map(QueryRows::item)
+        match &mut self.rows {
+            Some(rows) => rows.next().now_or_never().map(QueryRows::item),
+            None => Some(self.buffered.pop_front().map(Ok)),
+        }
     }
 
     /// Commit the (read-only) transaction after the last row.
@@ -157,14 +178,16 @@ pub async fn run(
         tx.commit().await?;
         return Ok(QueryRows {
             tx: None,
-            rows,
+            rows: Some(rows),
+            buffered: std::collections::VecDeque::new(),
             first: None,
             empty: true,
         });
     }
     Ok(QueryRows {
         tx: Some(tx),
-        rows,
+        rows: Some(rows),
+        buffered: std::collections::VecDeque::new(),
         first,
         empty: false,
     })
