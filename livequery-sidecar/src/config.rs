@@ -39,7 +39,8 @@ pub struct Config {
 
     /// Development mode, as Firebase's emulator: over gRPC, `Authorization: Bearer owner`
     /// (what the SDKs send to an emulator) is the admin. Never in production: anyone who can
-    /// reach the port is the admin.
+    /// reach the port is the admin; so the sidecar refuses to start with it on a
+    /// --grpc-listen address that is not loopback.
     #[arg(long, env = "DOCSTORE_DEV_MODE")]
     pub dev_mode: bool,
 
@@ -243,6 +244,23 @@ pub const DEFAULT_QUERY_WRITE_TIMEOUT_MS: u64 = 30_000;
 
 /// Debug output never shows the secrets: the JWT secret, the admin key and the database URL
 /// (which may hold a password) are redacted.
+impl Config {
+    /// Flag combinations refused at start.
+    ///
+    /// # Errors
+    /// `--dev-mode` with a `--grpc-listen` address that is not loopback: `Bearer owner` is the
+    /// admin in development mode, so anyone who could reach that address would be the admin.
+    pub fn check(&self) -> Result<(), String> {
+        match self.grpc_listen {
+            Some(addr) if self.dev_mode && !addr.ip().is_loopback() => Err(format!(
+                "--dev-mode makes `Bearer owner` the admin: refusing to serve it on {addr}, which is \
+                 not a loopback address (listen on 127.0.0.1 or ::1, or drop --dev-mode)"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let redacted = |set: bool| if set { "<redacted>" } else { "<unset>" };
@@ -334,5 +352,23 @@ mod tests {
         assert_eq!(config.allowed_hosts, ["sidecar", "api.example"]);
         assert_eq!(config.cors_origins, ["https://app.example"]);
         assert!(config.max_targets_per_stream >= 1_000);
+    }
+
+    #[test]
+    fn dev_mode_serves_loopback_only() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["docstore-sidecar"];
+            all.extend_from_slice(args);
+            Config::try_parse_from(all).unwrap()
+        };
+        assert!(parse(&["--dev-mode", "--grpc-listen", "127.0.0.1:9787"])
+            .check()
+            .is_ok());
+        assert!(parse(&["--dev-mode", "--grpc-listen", "[::1]:9787"])
+            .check()
+            .is_ok());
+        assert!(parse(&["--grpc-listen", "0.0.0.0:9787"]).check().is_ok());
+        let refused = parse(&["--dev-mode", "--grpc-listen", "0.0.0.0:9787"]).check();
+        assert!(refused.is_err_and(|e| e.contains("not a loopback address")));
     }
 }

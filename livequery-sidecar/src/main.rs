@@ -47,6 +47,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(config: Config) -> Result<(), String> {
+    config.check()?;
     let verifier = Verifier::start(&config).await?;
     let db = Db::connect_with_timeout(
         &config.database_url,
