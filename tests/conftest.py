@@ -244,8 +244,10 @@ def stack():
             for statement in SETUP_SQL:
                 conn.execute(statement)
         port = free_port()
-        admin_key = secrets.token_urlsafe(24)
-        jwt_secret = secrets.token_urlsafe(32)
+        # Hex: tests pass these as command-line values (`--jwt-secret VALUE`), and a base64url
+        # secret starting with '-' (1 run in 32) would be read as a flag.
+        admin_key = secrets.token_hex(24)
+        jwt_secret = secrets.token_hex(32)
         log = cluster.dir / "sidecar.log"
         env = {
             **os.environ,
