@@ -5,6 +5,7 @@
 //! database). A bad name is INVALID_ARGUMENT. The parsing itself is docstore-core's
 //! (`proto::DatabaseName`), which references in values share.
 
+use docstore_core::path::abbreviate;
 use docstore_core::path::is_valid_database_id;
 use docstore_core::proto::DatabaseName;
 use docstore_core::ResourcePath;
@@ -21,7 +22,7 @@ fn head<'a>(name: &'a str, what: &str) -> Result<(DatabaseName, &'a str), Status
     let (db, rest) = DatabaseName::split_name(name).ok_or_else(|| {
         invalid_argument(format!(
             "{what} \"{}\" is not of the form projects/{{project}}/databases/{{database}}{}",
-            shown(name),
+            abbreviate(name),
             if what == "database" {
                 ""
             } else {
@@ -32,22 +33,10 @@ fn head<'a>(name: &'a str, what: &str) -> Result<(DatabaseName, &'a str), Status
     if !is_valid_database_id(&db.database) {
         return Err(invalid_argument(format!(
             "\"{}\" is not a database id: (default), or 4-63 lowercase letters, digits and hyphens starting with a letter",
-            shown(&db.database)
+            abbreviate(&db.database)
         )));
     }
     Ok((db, rest))
-}
-
-/// A name shortened for messages.
-fn shown(name: &str) -> String {
-    if name.len() <= 100 {
-        return name.to_owned();
-    }
-    let mut end = 96;
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &name[..end])
 }
 
 /// `projects/{p}/databases/{d}` exactly (the `database` of BatchGetDocuments, Commit, ...).
@@ -59,7 +48,7 @@ pub fn database(name: &str) -> Result<DatabaseName, Status> {
         (db, "") => Ok(db),
         _ => Err(invalid_argument(format!(
             "database \"{}\" is not of the form projects/{{project}}/databases/{{database}}",
-            shown(name)
+            abbreviate(name)
         ))),
     }
 }
@@ -74,7 +63,7 @@ pub fn parent(name: &str) -> Result<(DatabaseName, Option<ResourcePath>), Status
     match db.parse_name(name).map_err(|e| from_proto(&e))? {
         Some(path) if !path.is_document() => Err(invalid_argument(format!(
             "parent \"{}\" names a collection: a parent is .../documents or a document",
-            shown(name)
+            abbreviate(name)
         ))),
         path => Ok((db, path)),
     }
@@ -90,7 +79,7 @@ pub fn document(name: &str) -> Result<(DatabaseName, ResourcePath), Status> {
         Some(path) if path.is_document() => Ok((db, path)),
         _ => Err(invalid_argument(format!(
             "\"{}\" does not name a document (projects/{{project}}/databases/{{database}}/documents/{{collection}}/{{id}}...)",
-            shown(name)
+            abbreviate(name)
         ))),
     }
 }

@@ -77,8 +77,9 @@ pub struct ResourcePath {
     segments: Vec<String>,
 }
 
-/// A path shortened for error messages (at most about 100 bytes).
-fn abbreviate(text: &str) -> String {
+/// A path or name shortened for error messages (at most about 100 bytes, cut at a character
+/// boundary).
+pub fn abbreviate(text: &str) -> String {
     if text.len() <= 100 {
         return text.to_owned();
     }

@@ -145,14 +145,14 @@ impl DatabaseName {
         let shape = || {
             bad(format!(
                 "\"{}\" is not of the form projects/{{project}}/databases/{{database}}/documents/{{path}}",
-                abbreviate(name)
+                crate::path::abbreviate(name)
             ))
         };
         let (named, rest) = DatabaseName::split_name(name).ok_or_else(shape)?;
         if named.database != self.database {
             return Err(ProtoError::OtherDatabase {
                 at: at.to_owned(),
-                found: abbreviate(&named.database),
+                found: crate::path::abbreviate(&named.database),
                 expected: self.database.clone(),
             });
         }
@@ -165,18 +165,6 @@ impl DatabaseName {
             .map(Some)
             .map_err(|e| bad(e.to_string()))
     }
-}
-
-/// A name shortened for error messages (at most about 100 bytes).
-fn abbreviate(text: &str) -> String {
-    if text.len() <= 100 {
-        return text.to_owned();
-    }
-    let mut end = 96;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
 }
 
 /// Our value as Firestore's protobuf value. Never fails: every [`Value`] has a wire form.
@@ -349,7 +337,10 @@ fn decode(
             _ => {
                 return Err(ProtoError::BadReference {
                     at: at(trail),
-                    reason: format!("\"{}\" does not name a document", abbreviate(name)),
+                    reason: format!(
+                        "\"{}\" does not name a document",
+                        crate::path::abbreviate(name)
+                    ),
                 })
             }
         },
