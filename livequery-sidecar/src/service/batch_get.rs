@@ -44,14 +44,24 @@ pub async fn batch_get(
         })
         .await?;
     tx.commit().await?;
-    let read_time = read.read_time.to_rfc3339().ok_or_else(|| {
-        ServiceError::from(PgError::Decode(format!(
-            "read time {} is out of range",
-            read.read_time.0
-        )))
-    })?;
-    Ok(BatchRead {
-        read_time,
-        documents: read.documents,
-    })
+    BatchRead::of(read)
+}
+
+impl BatchRead {
+    /// The answer of `read` (a snapshot's documents and read time), wherever it was read.
+    ///
+    /// # Errors
+    /// INTERNAL when the read time is out of Firestore's range.
+    pub(crate) fn of(read: pg_documents::ReadMany) -> Result<BatchRead, ServiceError> {
+        let read_time = read.read_time.to_rfc3339().ok_or_else(|| {
+            ServiceError::from(PgError::Decode(format!(
+                "read time {} is out of range",
+                read.read_time.0
+            )))
+        })?;
+        Ok(BatchRead {
+            read_time,
+            documents: read.documents,
+        })
+    }
 }

@@ -752,16 +752,7 @@ pub async fn batch_get(
     let Found::Many(read) = read_in(service, caller, database, text, &run_as, read).await? else {
         return Err(unexpected());
     };
-    let read_time = read.read_time.to_rfc3339().ok_or_else(|| {
-        ServiceError::from(PgError::Decode(format!(
-            "read time {} is out of range",
-            read.read_time.0
-        )))
-    })?;
-    Ok(BatchRead {
-        read_time,
-        documents: read.documents,
-    })
+    BatchRead::of(read)
 }
 
 /// Run `query` in transaction `text`. Its rows are read whole, and in a read-write
