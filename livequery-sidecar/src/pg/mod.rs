@@ -453,6 +453,23 @@ impl RequestTx {
         Ok(())
     }
 
+    /// Set Postgres' `lock_timeout` for the rest of the transaction.
+    ///
+    /// # Errors
+    /// Postgres errors.
+    ///
+    /// # Cancel safety
+    /// As [`RequestTx::commit`].
+    pub async fn set_lock_timeout(&self, timeout: Duration) -> Result<(), PgError> {
+        let client = self.client()?;
+        let stmt = client
+            .prepare_cached("select set_config('lock_timeout', $1, true)")
+            .await?;
+        let millis = format!("{}ms", timeout.as_millis());
+        client.execute(&stmt, &[&millis]).await?;
+        Ok(())
+    }
+
     /// Commit and give the connection back to the pool.
     ///
     /// # Errors

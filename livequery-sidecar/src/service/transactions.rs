@@ -47,6 +47,9 @@ use crate::pg::{PgError, RequestTx, RunAs};
 pub const DEFAULT_IDLE_SECONDS: u64 = 60;
 /// Default maximum lifetime (`--transaction-lifetime-seconds`): Firestore's 270 s.
 pub const DEFAULT_LIFETIME_SECONDS: u64 = 270;
+/// Default longest wait for a lock in a read-write held transaction
+/// (`--transaction-lock-timeout-ms`): past it the call is ABORTED.
+pub const DEFAULT_LOCK_TIMEOUT_MS: u64 = 10_000;
 /// Default bound of one caller's held transactions (`--max-transactions-per-caller`).
 pub const DEFAULT_PER_CALLER: usize = 5;
 
@@ -58,6 +61,9 @@ const LOCKS_PER_STATEMENT: usize = docstore_core::limits::MAX_WRITES;
 pub struct Limits {
     pub idle: Duration,
     pub lifetime: Duration,
+    /// Postgres' `lock_timeout` in a read-write transaction (zero: none, the statement
+    /// timeout bounds the wait).
+    pub lock_timeout: Duration,
     pub per_caller: usize,
     pub total: usize,
 }
@@ -68,6 +74,7 @@ impl Limits {
         Limits {
             idle: Duration::from_secs(DEFAULT_IDLE_SECONDS),
             lifetime: Duration::from_secs(DEFAULT_LIFETIME_SECONDS),
+            lock_timeout: Duration::from_millis(DEFAULT_LOCK_TIMEOUT_MS),
             per_caller: DEFAULT_PER_CALLER,
             total: pool_size / 2,
         }
@@ -457,6 +464,10 @@ pub async fn begin(
     };
     let run_as = caller.run_as(RulesMethod::Get, database, "", None);
     let tx = service.db.begin_held(database, &run_as, read_only).await?;
+    let lock_timeout = transactions.limits.lock_timeout;
+    if !read_only && !lock_timeout.is_zero() {
+        tx.set_lock_timeout(lock_timeout).await?;
+    }
     *taken.guard = Some(tx);
     slot.opened = true;
     taken.held.touch();
@@ -854,6 +865,7 @@ mod tests {
         Limits {
             idle: Duration::from_secs(60),
             lifetime: Duration::from_secs(270),
+            lock_timeout: Duration::from_secs(10),
             per_caller,
             total,
         }
