@@ -214,12 +214,14 @@ def test_reads_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
     assert snap.get("v") == 1 and snap.read_time == read_time
     assert [s.get("v") for s in db.collection(coll).stream(read_time=read_time)] == [1]
     assert db.collection(coll).count().get(read_time=read_time)[0][0].value == 1
+    assert coll in [c.id for c in db.collections(read_time=read_time)]
 
     ref.set({"v": 2})
     reads = [
         lambda: ref.get(read_time=read_time),
         lambda: list(db.collection(coll).stream(read_time=read_time)),
         lambda: db.collection(coll).count().get(read_time=read_time),
+        lambda: list(db.collections(read_time=read_time)),
         lambda: db._firestore_api.begin_transaction(
             request={
                 "database": db._database_string,
