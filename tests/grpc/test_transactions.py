@@ -123,13 +123,14 @@ def test_a_raised_exception_rolls_the_transaction_back(monkeypatch, coll, firest
     with pytest.raises(RuntimeError):
         create_then_fail(db.transaction())
     assert not ref.get().exists
-    # An unknown id: INVALID_ARGUMENT, as Firestore.
+    # An unknown id: INVALID_ARGUMENT, as Firestore, saying the words Node's SDK retries on.
     with pytest.raises(exceptions.InvalidArgument) as raised:
         db._firestore_api.rollback(
             request={"database": db._database_string, "transaction": UNKNOWN_ID},
             metadata=db._rpc_metadata,
         )
     assert "invalid or expired" in str(raised.value)
+    assert "transaction has expired" in str(raised.value)
 
 
 def test_another_callers_transaction_is_refused(monkeypatch, stack, coll, firestore_emulator_host):

@@ -5,8 +5,8 @@
 //!   (every read sees the snapshot of the begin), and answers an id: 128 bits from the OS
 //!   generator, base64. Only its owner (the caller that began it: the admin key, a JWT's
 //!   subject, or an anonymous caller) may use it; another caller gets PERMISSION_DENIED. An
-//!   unknown, ended or expired id is INVALID_ARGUMENT "transaction ... is invalid or expired",
-//!   as Firestore answers.
+//!   unknown, ended or expired id is INVALID_ARGUMENT "transaction ... is invalid or expired:
+//!   the transaction has expired, ...", as Firestore answers (Node's SDK retries on those words).
 //! - Reads in it (get, batch get, query) run on its connection. In a read-write transaction
 //!   the documents read are locked until it ends: a get or a batch get first locks its paths
 //!   with `docstore.commit`'s `verify` entries (a row lock like a write's, taken by the
@@ -153,9 +153,15 @@ struct Taken {
     guard: OwnedMutexGuard<Option<RequestTx>>,
 }
 
+/// INVALID_ARGUMENT for an unknown, ended or expired id. Its message says "the transaction
+/// has expired", the words Node's SDK looks for to retry a transaction (as Firestore's
+/// "The referenced transaction has expired or is no longer valid").
 fn invalid(text: &str) -> ServiceError {
-    ServiceError::invalid_argument(format!("transaction \"{text}\" is invalid or expired"))
-        .with_hint("begin a new transaction (beginTransaction) and run it again")
+    ServiceError::invalid_argument(format!(
+        "transaction \"{text}\" is invalid or expired: the transaction has expired, ended or \
+         was never begun"
+    ))
+    .with_hint("begin a new transaction (beginTransaction) and run it again")
 }
 
 fn exhausted(limit: &'static str, message: String) -> ServiceError {
