@@ -296,3 +296,7 @@ AS 'MODULE_PATHNAME', 'retry_trigger_wrapper';
 revoke execute on function docstore.create_trigger(text, text, text[], text, text, jsonb),
     docstore.drop_trigger(text), docstore.retry_trigger(text), docstore.list_triggers()
     from public, docstore_client;
+
+-- The exact `before` of write triggers (docs/triggers.md): REPLICA IDENTITY FULL on entities, so
+-- every update and delete carries the whole previous row in the change stream.
+alter table docstore.entities replica identity full;
