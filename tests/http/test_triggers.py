@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import hmac
 import http.server
+import importlib.util
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from wsgiref.simple_server import make_server
 
 import httpx
 import psycopg
@@ -34,6 +36,8 @@ from conftest import (
     sidecar_binary,
     wait_healthy,
 )
+
+from docstore import triggers as sdk_triggers
 
 # Generous bounds on how long the sidecar may take to deliver: a test fails only when a
 # delivery never comes (nothing here measures speed).
@@ -340,6 +344,11 @@ def test_create_is_delivered_with_its_document_and_a_valid_signature(env, endpoi
         assert request["headers"]["idempotency-key"] == body["changeId"]
         assert request["headers"]["content-type"] == "application/json"
         assert verify(secret, request)
+        # The SDK's helper agrees (sdk-python, docstore.triggers).
+        parsed = sdk_triggers.parse(
+            secret, request["headers"]["x-docstore-signature"], request["raw"]
+        )
+        assert (parsed.change_id, parsed.params) == (body["changeId"], body["params"])
         tampered = dict(request, raw=request["raw"].replace(b"create", b"update"))
         assert not verify(secret, tampered)
         assert not verify("whsec_" + "0" * 64, request)
@@ -507,10 +516,10 @@ def test_exactly_once_effects_are_exact_through_timeouts_and_repeats(env, endpoi
             key = request["body"]["changeId"]
             answered[key] = answered.get(key, 0) + 1
             first = answered[key] == 1
-        writes = {"writes": [{"update": counter, "fields": {"n": {"$increment": 1}}}]}
+        writes = sdk_triggers.answer([sdk_triggers.increment(counter, {"n": 1})])
         # The first answer of every change comes after the sidecar's timeout (1 s): it is
         # delivered again, and answered again.
-        return 200, json.dumps(writes).encode(), (1.5 if first else 0.0)
+        return 200, writes, (1.5 if first else 0.0)
 
     endpoint.answer = count
     n = 6
@@ -587,3 +596,44 @@ def test_sidecar_killed_mid_delivery_loses_nothing(env, endpoint):
         wait_for("everything delivered", lambda: state(cluster, name) == (0, 0, 0))
         paths = {r["body"]["path"] for r in endpoint.of(name)}
         assert paths == {f"{coll}/d{i}" for i in range(n)}
+
+
+def test_the_sdk_example_endpoint_keeps_ratings_exact(env):
+    """sdk-python/examples/rating_trigger.py behind the real sidecar: every rating counted
+    once in its restaurant."""
+    cluster, _ = env
+    spec = importlib.util.spec_from_file_location(
+        "rating_trigger", ROOT / "sdk-python" / "examples" / "rating_trigger.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    coll = "r" + uuid.uuid4().hex[:8]
+    port = free_port()
+    server = make_server("127.0.0.1", port, example.app)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with trigger(
+            cluster,
+            f"{coll}/{{id}}/ratings/{{rating}}",
+            f"http://127.0.0.1:{port}/",
+            events="{create}",
+            mode="exactly_once",
+        ) as (name, secret):
+            example.SECRET = secret
+            # The restaurants live in `coll` here (the example's writes name `restaurants/`).
+            sql(cluster, "select docstore.create(%s, %s)", "restaurants/" + coll, "{}")
+            stars = [5, 3, 4, 1]
+            for i, s in enumerate(stars):
+                sql(
+                    cluster,
+                    "select docstore.create(%s, %s)",
+                    f"{coll}/{coll}/ratings/r{i}",
+                    json.dumps({"stars": s}),
+                )
+            wait_for("all acknowledged", lambda: state(cluster, name) == (0, 0, 0))
+            ((data,),) = sql(cluster, "select docstore.get(%s)", "restaurants/" + coll)
+            assert (data["numRatings"], data["sumStars"]) == (len(stars), sum(stars))
+    finally:
+        server.shutdown()
+        server.server_close()
