@@ -118,6 +118,12 @@ grant select on docstore.rules to docstore_service;
 -- The one-statement client read and create (revoked from everyone above).
 grant execute on function docstore.get_document_as_client(text, text, text, text),
     docstore.add_document_as_client(text, jsonb, text, text, text) to docstore_service;
+-- Write triggers' delivery (docs/triggers.md): the sidecar reads the triggers (their secrets
+-- sign the deliveries), records matching changes and advances each trigger's position, marks
+-- deliveries done, parked or due again, and inserts the acknowledgements of exactly-once effects.
+grant select, update (position) on docstore.triggers to docstore_service;
+grant select, insert, update, delete on docstore.trigger_deliveries to docstore_service;
+grant select, insert on docstore.trigger_acks to docstore_service;
 
 -- Row-level security on documents: clients (roles with docstore_client's privileges and no
 -- DML on entities, as writes::authorize decides) see the rows the per-document `list` rule of

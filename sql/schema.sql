@@ -25,6 +25,9 @@ create table docstore.entities (
 ) with (fillfactor = 90);
 create index entities_by_collection on docstore.entities (database_id, parent, name);
 create index entities_by_group on docstore.entities (database_id, collection_id, name);
+-- The change stream carries a document's previous version with every update and delete: the
+-- exact `before` of write triggers (docs/triggers.md; its WAL cost is in BENCHMARKS.md).
+alter table docstore.entities replica identity full;
 
 -- One row per index entry; the key's byte order is the index order (docs/storage.md).
 create table docstore.index_entries (

@@ -40,6 +40,9 @@ create table docstore.trigger_deliveries (
     next_attempt timestamptz not null default now(),
     state        text not null default 'pending' check (state in ('pending', 'parked', 'done')),
     last_error   text,
+    -- how many trigger deliveries led to this change: 0 for a client's or psql's write, d + 1
+    -- for a write an exactly-once endpoint answered to a change of depth d
+    depth        integer not null default 0,
     primary key (trigger_name, change_id)
 );
 create index trigger_deliveries_due on docstore.trigger_deliveries (trigger_name, next_attempt)

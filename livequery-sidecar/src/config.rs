@@ -110,6 +110,41 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_LIVE", default_value_t = true, action = clap::ArgAction::Set)]
     pub live: bool,
 
+    /// Deliver write triggers (docs/triggers.md): record the matching changes of the change
+    /// stream and POST them to the triggers' URLs. Needs `--live` (the stream's consumer).
+    #[arg(long, env = "DOCSTORE_TRIGGERS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub triggers: bool,
+
+    /// Write triggers: requests in flight at most (each for a different document).
+    #[arg(long, env = "DOCSTORE_TRIGGER_PARALLEL", default_value_t = 16)]
+    pub trigger_parallel: usize,
+
+    /// Write triggers: attempts of a change before it is parked (until `retry_trigger`).
+    #[arg(long, env = "DOCSTORE_TRIGGER_ATTEMPTS", default_value_t = 10)]
+    pub trigger_attempts: i32,
+
+    /// Write triggers: milliseconds one delivery request may take.
+    #[arg(long, env = "DOCSTORE_TRIGGER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub trigger_timeout_ms: u64,
+
+    /// Write triggers: milliseconds before the second attempt; doubled after each failed one
+    /// (plus up to a quarter of jitter), up to `--trigger-backoff-max-ms`.
+    #[arg(long, env = "DOCSTORE_TRIGGER_BACKOFF_MS", default_value_t = 1_000)]
+    pub trigger_backoff_ms: u64,
+
+    /// Write triggers: the longest delay between two attempts, in milliseconds.
+    #[arg(
+        long,
+        env = "DOCSTORE_TRIGGER_BACKOFF_MAX_MS",
+        default_value_t = 300_000
+    )]
+    pub trigger_backoff_max_ms: u64,
+
+    /// Write triggers: the deepest chain of changes written by exactly-once endpoints' answers
+    /// that is delivered (a user's write is depth 0); a deeper change is parked.
+    #[arg(long, env = "DOCSTORE_TRIGGER_MAX_DEPTH", default_value_t = 8)]
+    pub trigger_max_depth: i32,
+
     /// Milliseconds without a decoded transaction after which a heartbeat is emitted.
     #[arg(long, env = "DOCSTORE_HEARTBEAT_MS", default_value_t = 1000)]
     pub heartbeat_ms: u64,
@@ -291,6 +326,13 @@ impl std::fmt::Debug for Config {
             .field("shared_connections", &self.shared_connections)
             .field("slot", &self.slot)
             .field("live", &self.live)
+            .field("triggers", &self.triggers)
+            .field("trigger_parallel", &self.trigger_parallel)
+            .field("trigger_attempts", &self.trigger_attempts)
+            .field("trigger_timeout_ms", &self.trigger_timeout_ms)
+            .field("trigger_backoff_ms", &self.trigger_backoff_ms)
+            .field("trigger_backoff_max_ms", &self.trigger_backoff_max_ms)
+            .field("trigger_max_depth", &self.trigger_max_depth)
             .field("heartbeat_ms", &self.heartbeat_ms)
             .field("listen_grace_seconds", &self.listen_grace_seconds)
             .field("listen_queue", &self.listen_queue)

@@ -18,3 +18,4 @@ pub mod pg;
 pub mod service;
 pub mod session;
 pub mod source;
+pub mod triggers;

@@ -71,6 +71,20 @@ async fn run(config: Config) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(listen = %config.listen, "docstore-sidecar is serving");
     let session = if config.live {
+        let mut consumers = Vec::new();
+        if config.triggers {
+            consumers.push(docstore_sidecar::triggers::start(
+                &db,
+                docstore_sidecar::triggers::Settings {
+                    parallel: config.trigger_parallel.max(1),
+                    attempts: config.trigger_attempts.max(1),
+                    timeout: Duration::from_millis(config.trigger_timeout_ms.max(1)),
+                    backoff_first: Duration::from_millis(config.trigger_backoff_ms),
+                    backoff_max: Duration::from_millis(config.trigger_backoff_max_ms),
+                    max_depth: config.trigger_max_depth,
+                },
+            )?);
+        }
         let postgres: tokio_postgres::Config = config
             .database_url
             .parse()
@@ -92,6 +106,7 @@ async fn run(config: Config) -> Result<(), String> {
                     targets: config.max_targets_per_stream,
                 },
             },
+            consumers,
         ))
     } else {
         None

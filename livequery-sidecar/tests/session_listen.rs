@@ -98,6 +98,7 @@ fn streams_snapshot_change_and_resume() {
                     matcher: MatcherConfig::default(),
                     caps: StreamCaps::default(),
                 },
+                Vec::new(),
             );
             exec(
                 &dsn,

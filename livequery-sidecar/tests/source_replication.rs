@@ -213,6 +213,22 @@ async fn replication_source_decodes_committed_transactions() {
     };
     assert_eq!(path, a);
     assert_eq!(data, &DocumentData::Fields(get(&db, &a).await));
+    let Change::Update(updated) = &t3.changes[0] else {
+        panic!("{:?}", t3.changes)
+    };
+    // The previous version (REPLICA IDENTITY FULL): a's data of t1.
+    let t1_data = match &t1.changes[0] {
+        Change::Insert(d) => d.data.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        updated
+            .before
+            .as_ref()
+            .map(|p| DocumentData::Fields(p.fields.clone())),
+        Some(t1_data)
+    );
+    let b_data = get(&db, &b).await;
     db.execute("select docstore.delete($1)", &[&b])
         .await
         .unwrap();
@@ -221,9 +237,11 @@ async fn replication_source_decodes_committed_transactions() {
         panic!("{:?}", t4.changes)
     };
     assert_eq!(key.path.to_string(), b);
+    assert_eq!(key.before.as_ref().map(|p| &p.fields), Some(&b_data));
 
     // 5: a document large enough for its data to be TOASTed out of line; 6: a direct SQL
-    // update that leaves data alone, which pgoutput sends as unchanged TOAST.
+    // update that leaves data alone, which pgoutput sends as unchanged TOAST (and the old row
+    // whole: REPLICA IDENTITY FULL).
     let big = format!("{prefix}/big");
     db.execute(
         "select docstore.set($1, jsonb_build_object('blob', \
@@ -250,7 +268,11 @@ async fn replication_source_decodes_committed_transactions() {
         panic!("{:?}", t6.changes)
     };
     assert_eq!(doc.path.to_string(), big);
-    assert_eq!(doc.data, DocumentData::UnchangedToast);
+    // pgoutput sends the new data as unchanged TOAST, but with REPLICA IDENTITY FULL the old
+    // row comes whole (flattened): the decoder takes its data, and it is the `before` too.
+    let stored = get(&db, &big).await;
+    assert_eq!(doc.data, DocumentData::Fields(stored.clone()));
+    assert_eq!(doc.before.as_ref().map(|p| &p.fields), Some(&stored));
     assert_eq!(
         doc.update_time.micros() - doc.create_time.micros(),
         1_000_000

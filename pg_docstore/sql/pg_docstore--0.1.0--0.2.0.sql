@@ -303,3 +303,18 @@ STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'last_commit_time_wrapper';
 grant execute on function docstore.last_commit_time() to docstore_client;
+
+-- The exact `before` of write triggers (docs/triggers.md): REPLICA IDENTITY FULL on entities, so
+-- every update and delete carries the whole previous row in the change stream.
+alter table docstore.entities replica identity full;
+
+-- Write triggers' delivery by the sidecar (docs/triggers.md): the chain depth of a recorded
+-- change, and the sidecar's rights on the trigger tables (docstore_service).
+-- (Added without a default, then filled, as auto_composite_indexes above.)
+alter table docstore.trigger_deliveries add column depth integer;
+update docstore.trigger_deliveries set depth = 0;
+alter table docstore.trigger_deliveries alter column depth set default 0,
+    alter column depth set not null;
+grant select, update (position) on docstore.triggers to docstore_service;
+grant select, insert, update, delete on docstore.trigger_deliveries to docstore_service;
+grant select, insert on docstore.trigger_acks to docstore_service;

@@ -224,6 +224,7 @@ fn unchanged_toast_takes_the_previous_version() {
         data,
         create_time: Timestamp::from_micros(0).unwrap(),
         update_time: Timestamp::from_micros(1).unwrap(),
+        before: None,
     };
     let mut fields = Map::new();
     fields.insert("blob".into(), Value::String("x".repeat(10_000)));
@@ -259,6 +260,7 @@ fn unchanged_toast_takes_the_previous_version() {
                 database_id: "(default)".into(),
                 name: name.clone(),
                 path: path.clone(),
+                before: None,
             }),
         ),
         now,

@@ -8,6 +8,7 @@ pub mod documents;
 pub mod query;
 pub mod shared;
 pub mod snapshot;
+pub mod triggers;
 pub mod types;
 
 use std::time::Duration;

@@ -29,7 +29,7 @@ use crate::changelog::{Limits, Ticket};
 use crate::matcher::{Document, MatcherConfig, TargetSpec};
 use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::{Db, PgError, RunAs};
-use crate::source::Lsn;
+use crate::source::{Consumer, Lsn};
 pub use events::{Frame, ResetReason};
 
 /// Tuning of the live-query session.
@@ -229,10 +229,11 @@ pub fn fetch_of(spec: &TargetSpec, config: &MatcherConfig) -> Fetch {
 }
 
 impl Session {
-    /// Start the hub and its upkeep task.
-    pub fn start(db: Db, settings: Settings) -> Session {
+    /// Start the hub and its upkeep task; `consumers` are the change stream's other consumers
+    /// (write triggers), fed and waited for by the hub.
+    pub fn start(db: Db, settings: Settings, consumers: Vec<Box<dyn Consumer>>) -> Session {
         let matcher = settings.matcher;
-        let commands = hub::spawn(db.clone(), settings);
+        let commands = hub::spawn(db.clone(), settings, consumers);
         Session {
             commands,
             db,

@@ -44,6 +44,17 @@ pub enum DocumentData {
     UnchangedToast,
 }
 
+/// A document's version before an Update or a Delete, when the stream carries the whole old
+/// row (REPLICA IDENTITY FULL on `docstore.entities`: the `before` of write triggers,
+/// docs/triggers.md). Postgres flattens TOASTed values of such an old row, so its `data` is
+/// always there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Previous {
+    pub fields: Map,
+    pub create_time: Timestamp,
+    pub update_time: Timestamp,
+}
+
 /// A document written (inserted or updated).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentChange {
@@ -54,14 +65,18 @@ pub struct DocumentChange {
     pub data: DocumentData,
     pub create_time: Timestamp,
     pub update_time: Timestamp,
+    /// An Update's previous version, when the old row came whole (`None` for an Insert).
+    pub before: Option<Box<Previous>>,
 }
 
 /// A document identified by its key (what a Delete carries).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DocumentKey {
     pub database_id: String,
     pub name: Vec<u8>,
     pub path: ResourcePath,
+    /// A Delete's removed version, when the old row came whole.
+    pub before: Option<Box<Previous>>,
 }
 
 impl DocumentChange {
@@ -71,6 +86,7 @@ impl DocumentChange {
             database_id: self.database_id.clone(),
             name: self.name.clone(),
             path: self.path.clone(),
+            before: None,
         }
     }
 }
@@ -205,9 +221,9 @@ impl EntitiesDecoder {
             }
             Message::Update(update) => {
                 if let Some(layout) = self.layout(update.relation_id)? {
-                    let new = written(&layout, &update.new)?;
+                    let mut new = written(&layout, &update.new)?;
                     let old_key = match &update.old {
-                        Some(old) => Some(key(&layout, old.tuple())?),
+                        Some(old) => Some(key(&layout, old)?),
                         None => None,
                     };
                     match old_key {
@@ -216,16 +232,23 @@ impl EntitiesDecoder {
                             out.push(Change::Delete(old));
                             out.push(Change::Insert(new));
                         }
-                        _ => out.push(Change::Update(new)),
+                        Some(old) => {
+                            // An unchanged TOASTed `data` is the old row's, when it came whole.
+                            if let (DocumentData::UnchangedToast, Some(before)) =
+                                (&new.data, &old.before)
+                            {
+                                new.data = DocumentData::Fields(before.fields.clone());
+                            }
+                            new.before = old.before;
+                            out.push(Change::Update(new));
+                        }
+                        None => out.push(Change::Update(new)),
                     }
                 }
             }
             Message::Delete(delete) => {
                 if let Some(layout) = self.layout(delete.relation_id)? {
-                    let tuple = match &delete.old {
-                        OldTuple::Key(t) | OldTuple::Full(t) => t,
-                    };
-                    out.push(Change::Delete(key(&layout, tuple)?));
+                    out.push(Change::Delete(key(&layout, &delete.old)?));
                 }
             }
             Message::Truncate(truncate) => {
@@ -282,7 +305,23 @@ fn text<'t>(value: ColumnValue<'t>, name: &'static str) -> Result<&'t str, RowEr
     }
 }
 
-fn key(layout: &Layout, tuple: &Tuple<'_>) -> Result<DocumentKey, RowError> {
+/// The key of an old row, with its whole version when the row came whole ('O').
+fn key(layout: &Layout, old: &OldTuple<'_>) -> Result<DocumentKey, RowError> {
+    let mut key = key_of(layout, old.tuple())?;
+    if let OldTuple::Full(tuple) = old {
+        let version = version(layout, tuple)?;
+        if let DocumentData::Fields(fields) = version.0 {
+            key.before = Some(Box::new(Previous {
+                fields,
+                create_time: version.1,
+                update_time: version.2,
+            }));
+        }
+    }
+    Ok(key)
+}
+
+fn key_of(layout: &Layout, tuple: &Tuple<'_>) -> Result<DocumentKey, RowError> {
     let database_id = text(
         column(layout, tuple, layout.database_id, "database_id")?,
         "database_id",
@@ -306,6 +345,7 @@ fn key(layout: &Layout, tuple: &Tuple<'_>) -> Result<DocumentKey, RowError> {
         database_id,
         name,
         path,
+        before: None,
     })
 }
 
@@ -314,7 +354,25 @@ fn written(layout: &Layout, tuple: &Tuple<'_>) -> Result<DocumentChange, RowErro
         database_id,
         name,
         path,
-    } = key(layout, tuple)?;
+        ..
+    } = key_of(layout, tuple)?;
+    let (data, create_time, update_time) = version(layout, tuple)?;
+    Ok(DocumentChange {
+        database_id,
+        name,
+        path,
+        data,
+        create_time,
+        update_time,
+        before: None,
+    })
+}
+
+/// A row's data and times.
+fn version(
+    layout: &Layout,
+    tuple: &Tuple<'_>,
+) -> Result<(DocumentData, Timestamp, Timestamp), RowError> {
     let data = match column(layout, tuple, layout.data, "data")? {
         ColumnValue::UnchangedToast => DocumentData::UnchangedToast,
         other => {
@@ -329,14 +387,11 @@ fn written(layout: &Layout, tuple: &Tuple<'_>) -> Result<DocumentChange, RowErro
             text: text.chars().take(64).collect(),
         })
     };
-    Ok(DocumentChange {
-        database_id,
-        name,
-        path,
+    Ok((
         data,
-        create_time: time(layout.create_time, "create_time")?,
-        update_time: time(layout.update_time, "update_time")?,
-    })
+        time(layout.create_time, "create_time")?,
+        time(layout.update_time, "update_time")?,
+    ))
 }
 
 /// bytea's hex text output (`\x0a1b...`) into bytes.

@@ -311,3 +311,44 @@ fn bytea_hex_text() {
     assert_eq!(bytea_hex("\\xzz"), None);
     assert_eq!(bytea_hex("00"), None);
 }
+
+#[test]
+fn full_old_rows_carry_the_previous_version() {
+    // REPLICA IDENTITY FULL: an Update's and a Delete's old row is whole ('O').
+    let mut d = decoder();
+    let r = row("rooms/one");
+    let update = Message::Update(Update {
+        relation_id: REL,
+        old: Some(OldTuple::Full(full_tuple(
+            &r,
+            ColumnValue::Text(b"{\"n\": 1}"),
+        ))),
+        new: full_tuple(&r, ColumnValue::UnchangedToast),
+    });
+    let delete = Message::Delete(Delete {
+        relation_id: REL,
+        old: OldTuple::Full(full_tuple(&r, ColumnValue::Text(b"{\"n\": 2}"))),
+    });
+    let mut out = Vec::new();
+    d.apply(&update, &mut out).unwrap();
+    d.apply(&delete, &mut out).unwrap();
+    let [Change::Update(doc), Change::Delete(key)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    let n = |v: i64| Map::from([("n".to_owned(), Value::Integer(v))]);
+    assert_eq!(doc.before.as_ref().map(|p| &p.fields), Some(&n(1)));
+    // An unchanged TOASTed `data` is the old row's.
+    assert_eq!(doc.data, DocumentData::Fields(n(1)));
+    assert_eq!(key.before.as_ref().map(|p| &p.fields), Some(&n(2)));
+    // A key-only old row ('K') has no previous version.
+    let mut out = Vec::new();
+    let by_key = Message::Delete(Delete {
+        relation_id: REL,
+        old: OldTuple::Key(key_tuple(&r)),
+    });
+    d.apply(&by_key, &mut out).unwrap();
+    let [Change::Delete(key)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert!(key.before.is_none());
+}

@@ -12,6 +12,7 @@
 //! previous version, never an empty document.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -22,7 +23,7 @@ pub mod replication;
 pub mod supervisor;
 pub mod transaction;
 
-pub use entities::{Change, DocumentChange, DocumentData, DocumentKey};
+pub use entities::{Change, DocumentChange, DocumentData, DocumentKey, Previous};
 pub use pgoutput::Lsn;
 pub use replication::{replace_slot, ReplicationSettings, ReplicationSource};
 pub use supervisor::{Backoff, SupervisedSource};
@@ -101,4 +102,17 @@ pub trait ChangeSource: Send {
     /// LSN than one confirmed before is ignored) and never implied: without calls the slot
     /// stays where it is.
     fn confirm(&mut self, lsn: Lsn);
+}
+
+/// A consumer of the committed transactions besides the live-query hub (write triggers,
+/// `triggers::record`): the hub hands it every transaction of the stream, in commit order and
+/// once (replays after a reconnect are skipped), and confirms the slot no further than every
+/// consumer allows. Both calls run on the hub's task: they must not wait.
+pub trait Consumer: Send {
+    /// A committed transaction.
+    fn on_transaction(&mut self, txn: &Arc<Transaction>);
+
+    /// How far the slot may be confirmed when the hub would confirm `lsn`: `lsn`, or less
+    /// while a transaction before it is not yet safe (for triggers: recorded in Postgres).
+    fn confirmable(&mut self, lsn: Lsn) -> Lsn;
 }

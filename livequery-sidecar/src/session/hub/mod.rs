@@ -17,7 +17,7 @@ use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::Db;
 use crate::source::heartbeat::is_heartbeat;
 use crate::source::{
-    Backoff, Change, ChangeSource, DocumentData, Lsn, ReplicationSettings, SourceEvent,
+    Backoff, Change, ChangeSource, Consumer, DocumentData, Lsn, ReplicationSettings, SourceEvent,
     SupervisedSource, Transaction,
 };
 
@@ -142,10 +142,16 @@ struct Hub {
     internal: mpsc::Sender<Internal>,
     /// Security rules on the events of non-admin streams.
     guard: Guard,
+    /// The other consumers of the stream (write triggers' recorder).
+    consumers: Vec<Box<dyn Consumer>>,
 }
 
 /// Start the hub and the upkeep task; returns the command channel.
-pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
+pub fn spawn(
+    db: Db,
+    settings: Settings,
+    consumers: Vec<Box<dyn Consumer>>,
+) -> mpsc::Sender<Command> {
     let (commands, rx) = mpsc::channel(1024);
     let (internal, internal_rx) = mpsc::channel(1024);
     let (observe, observe_rx) = mpsc::channel(4);
@@ -188,6 +194,7 @@ pub fn spawn(db: Db, settings: Settings) -> mpsc::Sender<Command> {
         observing: false,
         internal,
         guard: Guard::new(reload),
+        consumers,
     };
     tokio::spawn(hub.run(rx, internal_rx));
     commands
@@ -279,7 +286,17 @@ impl Hub {
                             // a crash of this process right now could want them replayed,
                             // and a restarted sidecar resets its streams anyway.
                             tracing::info!(%wal_end, "the server asks for our position (shutting down?): confirming all received");
-                            source.confirm(wal_end);
+                            let confirmable = self.confirmable(wal_end);
+                            source.confirm(confirmable);
+                            if confirmable < wal_end {
+                                // Another consumer (write triggers) has not recorded all of it:
+                                // the walsender would wait for us, and a shutdown with it.
+                                // Disconnect instead; the stream resumes at what is confirmed
+                                // and the changelog skips what it has.
+                                tracing::warn!(%wal_end, %confirmable, "the server asks for our position before the write triggers recorded it: reconnecting");
+                                source = self.new_source();
+                                continue;
+                            }
                         }
                         self.on_source(event);
                     }
@@ -297,11 +314,19 @@ impl Hub {
                 _ = tick.tick() => {
                     self.on_tick();
                     if let Some(lsn) = self.changelog.confirmable() {
-                        source.confirm(lsn);
+                        source.confirm(self.confirmable(lsn));
                     }
                 }
             }
         }
+    }
+
+    /// How far the slot may be confirmed when the changelog allows `lsn`: no further than
+    /// every other consumer of the stream allows (write triggers record first).
+    fn confirmable(&mut self, lsn: Lsn) -> Lsn {
+        self.consumers
+            .iter_mut()
+            .fold(lsn, |lsn, consumer| consumer.confirmable(lsn))
     }
 
     fn new_source(&self) -> SupervisedSource {
@@ -329,6 +354,9 @@ impl Hub {
             SourceEvent::Transaction(txn) => {
                 self.become_ready();
                 if let Some(txn) = self.changelog.push(txn, Instant::now()) {
+                    for consumer in &mut self.consumers {
+                        consumer.on_transaction(&txn);
+                    }
                     self.on_transaction(&txn);
                 }
             }
