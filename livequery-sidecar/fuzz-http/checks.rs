@@ -121,6 +121,7 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         max_targets_per_stream: 1,
         transaction_idle_seconds: 1,
         transaction_lifetime_seconds: 1,
+        transaction_lock_timeout_ms: 1,
         max_transactions_per_caller: 1,
         max_transactions: None,
     };

@@ -223,6 +223,16 @@ pub struct Config {
     )]
     pub transaction_lifetime_seconds: u64,
 
+    /// Longest wait in milliseconds for a document another transaction holds, in a
+    /// read-write held transaction: past it the read or commit is 409 ABORTED (retry), as a
+    /// deadlock is; 0: only --statement-timeout-ms bounds it.
+    #[arg(
+        long,
+        env = "DOCSTORE_TRANSACTION_LOCK_TIMEOUT_MS",
+        default_value_t = crate::service::transactions::DEFAULT_LOCK_TIMEOUT_MS
+    )]
+    pub transaction_lock_timeout_ms: u64,
+
     /// Most held transactions of one caller (a JWT's subject; anonymous callers share one
     /// bound; the admin key has none): 429 RESOURCE_EXHAUSTED over it.
     #[arg(
@@ -304,6 +314,10 @@ impl std::fmt::Debug for Config {
             .field(
                 "transaction_lifetime_seconds",
                 &self.transaction_lifetime_seconds,
+            )
+            .field(
+                "transaction_lock_timeout_ms",
+                &self.transaction_lock_timeout_ms,
             )
             .field(
                 "max_transactions_per_caller",

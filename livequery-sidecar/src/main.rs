@@ -99,6 +99,7 @@ async fn run(config: Config) -> Result<(), String> {
     let transactions = Arc::new(Transactions::new(TransactionLimits {
         idle: Duration::from_secs(config.transaction_idle_seconds),
         lifetime: Duration::from_secs(config.transaction_lifetime_seconds),
+        lock_timeout: Duration::from_millis(config.transaction_lock_timeout_ms),
         per_caller: config.max_transactions_per_caller,
         total: config
             .max_transactions

@@ -1398,10 +1398,21 @@ async fn listen_scenarios(dsn: &str, slot: &str, coll: &str) {
 
     // A token past the retention (more events than the replay keeps): RESET, the full
     // result, the ExistenceFilter with its count, CURRENT.
+    // An observer on another stream: once it sees the last write, the hub has logged every
+    // write for the disconnected stream too (it applies transactions in order).
+    let mut observer = Listen::open(&mut c).await;
+    observer.add(document_target(5, &format!("{coll}/j"))).await;
+    observer
+        .until(|s| shown(s).contains(&"CURRENT 5".into()))
+        .await;
     drop(listen);
     for (i, doc) in ["e", "f", "g", "h", "i", "j"].iter().enumerate() {
         exec(dsn, &set(doc, 10 + i as i64)).await;
     }
+    observer
+        .until(|s| shown(s).contains(&format!("CHANGE {coll}/j 5")))
+        .await;
+    drop(observer);
     let mut listen = Listen::open(&mut c).await;
     listen
         .add(resumed(query_target(PY, coll), &last.resume_token))

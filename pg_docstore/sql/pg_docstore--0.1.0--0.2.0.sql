@@ -296,3 +296,10 @@ AS 'MODULE_PATHNAME', 'retry_trigger_wrapper';
 revoke execute on function docstore.create_trigger(text, text, text[], text, text, jsonb),
     docstore.drop_trigger(text), docstore.retry_trigger(text), docstore.list_triggers()
     from public, docstore_client;
+
+-- docstore.last_commit_time(): the newest commit time of the instance (read_time checks).
+CREATE OR REPLACE FUNCTION docstore."last_commit_time"() RETURNS timestamp with time zone /* Result < Option < TimestampWithTimeZone > , ErrorReport > */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'last_commit_time_wrapper';
+grant execute on function docstore.last_commit_time() to docstore_client;

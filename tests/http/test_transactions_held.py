@@ -293,3 +293,21 @@ def test_a_deadlock_aborts_one_of_the_transactions(stack, client, coll):
     assert r.status_code == 400 and "invalid or expired" in r.json()["message"], r.text
     r = commit(client, headers[winner][0], headers[winner][1], [])
     assert r.status_code == 200, r.text
+
+
+def test_a_lock_wait_past_the_lock_timeout_is_aborted(stack, coll):
+    path = f"{coll}/a"
+    with own_sidecar(stack, "--transaction-lock-timeout-ms", "500") as url:
+        with stack.client() as c:
+            c.base_url = url
+            assert c.put(stack.doc(path), json={"n": 1}, headers=stack.admin).status_code == 200
+            alice, bob = user(stack, "alice"), user(stack, "bob")
+            ta, tb = begin(c, alice), begin(c, bob)
+            assert get_in(stack, c, alice, path, ta).status_code == 200
+            # Bob waits for alice's lock until the lock timeout: ABORTED, his transaction ended.
+            r = get_in(stack, c, bob, path, tb)
+            assert r.status_code == 409 and r.json()["code"] == "ABORTED", r.text
+            r = commit(c, bob, tb, [])
+            assert r.status_code == 400 and "invalid or expired" in r.json()["message"], r.text
+            r = commit(c, alice, ta, [{"set": path, "data": {"n": 2}}])
+            assert r.status_code == 200, r.text

@@ -4,7 +4,9 @@
 //! one call of the service's commit, and its `{"commitTime", "updateTimes"}` answer becomes
 //! Firestore's `write_results` (a write's update time: its last item's; none for a delete).
 //!
-//! Not yet: `transform_results` are empty, commits in a transaction are UNIMPLEMENTED.
+//! A Commit naming a transaction applies its writes in that held transaction and commits it.
+//!
+//! Not yet: `transform_results` are empty.
 
 use docstore_core::commit::MAX_WRITES;
 use docstore_core::proto::{timestamp_to_proto, DatabaseName, ProtoTimestamp};
@@ -18,6 +20,7 @@ use tonic::Status;
 use super::error::{from_proto, from_service, status};
 use crate::service::caller::Caller;
 use crate::service::commit::{commit as service_commit, CommitRequest};
+use crate::service::transactions as service_transactions;
 use crate::service::Service;
 
 /// What a commit wrote.
@@ -40,6 +43,24 @@ pub async fn commit(
     db: &DatabaseName,
     writes: &[wire::Write],
 ) -> Result<Committed, Status> {
+    commit_in(service, caller, db, writes, None).await
+}
+
+/// Commit `writes` on `db` atomically, in held transaction `transaction` (its id's text) when
+/// there is one: its writes are applied and it commits (`service::transactions::commit`).
+///
+/// # Errors
+/// As [`commit`]; the transaction's errors (ABORTED on contention: begin again and retry).
+///
+/// # Cancel safety
+/// As [`commit`]; a held transaction dropped mid-way is rolled back.
+pub async fn commit_in(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    writes: &[wire::Write],
+    transaction: Option<&str>,
+) -> Result<Committed, Status> {
     let now = now()?;
     let converted = writes
         .iter()
@@ -48,12 +69,18 @@ pub async fn commit(
     let items: Vec<&Json> = converted.iter().flat_map(|w| &w.items).collect();
     let text = serde_json::to_string(&items)
         .map_err(|e| status(Code::Internal, format!("commit writes: {e}")))?;
-    let request = CommitRequest {
-        database: &db.database,
-        writes: &text,
-        transaction: false,
+    let committed = match transaction {
+        Some(id) => service_transactions::commit(service, caller, &db.database, id, &text).await,
+        None => {
+            let request = CommitRequest {
+                database: &db.database,
+                writes: &text,
+                transaction: false,
+            };
+            service_commit(service, caller, request).await
+        }
     };
-    let answer = match service_commit(service, caller, request).await {
+    let answer = match committed {
         Ok(answer) => answer,
         Err(e) if e.code == Code::NotFound => {
             // The writes needing an existing document: the first one is named (the

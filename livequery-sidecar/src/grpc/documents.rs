@@ -1,8 +1,8 @@
 //! GetDocument and BatchGetDocuments: the reads of `GET .../documents/{path}`
 //! (http/documents.rs) and `:batchGet` (http/batch_get.rs), through the same `pg::documents`
-//! functions, with the same rules methods; only the rendering is protobuf.
-//!
-//! Not yet: reads in a transaction or at a `read_time` (UNIMPLEMENTED, docs/grpc.md).
+//! functions, with the same rules methods; only the rendering is protobuf. In a transaction
+//! they are the held transaction's reads, at a `read_time` a current read checked after it
+//! ([`super::transactions`]).
 
 use docstore_core::proto::{document_to_proto, timestamp_to_proto, DatabaseName};
 use docstore_core::query::evaluate::project;
@@ -12,18 +12,23 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::Status;
 
 use super::error::{from_service, invalid_argument, status};
+use super::transactions::{Consistency, Reading};
 use crate::http::body::MAX_BATCH_GET;
 use crate::pg::documents::Document;
 use crate::pg::PgError;
 use crate::service::caller::Caller;
 use crate::service::error::ServiceError;
-use crate::service::{batch_get as service_batch_get, documents as service_documents, Service};
+use crate::service::{
+    batch_get as service_batch_get, documents as service_documents,
+    transactions as service_transactions, Service,
+};
 
 /// GetDocument of `path`: the document, NOT_FOUND when it does not exist.
 ///
 /// # Errors
 /// The read's errors (PERMISSION_DENIED when the `get` rule denies, NOT_FOUND for a missing
-/// database), INVALID_ARGUMENT for a bad mask, UNIMPLEMENTED for a transaction or read time.
+/// database), INVALID_ARGUMENT for a bad mask, the transaction's and the read time's errors
+/// ([`super::transactions`]).
 ///
 /// # Cancel safety
 /// As `service::documents::get`.
@@ -34,16 +39,25 @@ pub async fn get_document(
     path: &ResourcePath,
     request: &wire::GetDocumentRequest,
 ) -> Result<wire::Document, Status> {
-    if request.consistency_selector.is_some() {
-        return Err(not_yet("GetDocument"));
-    }
+    let consistency = Consistency::of_get(request.consistency_selector.as_ref())?;
     let mask = mask(request.mask.as_ref())?;
-    match service_documents::get(service, caller, &db.database, path).await {
-        Ok(doc) => render(db, path, &doc, mask.as_deref()),
-        Err(e) if e.code == Code::NotFound => Err(status(
-            Code::NotFound,
-            format!("document \"{}\" does not exist", db.document_name(path)),
-        )),
+    let reading = Reading::start(service, caller, db, consistency).await?;
+    let read = match &reading.transaction {
+        Some(id) => service_transactions::get(service, caller, &db.database, id, path).await,
+        None => service_documents::get(service, caller, &db.database, path).await,
+    };
+    match read {
+        Ok(doc) => {
+            reading.finish(service).await?;
+            render(db, path, &doc, mask.as_deref())
+        }
+        Err(e) if e.code == Code::NotFound => {
+            reading.finish(service).await?;
+            Err(status(
+                Code::NotFound,
+                format!("document \"{}\" does not exist", db.document_name(path)),
+            ))
+        }
         Err(e) => Err(from_service(e)),
     }
 }
@@ -63,9 +77,7 @@ pub async fn batch_get(
     paths: Vec<ResourcePath>,
     request: &wire::BatchGetDocumentsRequest,
 ) -> Result<Vec<wire::BatchGetDocumentsResponse>, Status> {
-    if request.consistency_selector.is_some() {
-        return Err(not_yet("BatchGetDocuments"));
-    }
+    let consistency = Consistency::of_batch_get(request.consistency_selector.as_ref())?;
     if paths.len() > MAX_BATCH_GET {
         return Err(invalid_argument(format!(
             "BatchGetDocuments reads at most {MAX_BATCH_GET} documents, not {}",
@@ -76,12 +88,21 @@ pub async fn batch_get(
         return Ok(Vec::new());
     }
     let mask = mask(request.mask.as_ref())?;
-    let read = service_batch_get::batch_get(service, caller, &db.database, &paths)
-        .await
-        .map_err(from_service)?;
-    let read_time = Timestamp::parse_rfc3339(&read.read_time)
-        .ok_or_else(|| decode_error(&format!("read time {} is not RFC 3339", read.read_time)))?;
-    let read_time = timestamp_to_proto(read_time);
+    let reading = Reading::start(service, caller, db, consistency).await?;
+    let read = match &reading.transaction {
+        Some(id) => {
+            service_transactions::batch_get(service, caller, &db.database, id, &paths).await
+        }
+        None => service_batch_get::batch_get(service, caller, &db.database, &paths).await,
+    }
+    .map_err(from_service)?;
+    let read_time = match reading.finish(service).await? {
+        Some(asked) => asked,
+        None => timestamp_to_proto(Timestamp::parse_rfc3339(&read.read_time).ok_or_else(|| {
+            decode_error(&format!("read time {} is not RFC 3339", read.read_time))
+        })?),
+    };
+    let mut began = Some(reading.began).filter(|id| !id.is_empty());
     paths
         .iter()
         .zip(&read.documents)
@@ -97,19 +118,12 @@ pub async fn batch_get(
             };
             Ok(wire::BatchGetDocumentsResponse {
                 result: Some(result),
-                transaction: Vec::new(),
+                // The id of a transaction begun for this read, with the first answer.
+                transaction: began.take().unwrap_or_default(),
                 read_time: Some(read_time),
             })
         })
         .collect()
-}
-
-/// UNIMPLEMENTED for a read in a transaction or at a read time.
-fn not_yet(rpc: &str) -> Status {
-    status(
-        Code::Unimplemented,
-        format!("{rpc} in a transaction or at a read_time is not implemented by pg_docstore yet (docs/grpc.md)"),
-    )
 }
 
 /// The field paths of a `DocumentMask` (`None`: every field).

@@ -6,7 +6,8 @@
 //! operation, render the answer or the error ([`error`]). The RPCs are declared in
 //! `build.rs`; [`service`] implements them (GetDocument and BatchGetDocuments, [`documents`];
 //! Commit and the single-document writes, [`commit`]; RunQuery, [`query`]; ListCollectionIds,
-//! [`collections`]; Listen, [`listen`], the session hub's live queries rendered as protobuf;
+//! [`collections`]; BeginTransaction, Rollback and the reads' transactions and read times,
+//! [`transactions`]; Listen, [`listen`], the session hub's live queries rendered as protobuf;
 //! the others answer UNIMPLEMENTED for now). [`serve`]
 //! runs the server on its own listener (`--grpc-listen`): HTTP/2 without TLS (h2c with prior
 //! knowledge), what the SDKs' emulator channel speaks.
@@ -20,6 +21,7 @@ pub mod listen;
 pub mod names;
 pub mod query;
 pub mod service;
+pub mod transactions;
 
 /// tonic's generated server of `google.firestore.v1.Firestore` (build.rs).
 #[allow(

@@ -3,7 +3,9 @@
 //! with its document and the read time; a query without rows answers one response with the
 //! read time only, as Firestore does.
 //!
-//! Not yet: queries in a transaction or at a `read_time`, `explain_options` (UNIMPLEMENTED).
+//! In a transaction a query is the held transaction's query, at a `read_time` a current
+//! query checked after it ([`super::transactions`]). Not yet: `explain_options`
+//! (UNIMPLEMENTED).
 //! A document's `create_time` is its update time (the query's rows carry no create time).
 
 use docstore_core::proto::{document_to_proto, fields_to_proto, timestamp_to_proto, DatabaseName};
@@ -13,16 +15,18 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::Status;
 
 use super::error::{from_proto, from_service, invalid_argument, status};
+use super::transactions::{Consistency, Reading};
 use crate::pg::query::ResultRow;
 use crate::service::caller::Caller;
-use crate::service::query::{run, Query};
-use crate::service::Service;
+use crate::service::query::{run, Query, QueryRows};
+use crate::service::{transactions as service_transactions, Service};
 
 /// The answers of RunQuery on `db` under `parent`, in order.
 ///
 /// # Errors
 /// INVALID_ARGUMENT for a bad query, the query's errors (FAILED_PRECONDITION for a missing
-/// index, the rules' denial), UNIMPLEMENTED for a transaction, read time or explain.
+/// index, the rules' denial), UNIMPLEMENTED for explain; the transaction's and the read
+/// time's errors ([`super::transactions`]).
 ///
 /// # Cancel safety
 /// As `service::query::run`: dropped mid-way, the transaction is cancelled.
@@ -33,27 +37,21 @@ pub async fn run_query(
     parent: Option<&ResourcePath>,
     request: &wire::RunQueryRequest,
 ) -> Result<Vec<wire::RunQueryResponse>, Status> {
-    if request.consistency_selector.is_some() || request.explain_options.is_some() {
+    if request.explain_options.is_some() {
         return Err(status(
             Code::Unimplemented,
-            "RunQuery in a transaction, at a read_time or with explain_options is not implemented by pg_docstore yet (docs/grpc.md)",
+            "RunQuery with explain_options is not implemented by pg_docstore yet (docs/grpc.md)",
         ));
     }
+    let consistency = Consistency::of_query(request.consistency_selector.as_ref())?;
     let Some(wire::run_query_request::QueryType::StructuredQuery(query)) = &request.query_type
     else {
         return Err(invalid_argument("RunQuery needs a structured_query"));
     };
     let structured = query_from_proto(parent, query, db).map_err(|e| from_proto(&e))?;
-    let mut rows = run(
-        service,
-        caller,
-        &db.database,
-        &Query::Structured(structured.to_string()),
-    )
-    .await
-    .map_err(from_service)?;
+    let (mut rows, reading) = rows(service, caller, db, consistency, structured).await?;
     // After the query's snapshot was taken: every row's update time is before it.
-    let read_time = timestamp_to_proto(now()?);
+    let mut read_time = timestamp_to_proto(now()?);
     let mut answers = Vec::new();
     // No row: the transaction is committed already and its stream is done.
     while let Some(row) = if rows.empty { None } else { rows.next().await } {
@@ -71,13 +69,41 @@ pub async fn run_query(
         });
     }
     rows.commit().await.map_err(from_service)?;
+    if let Some(asked) = reading.finish(service).await? {
+        read_time = asked;
+        for answer in &mut answers {
+            answer.read_time = Some(asked);
+        }
+    }
     if answers.is_empty() {
         answers.push(wire::RunQueryResponse {
             read_time: Some(read_time),
             ..Default::default()
         });
     }
+    if let Some(first) = answers.first_mut() {
+        first.transaction = reading.began;
+    }
     Ok(answers)
+}
+
+/// The rows of `structured` read with `consistency`: in a held transaction (begun here for a
+/// new one) or on their own.
+async fn rows(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    consistency: Consistency,
+    structured: serde_json::Value,
+) -> Result<(QueryRows, Reading), Status> {
+    let query = Query::Structured(structured.to_string());
+    let reading = Reading::start(service, caller, db, consistency).await?;
+    let rows = match &reading.transaction {
+        Some(id) => service_transactions::query(service, caller, &db.database, id, &query).await,
+        None => run(service, caller, &db.database, &query).await,
+    }
+    .map_err(from_service)?;
+    Ok((rows, reading))
 }
 
 /// A row as Firestore's `Document`.
@@ -121,12 +147,13 @@ pub async fn run_aggregation_query(
     parent: Option<&ResourcePath>,
     request: &wire::RunAggregationQueryRequest,
 ) -> Result<wire::RunAggregationQueryResponse, Status> {
-    if request.consistency_selector.is_some() || request.explain_options.is_some() {
+    if request.explain_options.is_some() {
         return Err(status(
             Code::Unimplemented,
-            "RunAggregationQuery in a transaction, at a read_time or with explain_options is not implemented by pg_docstore yet (docs/grpc.md)",
+            "RunAggregationQuery with explain_options is not implemented by pg_docstore yet (docs/grpc.md)",
         ));
     }
+    let consistency = Consistency::of_aggregation(request.consistency_selector.as_ref())?;
     let Some(wire::run_aggregation_query_request::QueryType::StructuredAggregationQuery(query)) =
         &request.query_type
     else {
@@ -135,14 +162,7 @@ pub async fn run_aggregation_query(
         ));
     };
     let structured = aggregation_query_from_proto(parent, query, db).map_err(|e| from_proto(&e))?;
-    let mut rows = run(
-        service,
-        caller,
-        &db.database,
-        &Query::Structured(structured.to_string()),
-    )
-    .await
-    .map_err(from_service)?;
+    let (mut rows, reading) = rows(service, caller, db, consistency, structured).await?;
     let read_time = timestamp_to_proto(now()?);
     let row = if rows.empty { None } else { rows.next().await };
     let row = match row {
@@ -154,6 +174,7 @@ pub async fn run_aggregation_query(
         None => return Err(status(Code::Internal, "an aggregation answered no row")),
     };
     rows.commit().await.map_err(from_service)?;
+    let read_time = reading.finish(service).await?.unwrap_or(read_time);
     let ResultRow::Aggregation { data } = row else {
         return Err(status(Code::Internal, "an aggregation answered a document"));
     };
@@ -171,6 +192,7 @@ pub async fn run_aggregation_query(
             aggregate_fields: fields_to_proto(&fields, db).into_iter().collect(),
         }),
         read_time: Some(read_time),
+        transaction: reading.began,
         ..Default::default()
     })
 }

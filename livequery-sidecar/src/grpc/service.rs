@@ -3,8 +3,9 @@
 //! `google-cloud-resource-prefix`), in that order, then calls the operation of the service
 //! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
 //! single-document writes and BatchWrite ([`super::commit`]), RunQuery and RunAggregationQuery ([`super::query`]),
-//! ListCollectionIds ([`super::collections`]), Listen ([`super::listen`]); the others answer
-//! UNIMPLEMENTED with their name
+//! ListCollectionIds ([`super::collections`]), BeginTransaction and Rollback
+//! ([`super::transactions`]), Listen ([`super::listen`]); the others answer UNIMPLEMENTED
+//! with their name
 //! (docs/grpc.md, "What is supported").
 
 use std::pin::Pin;
@@ -15,7 +16,7 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::{invalid_argument, unimplemented};
-use super::{auth, collections, commit, documents, listen, names, query};
+use super::{auth, collections, commit, documents, listen, names, query, transactions};
 use std::sync::Arc;
 
 use crate::service::caller::Caller;
@@ -205,11 +206,16 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BeginTransactionRequest>,
     ) -> Result<Response<wire::BeginTransactionResponse>, Status> {
-        self.admit("BeginTransaction", &request, |r| {
-            names::database(&r.database)
-        })
-        .await?;
-        Err(unimplemented("BeginTransaction"))
+        let (caller, db) = self
+            .admit("BeginTransaction", &request, |r| {
+                names::database(&r.database)
+            })
+            .await?;
+        let options = request.get_ref().options.as_ref();
+        let transaction = transactions::begin(&self.service, &caller, &db, options).await?;
+        Ok(Response::new(wire::BeginTransactionResponse {
+            transaction,
+        }))
     }
 
     async fn commit(
@@ -220,10 +226,16 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
             .admit("Commit", &request, |r| names::database(&r.database))
             .await?;
         let r = request.into_inner();
-        if !r.transaction.is_empty() {
-            return Err(unimplemented("Commit in a transaction"));
-        }
-        let committed = commit::commit(&self.service, &caller, &db, &r.writes).await?;
+        let transaction = (!r.transaction.is_empty())
+            .then(|| crate::service::transactions::text_of_bytes(&r.transaction));
+        let committed = commit::commit_in(
+            &self.service,
+            &caller,
+            &db,
+            &r.writes,
+            transaction.as_deref(),
+        )
+        .await?;
         Ok(Response::new(wire::CommitResponse {
             write_results: committed.write_results,
             commit_time: Some(committed.commit_time),
@@ -234,9 +246,11 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RollbackRequest>,
     ) -> Result<Response<()>, Status> {
-        self.admit("Rollback", &request, |r| names::database(&r.database))
+        let (caller, db) = self
+            .admit("Rollback", &request, |r| names::database(&r.database))
             .await?;
-        Err(unimplemented("Rollback"))
+        transactions::rollback(&self.service, &caller, &db, &request.get_ref().transaction).await?;
+        Ok(Response::new(()))
     }
 
     type RunQueryStream = AnswerStream<wire::RunQueryResponse>;

@@ -27,8 +27,14 @@ pub async fn begin(
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "beginTransaction", request).await?;
     let options = body::BeginTransaction::parse(&post.body)?;
-    let id =
-        transactions::begin(&state.service, &post.caller(), &database, options.read_only).await?;
+    let id = transactions::begin(
+        &state.service,
+        &post.caller(),
+        &database,
+        options.read_only,
+        None,
+    )
+    .await?;
     let answer = serde_json::json!({ "transaction": Json::String(id) });
     Ok(json_response(StatusCode::OK, answer.to_string()))
 }

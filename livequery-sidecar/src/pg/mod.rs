@@ -192,6 +192,21 @@ impl Db {
         Ok(())
     }
 
+    /// The newest commit time of the instance (`docstore.last_commit_time()`; `None`: not
+    /// known, the library is not preloaded).
+    ///
+    /// # Errors
+    /// No connection, or the query failed.
+    ///
+    /// # Cancel safety
+    /// One autocommit statement: dropped mid-way, nothing is left behind.
+    pub async fn last_commit_time(&self) -> Result<Option<types::PgTime>, PgError> {
+        let single = self.single().await?;
+        let stmt = single.prepare(LAST_COMMIT_TIME_SQL).await?;
+        let row = single.client().query_one(&stmt, &[]).await?;
+        Ok(row.try_get(0)?)
+    }
+
     /// Sizes of the pool.
     pub fn status(&self) -> PoolStatus {
         let s = self.pool.status();
@@ -413,6 +428,9 @@ impl Single<'_> {
     }
 }
 
+/// The newest commit time of the instance (docs/storage.md, "Commit times").
+const LAST_COMMIT_TIME_SQL: &str = "select docstore.last_commit_time()";
+
 /// The transaction of one request on a pooled connection.
 ///
 /// [`RequestTx::commit`] ends it. Dropped while open (the client went away, the handler
@@ -451,6 +469,37 @@ impl RequestTx {
             .execute(&stmt, &[&auth, &request, &CLIENT_ROLE])
             .await?;
         Ok(())
+    }
+
+    /// Set Postgres' `lock_timeout` for the rest of the transaction.
+    ///
+    /// # Errors
+    /// Postgres errors.
+    ///
+    /// # Cancel safety
+    /// As [`RequestTx::commit`].
+    pub async fn set_lock_timeout(&self, timeout: Duration) -> Result<(), PgError> {
+        let client = self.client()?;
+        let stmt = client
+            .prepare_cached("select set_config('lock_timeout', $1, true)")
+            .await?;
+        let millis = format!("{}ms", timeout.as_millis());
+        client.execute(&stmt, &[&millis]).await?;
+        Ok(())
+    }
+
+    /// [`Db::last_commit_time`] in this transaction: a statement of it, so its snapshot (a
+    /// REPEATABLE READ one's) is taken before the time is read.
+    ///
+    /// # Errors
+    /// Postgres errors.
+    ///
+    /// # Cancel safety
+    /// As [`RequestTx::commit`].
+    pub async fn last_commit_time(&self) -> Result<Option<types::PgTime>, PgError> {
+        let client = self.client()?;
+        let stmt = client.prepare_cached(LAST_COMMIT_TIME_SQL).await?;
+        Ok(client.query_one(&stmt, &[]).await?.try_get(0)?)
     }
 
     /// Commit and give the connection back to the pool.

@@ -33,13 +33,18 @@ impl RulesMethod {
     }
 }
 
-/// The current time in core's RFC 3339 form.
-pub fn now_rfc3339() -> String {
+/// The current time (`None`: the system clock is outside Firestore's range).
+pub fn now_timestamp() -> Option<Timestamp> {
     let micros = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     Timestamp::from_micros(micros)
+}
+
+/// The current time in core's RFC 3339 form.
+pub fn now_rfc3339() -> String {
+    now_timestamp()
         .map(Timestamp::to_rfc3339)
         .unwrap_or_default()
 }

@@ -13,6 +13,7 @@ pub mod error;
 pub mod jwks;
 pub mod listen;
 pub mod query;
+pub mod read_time;
 pub mod transactions;
 
 use crate::pg::Db;

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use docstore_core::{Code, ErrorKind, ResourcePath};
+use docstore_core::{Code, ErrorKind, ResourcePath, Timestamp};
 use serde_json::Value as Json;
 use tokio::sync::OwnedMutexGuard;
 
@@ -47,6 +47,9 @@ use crate::pg::{PgError, RequestTx, RunAs};
 pub const DEFAULT_IDLE_SECONDS: u64 = 60;
 /// Default maximum lifetime (`--transaction-lifetime-seconds`): Firestore's 270 s.
 pub const DEFAULT_LIFETIME_SECONDS: u64 = 270;
+/// Default longest wait for a lock in a read-write held transaction
+/// (`--transaction-lock-timeout-ms`): past it the call is ABORTED.
+pub const DEFAULT_LOCK_TIMEOUT_MS: u64 = 10_000;
 /// Default bound of one caller's held transactions (`--max-transactions-per-caller`).
 pub const DEFAULT_PER_CALLER: usize = 5;
 
@@ -58,6 +61,9 @@ const LOCKS_PER_STATEMENT: usize = docstore_core::limits::MAX_WRITES;
 pub struct Limits {
     pub idle: Duration,
     pub lifetime: Duration,
+    /// Postgres' `lock_timeout` in a read-write transaction (zero: none, the statement
+    /// timeout bounds the wait).
+    pub lock_timeout: Duration,
     pub per_caller: usize,
     pub total: usize,
 }
@@ -68,6 +74,7 @@ impl Limits {
         Limits {
             idle: Duration::from_secs(DEFAULT_IDLE_SECONDS),
             lifetime: Duration::from_secs(DEFAULT_LIFETIME_SECONDS),
+            lock_timeout: Duration::from_millis(DEFAULT_LOCK_TIMEOUT_MS),
             per_caller: DEFAULT_PER_CALLER,
             total: pool_size / 2,
         }
@@ -161,6 +168,20 @@ fn exhausted(limit: &'static str, message: String) -> ServiceError {
 /// The text of an id (standard base64, as Firestore's bytes in JSON).
 pub fn encode_id(id: &Id) -> String {
     base64::engine::general_purpose::STANDARD.encode(id)
+}
+
+/// The text of an id given as bytes (gRPC's `transaction`), whatever their length: a
+/// length other than 16 is then refused as any invalid id is.
+pub fn text_of_bytes(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The bytes of an id's text (gRPC answers them).
+///
+/// # Errors
+/// As [`decode_id`].
+pub fn bytes_of_text(text: &str) -> Result<Vec<u8>, ServiceError> {
+    decode_id(text).map(|id| id.to_vec())
 }
 
 /// The id of `text`.
@@ -422,10 +443,13 @@ fn held_error(error: PgError) -> ServiceError {
     e
 }
 
-/// Begin a held transaction of `caller` in `database`; its id.
+/// Begin a held transaction of `caller` in `database`; its id. A read-only one may read at
+/// `read_time`: its snapshot, taken at the begin, must then answer for that time
+/// ([`super::read_time::check`]).
 ///
 /// # Errors
-/// RESOURCE_EXHAUSTED over a bound; NOT_FOUND for an unknown database; database errors.
+/// RESOURCE_EXHAUSTED over a bound; NOT_FOUND for an unknown database; FAILED_PRECONDITION for
+/// a `read_time` before the newest commit; database errors.
 ///
 /// # Cancel safety
 /// Dropped mid-way, the half-open transaction is rolled back and its slot freed.
@@ -434,6 +458,7 @@ pub async fn begin(
     caller: &Caller,
     database: &str,
     read_only: bool,
+    read_time: Option<Timestamp>,
 ) -> Result<String, ServiceError> {
     let transactions = &service.transactions;
     let mut taken = transactions.reserve(&caller.principal, database, read_only)?;
@@ -457,6 +482,24 @@ pub async fn begin(
     };
     let run_as = caller.run_as(RulesMethod::Get, database, "", None);
     let tx = service.db.begin_held(database, &run_as, read_only).await?;
+    let lock_timeout = transactions.limits.lock_timeout;
+    if !read_only && !lock_timeout.is_zero() {
+        tx.set_lock_timeout(lock_timeout).await?;
+    }
+    if let Some(read_time) = read_time {
+        // Read in the transaction: its snapshot is taken first, so a commit after it has
+        // advanced the newest commit time read.
+        let checked = match tx.last_commit_time().await {
+            Ok(latest) => super::read_time::judge(read_time, latest),
+            Err(e) => Err(ServiceError::from(e)),
+        };
+        if let Err(e) = checked {
+            if let Err(r) = tx.rollback().await {
+                tracing::debug!(error = %r, "rollback of a refused read-only transaction");
+            }
+            return Err(e);
+        }
+    }
     *taken.guard = Some(tx);
     slot.opened = true;
     taken.held.touch();
@@ -854,6 +897,7 @@ mod tests {
         Limits {
             idle: Duration::from_secs(60),
             lifetime: Duration::from_secs(270),
+            lock_timeout: Duration::from_secs(10),
             per_caller,
             total,
         }

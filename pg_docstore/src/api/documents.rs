@@ -215,6 +215,21 @@ fn set(
     )?)
 }
 
+/// The newest commit time of this Postgres instance (docs/storage.md, "Commit times"): the
+/// last time a docstore write assigned since the server started, else the server's start
+/// time; NULL when the library is not in `shared_preload_libraries`. A read at a time at or
+/// after it, taken after the read's snapshot, reads what a read at that time would.
+///
+/// ```sql
+/// select docstore.last_commit_time();
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+fn last_commit_time() -> Result<Option<TimestampWithTimeZone>, ErrorReport> {
+    Ok(crate::pg::commit_clock::latest()
+        .map(to_timestamptz)
+        .transpose()?)
+}
+
 /// Create a document; fails with 23505 when it exists.
 ///
 /// ```sql

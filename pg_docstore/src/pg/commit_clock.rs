@@ -84,3 +84,16 @@ fn fresh(latest: i64) -> i64 {
         }
     }
 }
+
+/// The newest commit time this instance knows, in Postgres microseconds: the last time
+/// assigned since the server started or, when none was, the server's start time (every
+/// earlier commit took a time from the clock before it). `None` when the library is not
+/// preloaded (no shared record: the newest time is not known).
+pub fn latest() -> Option<i64> {
+    if !PRELOADED.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: PgStartTime is set by the postmaster before any backend runs and never changes.
+    let started = unsafe { pg_sys::PgStartTime };
+    Some(LAST.get().load(Ordering::Acquire).max(started))
+}

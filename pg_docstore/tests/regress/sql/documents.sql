@@ -32,6 +32,9 @@ select docstore.get('forms/a') = docstore.get('forms/b') as merge_kept_the_rest;
 -- update times strictly increase, create time stays
 select docstore.set('counters/c', '{"n": 1}') < docstore.set('counters/c', '{"n": 2}') as monotonic;
 select create_time < update_time as kept_create_time from docstore.documents where path = 'counters/c';
+-- the instance's newest commit time is known: at least the last time assigned (read_time checks)
+select docstore.set('counters/c', '{"n": 2}') as last_set \gset
+select docstore.last_commit_time() >= :'last_set'::timestamptz as newest_commit_known;
 -- delete reports whether the document existed; deleting twice is fine
 select docstore.delete('restaurants/two') as existed, docstore.delete('restaurants/two') as again;
 select docstore.get('restaurants/two') is null as gone;
