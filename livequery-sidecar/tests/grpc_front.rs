@@ -136,13 +136,16 @@ async fn every_rpc_not_served_answers_unimplemented_naming_itself() {
         database: DEFAULT_DB.into(),
         ..Default::default()
     }]);
-    answers.push(("Listen", failure(c.listen(sdk(listens, owner)).await)));
-    // 17 RPCs: these 5, GetDocument and BatchGetDocuments (served_reads_read_the_cluster),
-    // Commit, CreateDocument, UpdateDocument and DeleteDocument (commit_writes_the_cluster),
-    // RunQuery (run_query_reads_the_cluster), ListCollectionIds (collection_ids_are_paged),
-    // BatchWrite (batch_write_is_not_atomic), RunAggregationQuery (aggregations_read_the_cluster),
-    // BeginTransaction and Rollback (tests/grpc/test_transactions.py, through Google's SDK).
-    assert_eq!(answers.len(), 5);
+    // Listen is served (listen_streams_targets_over_grpc); this sidecar has no live queries.
+    let (code, message) = failure(c.listen(sdk(listens, owner)).await);
+    assert_eq!(code, Code::Unavailable, "{message}");
+    // 17 RPCs: these 4, Listen (listen_streams_targets_over_grpc), GetDocument and
+    // BatchGetDocuments (served_reads_read_the_cluster), Commit, CreateDocument, UpdateDocument
+    // and DeleteDocument (commit_writes_the_cluster), RunQuery (run_query_reads_the_cluster),
+    // ListCollectionIds (collection_ids_are_paged), BatchWrite (batch_write_is_not_atomic),
+    // RunAggregationQuery (aggregations_read_the_cluster), BeginTransaction and Rollback
+    // (tests/grpc/test_transactions.py, through Google's SDK).
+    assert_eq!(answers.len(), 4);
     for (rpc, (code, message)) in answers {
         assert_eq!(code, Code::Unimplemented, "{rpc}: {message}");
         let route = format!("google.firestore.v1.Firestore/{rpc} ");
@@ -955,4 +958,540 @@ async fn aggregations_read_the_cluster() {
         message.contains("Aggregation aliases contain duplicate alias"),
         "{message}"
     );
+}
+
+// ---- Listen (src/grpc/listen.rs, docs/grpc.md "Listen") ----
+
+/// How long one response may take before the test reports a hang (not a performance bound).
+const HANG: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A gRPC front end with live queries (a session on a slot of its own, small replay so that
+/// a resume can fall out of it) over the database `dsn`.
+async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
+    use docstore_sidecar::session::{Session, Settings, StreamCaps};
+    let config = Config::parse_from([
+        "docstore-sidecar",
+        "--admin-key",
+        "the-admin-key",
+        "--database-url",
+        dsn,
+    ]);
+    let db = Db::connect(&config.database_url, 4).unwrap();
+    let session = Session::start(
+        db.clone(),
+        Settings {
+            postgres: dsn.parse().unwrap(),
+            slot: slot.to_owned(),
+            heartbeat: std::time::Duration::from_millis(200),
+            grace: std::time::Duration::from_secs(60),
+            queue: 1024,
+            replay: 4,
+            limits: docstore_sidecar::changelog::Limits::default(),
+            matcher: docstore_sidecar::matcher::MatcherConfig::default(),
+            caps: StreamCaps::default(),
+        },
+    );
+    let service = Arc::new(Service {
+        db,
+        verifier: Verifier::from_config(&config).unwrap(),
+        session: Some(session),
+        transactions: Arc::new(Transactions::new(TransactionLimits::for_pool(1))),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = FirestoreService::new(service, config.max_body_bytes, true);
+    tokio::spawn(grpc::serve(service, listener, std::future::pending()));
+    addr
+}
+
+/// One Listen stream of a client: its requests and its responses.
+struct Listen {
+    requests: tokio::sync::mpsc::Sender<wire::ListenRequest>,
+    responses: tonic::Streaming<wire::ListenResponse>,
+    /// The last global NO_CHANGE.
+    last: Option<wire::TargetChange>,
+}
+
+impl Listen {
+    async fn open(c: &mut FirestoreClient<Channel>) -> Listen {
+        let (requests, rx) = tokio::sync::mpsc::channel(16);
+        let outgoing =
+            futures_util::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+            );
+        let responses = c
+            .listen(sdk(outgoing, "Bearer owner"))
+            .await
+            .unwrap()
+            .into_inner();
+        Listen {
+            requests,
+            responses,
+            last: None,
+        }
+    }
+
+    async fn add(&self, target: wire::Target) {
+        self.send(wire::listen_request::TargetChange::AddTarget(target))
+            .await;
+    }
+
+    async fn send(&self, change: wire::listen_request::TargetChange) {
+        self.requests
+            .send(wire::ListenRequest {
+                database: DEFAULT_DB.into(),
+                labels: Default::default(),
+                target_change: Some(change),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn next(&mut self) -> wire::ListenResponse {
+        tokio::time::timeout(HANG, self.responses.message())
+            .await
+            .expect("no response")
+            .expect("the stream failed")
+            .expect("the stream ended")
+    }
+
+    /// The responses up to the next global NO_CHANGE (a snapshot, as the SDKs see it) that
+    /// follows anything else, and that NO_CHANGE; global NO_CHANGEs with nothing before them
+    /// (heartbeats) are checked for a monotonic read time and skipped.
+    async fn batch(&mut self) -> (Vec<wire::ListenResponse>, wire::TargetChange) {
+        let mut batch = Vec::new();
+        loop {
+            let response = self.next().await;
+            match global_no_change(&response).cloned() {
+                Some(change) => {
+                    assert!(change.read_time.is_some() && !change.resume_token.is_empty());
+                    self.last = Some(change.clone());
+                    if !batch.is_empty() {
+                        return (batch, change);
+                    }
+                }
+                None => batch.push(response),
+            }
+        }
+    }
+
+    /// Batches until one satisfies `wanted`; returns every response seen (in order) and the
+    /// last NO_CHANGE.
+    async fn until(
+        &mut self,
+        wanted: impl Fn(&[wire::ListenResponse]) -> bool,
+    ) -> (Vec<wire::ListenResponse>, wire::TargetChange) {
+        let mut seen = Vec::new();
+        loop {
+            let (batch, change) = self.batch().await;
+            seen.extend(batch);
+            if wanted(&seen) {
+                return (seen, change);
+            }
+        }
+    }
+}
+
+fn global_no_change(r: &wire::ListenResponse) -> Option<&wire::TargetChange> {
+    match &r.response_type {
+        Some(wire::listen_response::ResponseType::TargetChange(t))
+            if t.target_change_type == wire::target_change::TargetChangeType::NoChange as i32
+                && t.target_ids.is_empty() =>
+        {
+            Some(t)
+        }
+        _ => None,
+    }
+}
+
+/// A compact view of a response: `ADD 5`, `CURRENT 5`, `RESET 5`, `REMOVE 5`,
+/// `REMOVE 5 cause 7`, `CHANGE c/a 5`, `DELETE c/a 5`, `LEAVE c/a 5`, `FILTER 5 3`.
+fn show(r: &wire::ListenResponse) -> String {
+    use wire::listen_response::ResponseType as R;
+    use wire::target_change::TargetChangeType as T;
+    let short = |name: &str| name.trim_start_matches(&format!("{ROOT}/")).to_owned();
+    let ids = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+    match &r.response_type {
+        Some(R::TargetChange(t)) => {
+            let kind = match T::try_from(t.target_change_type) {
+                Ok(T::NoChange) => "NO_CHANGE",
+                Ok(T::Add) => "ADD",
+                Ok(T::Remove) => "REMOVE",
+                Ok(T::Current) => "CURRENT",
+                Ok(T::Reset) => "RESET",
+                Err(_) => "?",
+            };
+            match &t.cause {
+                Some(cause) => format!("{kind} {} cause {}", ids(&t.target_ids), cause.code),
+                None => format!("{kind} {}", ids(&t.target_ids)),
+            }
+        }
+        Some(R::DocumentChange(d)) => format!(
+            "CHANGE {} {}",
+            short(&d.document.as_ref().unwrap().name),
+            ids(&d.target_ids)
+        ),
+        Some(R::DocumentDelete(d)) => {
+            format!(
+                "DELETE {} {}",
+                short(&d.document),
+                ids(&d.removed_target_ids)
+            )
+        }
+        Some(R::DocumentRemove(d)) => {
+            format!(
+                "LEAVE {} {}",
+                short(&d.document),
+                ids(&d.removed_target_ids)
+            )
+        }
+        Some(R::Filter(f)) => format!("FILTER {} {}", f.target_id, f.count),
+        None => "?".into(),
+    }
+}
+
+fn shown(responses: &[wire::ListenResponse]) -> Vec<String> {
+    responses.iter().map(show).collect()
+}
+
+/// A query target on `coll` where n >= 1 order by n.
+fn query_target(id: i32, coll: &str) -> wire::Target {
+    use wire::structured_query::{
+        field_filter, filter::FilterType, CollectionSelector, FieldFilter, FieldReference, Filter,
+        Order,
+    };
+    let field = || {
+        Some(FieldReference {
+            field_path: "n".into(),
+        })
+    };
+    wire::Target {
+        target_id: id,
+        target_type: Some(wire::target::TargetType::Query(wire::target::QueryTarget {
+            parent: ROOT.into(),
+            query_type: Some(wire::target::query_target::QueryType::StructuredQuery(
+                wire::StructuredQuery {
+                    from: vec![CollectionSelector {
+                        collection_id: coll.into(),
+                        all_descendants: false,
+                    }],
+                    r#where: Some(Filter {
+                        filter_type: Some(FilterType::FieldFilter(FieldFilter {
+                            field: field(),
+                            op: field_filter::Operator::GreaterThanOrEqual as i32,
+                            value: Some(int(1)),
+                        })),
+                    }),
+                    order_by: vec![Order {
+                        field: field(),
+                        direction: wire::structured_query::Direction::Ascending as i32,
+                    }],
+                    ..Default::default()
+                },
+            )),
+        })),
+        ..Default::default()
+    }
+}
+
+fn document_target(id: i32, path: &str) -> wire::Target {
+    wire::Target {
+        target_id: id,
+        target_type: Some(wire::target::TargetType::Documents(
+            wire::target::DocumentsTarget {
+                documents: vec![format!("{ROOT}/{path}")],
+            },
+        )),
+        ..Default::default()
+    }
+}
+
+fn resumed(mut target: wire::Target, token: &[u8]) -> wire::Target {
+    target.resume_type = Some(wire::target::ResumeType::ResumeToken(token.to_vec()));
+    target
+}
+
+/// `a` comes before `b` in `seen`.
+fn before(seen: &[String], a: &str, b: &str) -> bool {
+    let at = |s: &str| seen.iter().position(|x| x == s);
+    matches!((at(a), at(b)), (Some(x), Some(y)) if x < y)
+}
+
+fn micros(t: &docstore_core::proto::ProtoTimestamp) -> i64 {
+    t.seconds * 1_000_000 + i64::from(t.nanos / 1000)
+}
+
+#[test]
+fn listen_streams_targets_over_grpc() {
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("listen_streams_targets_over_grpc") else {
+        return;
+    };
+    let coll = fresh_collection();
+    let slot = format!("docstore_grpc_listen_{coll}");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(listen_scenarios(&dsn, &slot, &coll));
+    }));
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        for _ in 0..100 {
+            let dropped = client
+                .query(
+                    "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
+                     where slot_name = $1 and not active",
+                    &[&slot],
+                )
+                .await
+                .unwrap();
+            let left = client
+                .query(
+                    "select 1 from pg_replication_slots where slot_name = $1",
+                    &[&slot],
+                )
+                .await
+                .unwrap();
+            if !dropped.is_empty() || left.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+    drop(runtime);
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn listen_scenarios(dsn: &str, slot: &str, coll: &str) {
+    let set =
+        |path: &str, n: i64| format!("select docstore.set('{coll}/{path}', '{{\"n\": {n}}}');");
+    exec(dsn, &format!("{}{}", set("a", 1), set("b", 2))).await;
+    let mut c = client(start_live(dsn, slot).await).await;
+    const PY: i32 = 0x5079;
+
+    // Two targets on one stream, Python's id and Node's: ADD, the documents, CURRENT, then
+    // the global NO_CHANGE.
+    let mut listen = Listen::open(&mut c).await;
+    listen.add(query_target(PY, coll)).await;
+    listen.add(document_target(1, &format!("{coll}/c"))).await;
+    let (seen, _) = listen
+        .until(|s| {
+            let s = shown(s);
+            s.contains(&format!("CURRENT {PY}")) && s.contains(&"CURRENT 1".to_owned())
+        })
+        .await;
+    let seen = shown(&seen);
+    let a = format!("CHANGE {coll}/a {PY}");
+    let b = format!("CHANGE {coll}/b {PY}");
+    assert!(before(&seen, &format!("ADD {PY}"), &a), "{seen:?}");
+    assert!(before(&seen, &a, &b), "{seen:?}");
+    assert!(before(&seen, &b, &format!("CURRENT {PY}")), "{seen:?}");
+    assert!(before(&seen, "ADD 1", "CURRENT 1"), "{seen:?}");
+    assert_eq!(
+        seen.iter().filter(|s| s.starts_with("CHANGE")).count(),
+        2,
+        "{seen:?}"
+    );
+
+    // Changes: a document enters the document target, one leaves the query (still exists:
+    // DocumentRemove), one is deleted (DocumentDelete).
+    exec(dsn, &set("c", 7)).await;
+    exec(dsn, &set("b", 0)).await;
+    exec(dsn, &format!("select docstore.delete('{coll}/a');")).await;
+    let (seen, _) = listen
+        .until(|s| shown(s).contains(&format!("DELETE {coll}/a {PY}")))
+        .await;
+    let seen = shown(&seen);
+    assert!(
+        before(
+            &seen,
+            &format!("CHANGE {coll}/c 1"),
+            &format!("LEAVE {coll}/b {PY}")
+        ),
+        "{seen:?}"
+    );
+    assert!(
+        before(
+            &seen,
+            &format!("CHANGE {coll}/c {PY}"),
+            &format!("LEAVE {coll}/b {PY}")
+        ),
+        "{seen:?}"
+    );
+
+    // Remove a target on the running stream: REMOVE, and nothing for it afterwards.
+    listen
+        .send(wire::listen_request::TargetChange::RemoveTarget(1))
+        .await;
+    loop {
+        if show(&listen.next().await) == "REMOVE 1" {
+            break;
+        }
+    }
+    exec(dsn, &set("c", 8)).await;
+    let (seen, _) = listen
+        .until(|s| shown(s).contains(&format!("CHANGE {coll}/c {PY}")))
+        .await;
+    let seen = shown(&seen);
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.ends_with(" 1") && s.starts_with("CHANGE")),
+        "{seen:?}"
+    );
+
+    // A `once` target: its results, CURRENT, then REMOVE.
+    let mut once = document_target(9, &format!("{coll}/c"));
+    once.once = true;
+    listen.add(once).await;
+    let (seen, _) = listen
+        .until(|s| shown(s).contains(&"CURRENT 9".into()))
+        .await;
+    let mut seen = shown(&seen);
+    assert!(
+        before(&seen, &format!("CHANGE {coll}/c 9"), "CURRENT 9"),
+        "{seen:?}"
+    );
+    while !seen.contains(&"REMOVE 9".to_owned()) {
+        seen.push(show(&listen.next().await));
+    }
+
+    // Resume inside the retention: a new stream with the last token gets the changes since,
+    // no RESET.
+    let last = listen.last.clone().unwrap();
+    drop(listen);
+    exec(dsn, &set("d", 3)).await;
+    let mut listen = Listen::open(&mut c).await;
+    listen
+        .add(resumed(query_target(PY, coll), &last.resume_token))
+        .await;
+    let (seen, last) = listen
+        .until(|s| shown(s).contains(&format!("CHANGE {coll}/d {PY}")))
+        .await;
+    let seen = shown(&seen);
+    assert!(
+        before(&seen, &format!("ADD {PY}"), &format!("CURRENT {PY}")),
+        "{seen:?}"
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.starts_with("RESET") || s.starts_with("FILTER")),
+        "{seen:?}"
+    );
+    assert!(!seen.contains(&format!("CHANGE {coll}/c {PY}")), "{seen:?}");
+
+    // A token past the retention (more events than the replay keeps): RESET, the full
+    // result, the ExistenceFilter with its count, CURRENT.
+    // An observer on another stream: once it sees the last write, the hub has logged every
+    // write for the disconnected stream too (it applies transactions in order).
+    let mut observer = Listen::open(&mut c).await;
+    observer.add(document_target(5, &format!("{coll}/j"))).await;
+    observer
+        .until(|s| shown(s).contains(&"CURRENT 5".into()))
+        .await;
+    drop(listen);
+    for (i, doc) in ["e", "f", "g", "h", "i", "j"].iter().enumerate() {
+        exec(dsn, &set(doc, 10 + i as i64)).await;
+    }
+    observer
+        .until(|s| shown(s).contains(&format!("CHANGE {coll}/j 5")))
+        .await;
+    drop(observer);
+    let mut listen = Listen::open(&mut c).await;
+    listen
+        .add(resumed(query_target(PY, coll), &last.resume_token))
+        .await;
+    let (seen, last) = listen
+        .until(|s| shown(s).contains(&format!("CURRENT {PY}")))
+        .await;
+    let seen = shown(&seen);
+    let reset = format!("RESET {PY}");
+    let filter = format!("FILTER {PY} 8");
+    assert!(
+        before(&seen, &reset, &format!("CHANGE {coll}/j {PY}")),
+        "{seen:?}"
+    );
+    assert!(
+        before(&seen, &format!("CHANGE {coll}/j {PY}"), &filter),
+        "{seen:?}"
+    );
+    assert!(before(&seen, &filter, &format!("CURRENT {PY}")), "{seen:?}");
+
+    // A token of a stream this sidecar does not know: the same.
+    let mut other = Listen::open(&mut c).await;
+    other
+        .add(resumed(
+            query_target(4, coll),
+            b"0123abcd-1.0000000000000001",
+        ))
+        .await;
+    let (seen, _) = other
+        .until(|s| shown(s).contains(&"CURRENT 4".into()))
+        .await;
+    let seen = shown(&seen);
+    assert!(before(&seen, "RESET 4", "FILTER 4 8"), "{seen:?}");
+    drop(other);
+
+    // read_time: monotonic under concurrent writers, and never below an update time sent
+    // before it, also for a document whose update time is ahead of Postgres' commit time.
+    exec(
+        dsn,
+        &format!(
+            "select docstore.set('{coll}/ahead', '{{\"n\": 50}}'); \
+             update docstore.entities set update_time = now() + interval '1 hour' \
+             where database_id = '(default)' and path = '{coll}/ahead';"
+        ),
+    )
+    .await;
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let dsn = dsn.to_owned();
+            let coll = coll.to_owned();
+            tokio::spawn(async move {
+                for k in 0..20 {
+                    exec(
+                        &dsn,
+                        &format!(
+                            "select docstore.set('{coll}/w{w}_{k}', '{{\"n\": {}}}');",
+                            100 + k
+                        ),
+                    )
+                    .await;
+                }
+            })
+        })
+        .collect();
+    let mut read = micros(last.read_time.as_ref().unwrap());
+    let mut newest_update = 0;
+    let mut written = std::collections::HashSet::new();
+    while written.len() < 80 {
+        let (batch, change) = listen.batch().await;
+        for r in &batch {
+            if let Some(wire::listen_response::ResponseType::DocumentChange(d)) = &r.response_type {
+                let doc = d.document.as_ref().unwrap();
+                newest_update = newest_update.max(micros(doc.update_time.as_ref().unwrap()));
+                if doc.name.rsplit('/').next().unwrap().starts_with('w') {
+                    written.insert(doc.name.clone());
+                }
+            }
+        }
+        let at = micros(change.read_time.as_ref().unwrap());
+        assert!(at >= read, "read_time went back: {at} < {read}");
+        assert!(
+            at >= newest_update,
+            "read_time {at} below an update time sent {newest_update}"
+        );
+        read = at;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
 }

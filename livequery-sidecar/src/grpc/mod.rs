@@ -7,7 +7,7 @@
 //! `build.rs`; [`service`] implements them (GetDocument and BatchGetDocuments, [`documents`];
 //! Commit and the single-document writes, [`commit`]; RunQuery, [`query`]; ListCollectionIds,
 //! [`collections`]; BeginTransaction, Rollback and the reads' transactions and read times,
-//! [`transactions`];
+//! [`transactions`]; Listen, [`listen`], the session hub's live queries rendered as protobuf;
 //! the others answer UNIMPLEMENTED for now). [`serve`]
 //! runs the server on its own listener (`--grpc-listen`): HTTP/2 without TLS (h2c with prior
 //! knowledge), what the SDKs' emulator channel speaks.
@@ -17,6 +17,7 @@ pub mod collections;
 pub mod commit;
 pub mod documents;
 pub mod error;
+pub mod listen;
 pub mod names;
 pub mod query;
 pub mod service;

@@ -4,7 +4,8 @@
 //! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
 //! single-document writes and BatchWrite ([`super::commit`]), RunQuery and RunAggregationQuery ([`super::query`]),
 //! ListCollectionIds ([`super::collections`]), BeginTransaction and Rollback
-//! ([`super::transactions`]); the others answer UNIMPLEMENTED with their name
+//! ([`super::transactions`]), Listen ([`super::listen`]); the others answer UNIMPLEMENTED
+//! with their name
 //! (docs/grpc.md, "What is supported").
 
 use std::pin::Pin;
@@ -15,7 +16,7 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::{invalid_argument, unimplemented};
-use super::{auth, collections, commit, documents, names, query, transactions};
+use super::{auth, collections, commit, documents, listen, names, query, transactions};
 use std::sync::Arc;
 
 use crate::service::caller::Caller;
@@ -336,8 +337,16 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<Streaming<wire::ListenRequest>>,
     ) -> Result<Response<Self::ListenStream>, Status> {
-        self.caller("Listen", &request).await?;
-        Err(unimplemented("Listen"))
+        let mut caller = self.caller("Listen", &request).await?;
+        // The per-caller stream cap of anonymous callers counts by client address.
+        caller.peer = request.remote_addr().map(|a| a.ip());
+        let metadata = request.metadata().clone();
+        let answers = listen::listen(&self.service, caller, metadata, request.into_inner())?;
+        let stream: Self::ListenStream = Box::pin(futures_util::stream::unfold(
+            answers,
+            |mut answers| async move { answers.recv().await.map(|a| (a, answers)) },
+        ));
+        Ok(Response::new(stream))
     }
 
     async fn list_collection_ids(

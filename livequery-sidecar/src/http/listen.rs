@@ -35,7 +35,8 @@ use crate::session::{Connection, Session, TargetRequest};
 /// their Last-Event-ID).
 static SHUTDOWN: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
 
-fn shutdown_signal() -> tokio::sync::watch::Receiver<bool> {
+/// Turns `true` once the process is shutting down (every stream, of any transport, ends).
+pub fn shutdown_signal() -> tokio::sync::watch::Receiver<bool> {
     SHUTDOWN
         .get_or_init(|| tokio::sync::watch::channel(false).0)
         .subscribe()

@@ -60,6 +60,9 @@ fn head(out: &mut String, event: &Event) {
     if let Some(t) = event.commit_time {
         let _ = write!(out, ",\"commitTime\":\"{}\"", t.to_rfc3339());
     }
+    if let Some(t) = event.read_time {
+        let _ = write!(out, ",\"readTime\":\"{}\"", t.to_rfc3339());
+    }
 }
 
 /// A document as `{"path", "data", "updateTime"}`.
@@ -178,7 +181,10 @@ mod tests {
         let f = change(
             "s-1",
             Lsn(5),
-            Timestamp::from_micros(1),
+            crate::session::events::At {
+                commit_time: Timestamp::from_micros(1),
+                ..Default::default()
+            },
             vec![(
                 "q".into(),
                 TargetDelta::Changes(vec![

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use docstore_core::path::ResourcePath;
 use docstore_core::value::Timestamp;
 
 use crate::matcher::{TargetDelta, TargetResult};
@@ -69,7 +70,37 @@ pub struct Event {
     pub position: Lsn,
     /// The commit time of the position's transaction, when known.
     pub commit_time: Option<Timestamp>,
+    /// The read time of the position (docs/storage.md, "Commit times"): never below the
+    /// stream's previous one, nor below an update time the stream was sent up to here.
+    pub read_time: Option<Timestamp>,
+    /// The documents of the stream's database its transaction deleted (a transport that
+    /// tells a deletion from a document leaving a query reads it).
+    pub deleted: Arc<[ResourcePath]>,
     pub kind: EventKind,
+}
+
+/// When an event is: its transaction's commit time, the read time of its position, and the
+/// documents of the stream's database the transaction deleted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct At {
+    pub commit_time: Option<Timestamp>,
+    pub read_time: Option<Timestamp>,
+    pub deleted: Arc<[ResourcePath]>,
+}
+
+/// The read time of a position (docs/storage.md, "Commit times"): the largest of the previous
+/// position's read time, the update times of the documents its transaction wrote, and
+/// Postgres' commit time of the transaction. Positions come in commit order, so the read
+/// times never go backwards and each covers every update time delivered up to it.
+pub fn next_read_time(
+    previous: Option<Timestamp>,
+    commit_time: Timestamp,
+    update_times: impl IntoIterator<Item = Timestamp>,
+) -> Timestamp {
+    update_times
+        .into_iter()
+        .chain(previous)
+        .fold(commit_time, Ord::max)
 }
 
 impl Event {
@@ -112,14 +143,16 @@ pub fn parse_token(text: &str) -> Option<(String, Lsn)> {
     Some((stream.to_owned(), Lsn(position)))
 }
 
-fn frame(stream: &str, position: Lsn, commit_time: Option<Timestamp>, kind: EventKind) -> Frame {
+fn frame(stream: &str, position: Lsn, at: At, kind: EventKind) -> Frame {
     Frame {
         position,
-        commit_micros: commit_time.map(Timestamp::micros),
+        commit_micros: at.commit_time.map(Timestamp::micros),
         event: Arc::new(Event {
             stream: stream.to_owned(),
             position,
-            commit_time,
+            commit_time: at.commit_time,
+            read_time: at.read_time,
+            deleted: at.deleted,
             kind,
         }),
     }
@@ -130,31 +163,26 @@ fn frame(stream: &str, position: Lsn, commit_time: Option<Timestamp>, kind: Even
 pub fn snapshot(
     stream: &str,
     position: Lsn,
-    commit_time: Option<Timestamp>,
+    at: At,
     results: Vec<(String, TargetResult)>,
     changes: Arc<[(String, TargetDelta)]>,
 ) -> Frame {
     frame(
         stream,
         position,
-        commit_time,
+        at,
         EventKind::Snapshot { results, changes },
     )
 }
 
 /// A `change` event: what one transaction did to the targets it changed.
-pub fn change(
-    stream: &str,
-    position: Lsn,
-    commit_time: Option<Timestamp>,
-    changes: Arc<[(String, TargetDelta)]>,
-) -> Frame {
-    frame(stream, position, commit_time, EventKind::Change { changes })
+pub fn change(stream: &str, position: Lsn, at: At, changes: Arc<[(String, TargetDelta)]>) -> Frame {
+    frame(stream, position, at, EventKind::Change { changes })
 }
 
 /// A `heartbeat` event: the position moved, no target changed.
-pub fn heartbeat(stream: &str, position: Lsn, commit_time: Option<Timestamp>) -> Frame {
-    frame(stream, position, commit_time, EventKind::Heartbeat)
+pub fn heartbeat(stream: &str, position: Lsn, at: At) -> Frame {
+    frame(stream, position, at, EventKind::Heartbeat)
 }
 
 /// A `reset` event: discard every target's state; a `snapshot` follows unless the reason is
@@ -163,7 +191,7 @@ pub fn reset(stream: &str, position: Lsn, reason: ResetReason, message: &str) ->
     frame(
         stream,
         position,
-        None,
+        At::default(),
         EventKind::Reset {
             reason,
             message: message.to_owned(),
@@ -194,5 +222,39 @@ mod tests {
         ] {
             assert_eq!(parse_token(bad), None, "{bad:?}");
         }
+    }
+
+    fn t(micros: i64) -> Timestamp {
+        Timestamp::from_micros(micros).unwrap_or_else(|| unreachable!("{micros}"))
+    }
+
+    #[test]
+    fn read_times_never_go_back_and_cover_every_update_time() {
+        // The commit time alone.
+        assert_eq!(next_read_time(None, t(10), []), t(10));
+        // An update time above the commit time (taken before COMMIT, raised by the
+        // per-document and per-instance rules) wins.
+        assert_eq!(next_read_time(None, t(10), [t(12), t(11)]), t(12));
+        // A transaction that committed after another but took an earlier time (the window
+        // of docs/storage.md) does not move the read time back.
+        assert_eq!(next_read_time(Some(t(20)), t(15), [t(14)]), t(20));
+        // Over a run of positions: monotonic, and never below an update time delivered.
+        let mut read = None;
+        let mut delivered = Vec::new();
+        for (commit, updates) in [
+            (5, vec![4]),
+            (9, vec![11]),
+            (8, vec![7]),
+            (8, vec![]),
+            (30, vec![29, 31]),
+        ] {
+            let updates: Vec<Timestamp> = updates.into_iter().map(t).collect();
+            delivered.extend(updates.iter().copied());
+            let next = next_read_time(read, t(commit), updates);
+            assert!(read.is_none_or(|r| r <= next));
+            assert!(delivered.iter().all(|u| *u <= next));
+            read = Some(next);
+        }
+        assert_eq!(read, Some(t(31)));
     }
 }

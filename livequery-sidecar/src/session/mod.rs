@@ -365,6 +365,38 @@ impl Session {
         .await?
     }
 
+    /// Whether the running stream `stream` of `caller` in `database` has the target `target`
+    /// (a transport that resumes a stream for one of its targets asks).
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown stream (or one of another database), PERMISSION_DENIED for
+    /// another caller's.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it changes nothing.
+    pub async fn holds(
+        &self,
+        database: &str,
+        stream: &str,
+        caller: &str,
+        target: &str,
+    ) -> Result<bool, SessionError> {
+        let checked = self
+            .call(|reply| Command::Check {
+                stream: stream.to_owned(),
+                database: database.to_owned(),
+                caller: caller.to_owned(),
+                targets: vec![target.to_owned()],
+                reply,
+            })
+            .await?;
+        match checked {
+            Ok(()) => Ok(false),
+            Err(SessionError::InvalidArgument(_)) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Remove a target from a running stream of `caller`.
     ///
     /// # Errors

@@ -87,7 +87,7 @@ fn time() -> Timestamp {
 
 fn frame(n: u64) -> Item {
     Item {
-        frame: Some((events::heartbeat("s", Lsn(n), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(n), events::At::default()), true)),
         checks: Vec::new(),
     }
 }
@@ -232,7 +232,7 @@ fn a_database_without_rules_denies_every_check() {
     let mut guard = Guard::default();
     guard.set_rules(HashMap::new(), u64::MAX);
     let item = Item {
-        frame: Some((events::heartbeat("s", Lsn(1), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(1), events::At::default()), true)),
         checks: vec![listed("rooms/r1/messages/m1", message("hi", false))],
     };
     let actions = guard.submit("s", DB, &alice(), item);
@@ -260,7 +260,7 @@ fn lookups_are_read_then_events_go_in_order() {
         vec![DB.to_owned()]
     );
     let item = Item {
-        frame: Some((events::heartbeat("s", Lsn(1), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(1), events::At::default()), true)),
         checks: vec![listed("rooms/r1/messages/m1", message("hi", false))],
     };
     let actions = guard.submit("s", DB, &alice(), item);
@@ -282,7 +282,7 @@ fn lookups_are_read_then_events_go_in_order() {
     assert!(!guard.is_waiting("s"));
     // Held now: the next message is decided at once.
     let item = Item {
-        frame: Some((events::heartbeat("s", Lsn(3), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(3), events::At::default()), true)),
         checks: vec![listed("rooms/r1/messages/m3", message("yo", false))],
     };
     assert_eq!(delivered(&guard.submit("s", DB, &alice(), item)), vec![3]);
@@ -294,13 +294,13 @@ fn a_denied_event_is_never_sent_nor_anything_after_it() {
     guard.set_rules(loaded("t1", chat()), u64::MAX);
     let member = vec![(path("rooms/r1"), Some(room(&["alice"])))];
     let item = Item {
-        frame: Some((events::heartbeat("s", Lsn(1), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(1), events::At::default()), true)),
         checks: vec![listed("rooms/r1/messages/m1", message("hi", false))],
     };
     let (serial, _) = fetch(&guard.submit("s", DB, &alice(), item)).unwrap();
     assert_eq!(delivered(&guard.looked_up("s", serial, member)), vec![1]);
     let item = Item {
-        frame: Some((events::heartbeat("s", Lsn(2), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(2), events::At::default()), true)),
         checks: vec![
             listed("rooms/r1/messages/m2", message("ok", false)),
             listed("rooms/r1/messages/m3", message("psst", true)),
@@ -316,7 +316,7 @@ fn a_write_to_a_looked_up_document_is_seen_and_rechecks() {
     let mut guard = Guard::default();
     guard.set_rules(loaded("t1", chat()), u64::MAX);
     let item = Item {
-        frame: Some((events::heartbeat("s", Lsn(1), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(1), events::At::default()), true)),
         checks: vec![messages_query_fixed()],
     };
     let (serial, _) = fetch(&guard.submit("s", DB, &alice(), item)).unwrap();
@@ -348,7 +348,7 @@ fn a_write_during_the_read_wins_over_the_read() {
     let mut guard = Guard::default();
     guard.set_rules(loaded("t1", chat()), u64::MAX);
     let item = Item {
-        frame: Some((events::heartbeat("s", Lsn(1), None), true)),
+        frame: Some((events::heartbeat("s", Lsn(1), events::At::default()), true)),
         checks: vec![messages_query_fixed()],
     };
     let (serial, _) = fetch(&guard.submit("s", DB, &alice(), item)).unwrap();
@@ -409,7 +409,7 @@ fn an_ended_stream_is_no_longer_watched() {
     guard.set_rules(loaded("t1", chat()), u64::MAX);
     for s in ["s1", "s2"] {
         let item = Item {
-            frame: Some((events::heartbeat(s, Lsn(1), None), true)),
+            frame: Some((events::heartbeat(s, Lsn(1), events::At::default()), true)),
             checks: vec![messages_query_fixed()],
         };
         let (serial, _) = fetch(&guard.submit(s, DB, &alice(), item)).unwrap();
@@ -431,7 +431,7 @@ fn an_ended_stream_is_no_longer_watched() {
     assert!(guard.watchers.is_empty());
     // A truncate reaches every stream holding documents of the database.
     let item = Item {
-        frame: Some((events::heartbeat("s3", Lsn(2), None), true)),
+        frame: Some((events::heartbeat("s3", Lsn(2), events::At::default()), true)),
         checks: vec![messages_query_fixed()],
     };
     let (serial, _) = fetch(&guard.submit("s3", DB, &alice(), item)).unwrap();

@@ -11,7 +11,7 @@ use super::{Hub, Phase, SnapshotHorizon, Stream, TargetState, TxnWrites};
 use crate::matcher::{Document, Horizon, TargetId};
 use crate::pg::snapshot::ReadPoint;
 use crate::pg::RunAs;
-use crate::session::events::{self, ResetReason};
+use crate::session::events::{self, At, ResetReason};
 use crate::session::{Caller, Command, Connection, Grant, Resumed, SessionError, TargetRequest};
 use crate::source::Lsn;
 
@@ -225,6 +225,7 @@ impl Hub {
                 disconnected_at: None,
                 epoch: 0,
                 held: false,
+                read_time: None,
             },
         );
         if let Err(e) = self.register(&id, targets, grant, point) {
@@ -401,7 +402,16 @@ impl Hub {
                 ResetReason::RetentionPassed,
                 NOT_RETAINED,
             ),
-            events::snapshot(id, stream.position, None, results, Arc::new([])),
+            events::snapshot(
+                id,
+                stream.position,
+                At {
+                    read_time: stream.read_time,
+                    ..At::default()
+                },
+                results,
+                Arc::new([]),
+            ),
         ];
         Resumed::Connection(Connection {
             stream: id.to_owned(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-use super::events::{self, Frame, ResetReason};
+use super::events::{self, At, EventKind, Frame, ResetReason};
 use super::guard::{self, Guard};
 use super::upkeep;
 use super::{fetch_of, Caller, Command, Grant, Settings};
@@ -20,6 +20,8 @@ use crate::source::{
     Backoff, Change, ChangeSource, Consumer, DocumentData, Lsn, ReplicationSettings, SourceEvent,
     SupervisedSource, Transaction,
 };
+use docstore_core::path::ResourcePath;
+use docstore_core::value::Timestamp;
 
 mod commands;
 mod guarded;
@@ -81,6 +83,8 @@ struct Stream {
     /// every target is back, then one `snapshot` of all of them, so that its targets never
     /// show states of different positions (the others go on changing meanwhile).
     held: bool,
+    /// The read time of its last event: the next one is at least this.
+    read_time: Option<Timestamp>,
 }
 
 /// Each target's rows, by the client's target id.
@@ -133,6 +137,8 @@ struct Hub {
     ended_order: VecDeque<String>,
     next_target: u64,
     position: Lsn,
+    /// The read time of `position` (docs/storage.md, "Commit times").
+    read_time: Option<Timestamp>,
     ready: bool,
     waiting: Vec<oneshot::Sender<Grant>>,
     kick: Arc<Notify>,
@@ -186,6 +192,7 @@ pub fn spawn(
         ended_order: VecDeque::new(),
         next_target: 1,
         position: Lsn(0),
+        read_time: None,
         ready: false,
         waiting: Vec::new(),
         kick,
@@ -250,6 +257,22 @@ impl TxnWrites {
 
     /// What `database`'s matcher applies of this transaction: the truncate first, then the
     /// database's own writes (empty: nothing to apply).
+    /// The documents of `database` the transaction deleted.
+    pub(super) fn deleted(&self, database: &str) -> Arc<[ResourcePath]> {
+        self.by_db
+            .get(database)
+            .map(|writes| -> Arc<[ResourcePath]> {
+                writes
+                    .iter()
+                    .filter_map(|w| match w {
+                        Write::Delete(path) => Some(path.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub(super) fn of_database(&self, database: &str) -> Vec<Write> {
         let mut writes = Vec::new();
         if self.truncated {
@@ -428,7 +451,16 @@ impl Hub {
         for (stream, target) in requery {
             self.start_requery(&stream, &target);
         }
-        let commit_time = Some(txn.commit_time);
+        let read_time = events::next_read_time(
+            self.read_time,
+            txn.commit_time,
+            txn.changes.iter().filter_map(|c| match c {
+                Change::Insert(d) | Change::Update(d) => Some(d.update_time),
+                Change::Delete(_) | Change::Truncate => None,
+            }),
+        );
+        self.read_time = Some(read_time);
+        let mut deleted: HashMap<String, Arc<[ResourcePath]>> = HashMap::new();
         let interval = self.settings.heartbeat;
         // The streams this transaction may send to: those with changes, those with targets
         // waiting for their first position, and those due a heartbeat.
@@ -456,6 +488,15 @@ impl Hub {
             let Some(stream) = self.streams.get_mut(&id) else {
                 self.pending.remove(&id);
                 continue;
+            };
+            let at = At {
+                commit_time: Some(txn.commit_time),
+                read_time: Some(read_time),
+                deleted: Arc::clone(
+                    deleted
+                        .entry(stream.database.clone())
+                        .or_insert_with(|| txn_writes.deleted(&stream.database)),
+                ),
             };
             let mut newly = Vec::new();
             if self.pending.contains(&id) {
@@ -486,7 +527,7 @@ impl Hub {
                     .iter()
                     .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
                     .collect();
-                let frame = events::snapshot(&id, position, commit_time, results, Arc::new([]));
+                let frame = events::snapshot(&id, position, at, results, Arc::new([]));
                 let all: Vec<String> = stream.targets.keys().cloned().collect();
                 let writes = txn_writes.by_db.get(&stream.database);
                 self.send_checked(&id, frame, true, &[], &all, writes);
@@ -516,16 +557,16 @@ impl Hub {
                     })
                     .collect();
                 Some((
-                    events::snapshot(&id, position, commit_time, results, Arc::clone(&changes)),
+                    events::snapshot(&id, position, at, results, Arc::clone(&changes)),
                     true,
                 ))
             } else if !changes.is_empty() {
                 Some((
-                    events::change(&id, position, commit_time, Arc::clone(&changes)),
+                    events::change(&id, position, at, Arc::clone(&changes)),
                     true,
                 ))
             } else if heartbeat || stream.last_event.elapsed() >= interval {
-                Some((events::heartbeat(&id, position, commit_time), false))
+                Some((events::heartbeat(&id, position, at), false))
             } else {
                 None
             };
@@ -541,11 +582,36 @@ impl Hub {
     }
 
     /// Queue `frame` to the stream (and log it for resumes when `logged`).
-    fn deliver(&mut self, id: &str, frame: Frame, logged: bool) {
+    ///
+    /// The frame's read time is raised to the stream's previous one and to the update times
+    /// of the documents it shows (a first snapshot's rows may predate the change stream).
+    fn deliver(&mut self, id: &str, mut frame: Frame, logged: bool) {
         let replay = self.settings.replay;
         let Some(stream) = self.streams.get_mut(id) else {
             return;
         };
+        let shown = match &frame.event.kind {
+            EventKind::Snapshot { results, .. } => results
+                .iter()
+                .filter_map(|(_, r)| match r {
+                    crate::matcher::TargetResult::Documents(docs) => {
+                        docs.iter().map(|d| d.update_time).max()
+                    }
+                    crate::matcher::TargetResult::Aggregate(_) => None,
+                })
+                .max(),
+            _ => None,
+        };
+        let read_time = [stream.read_time, frame.event.read_time, shown]
+            .into_iter()
+            .flatten()
+            .max();
+        if !matches!(frame.event.kind, EventKind::Reset { .. }) {
+            stream.read_time = read_time;
+            if frame.event.read_time != read_time {
+                Arc::make_mut(&mut frame.event).read_time = read_time;
+            }
+        }
         stream.position = stream.position.max(frame.position);
         stream.last_event = Instant::now();
         if logged {
