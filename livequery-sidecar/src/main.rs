@@ -71,10 +71,8 @@ async fn run(config: Config) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(listen = %config.listen, "docstore-sidecar is serving");
     let session = if config.live {
-        let postgres: tokio_postgres::Config = config
-            .database_url
-            .parse()
-            .map_err(|e| format!("--database-url: {e}"))?;
+        let postgres = docstore_sidecar::pg::tls::Postgres::parse(&config.database_url)?;
+        postgres.check_replication()?;
         Some(Session::start(
             db.clone(),
             Settings {
