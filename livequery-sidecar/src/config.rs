@@ -19,7 +19,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 pub struct Config {
     /// Postgres to connect to: a libpq URL (`postgresql://user@host:port/db`) or keyword
     /// string (`host=... port=... user=... dbname=...`). The role must be allowed to
-    /// `SET ROLE docstore_client` (a member of it, or a superuser).
+    /// `SET ROLE docstore_client` (a member of it, or a superuser). TLS: libpq's `sslmode`
+    /// (disable, prefer: the default, require, verify-ca, verify-full) and `sslrootcert` (the
+    /// CA file, PEM; needed by verify-*), for every connection (docs/http.md).
     #[arg(
         long,
         env = "DOCSTORE_DATABASE_URL",

@@ -85,10 +85,8 @@ async fn run(config: Config) -> Result<(), String> {
                 },
             )?);
         }
-        let postgres: tokio_postgres::Config = config
-            .database_url
-            .parse()
-            .map_err(|e| format!("--database-url: {e}"))?;
+        let postgres = docstore_sidecar::pg::tls::Postgres::parse(&config.database_url)?;
+        postgres.check_replication()?;
         Some(Session::start(
             db.clone(),
             Settings {

@@ -980,7 +980,7 @@ async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
     let session = Session::start(
         db.clone(),
         Settings {
-            postgres: dsn.parse().unwrap(),
+            postgres: docstore_sidecar::pg::tls::Postgres::plain(dsn.parse().unwrap()),
             slot: slot.to_owned(),
             heartbeat: std::time::Duration::from_millis(200),
             grace: std::time::Duration::from_secs(60),
@@ -990,6 +990,7 @@ async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
             matcher: docstore_sidecar::matcher::MatcherConfig::default(),
             caps: StreamCaps::default(),
         },
+        Vec::new(),
     );
     let service = Arc::new(Service {
         db,

@@ -88,7 +88,7 @@ fn streams_snapshot_change_and_resume() {
             let session = Session::start(
                 db,
                 Settings {
-                    postgres: dsn.parse().unwrap(),
+                    postgres: docstore_sidecar::pg::tls::Postgres::plain(dsn.parse().unwrap()),
                     slot: slot.clone(),
                     heartbeat: Duration::from_millis(200),
                     grace: Duration::from_secs(60),

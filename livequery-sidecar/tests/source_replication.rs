@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use docstore_core::typed_json;
 use docstore_core::value::Map;
+use docstore_sidecar::pg::tls::Postgres;
 use docstore_sidecar::source::entities::parse_timestamptz;
 use docstore_sidecar::source::{
     heartbeat, replace_slot, Backoff, Change, ChangeSource, DocumentData, Lsn, ReplicationSettings,
@@ -135,7 +136,7 @@ async fn replication_source_decodes_committed_transactions() {
         nanos % 1_000_000_000
     );
     let prefix = format!("live{nanos}");
-    let settings = ReplicationSettings::new(dsn.parse().unwrap(), slot.clone());
+    let settings = ReplicationSettings::new(Postgres::plain(dsn.parse().unwrap()), slot.clone());
 
     let mut source = ReplicationSource::connect(&settings).await.unwrap();
     let Ok(SourceEvent::SlotCreated { consistent_point }) = source.next_event().await else {
@@ -343,7 +344,7 @@ async fn heartbeats_arrive_and_a_lost_slot_is_replaced() {
         std::process::id(),
         nanos % 1_000_000_000
     );
-    let settings = ReplicationSettings::new(dsn.parse().unwrap(), slot.clone());
+    let settings = ReplicationSettings::new(Postgres::plain(dsn.parse().unwrap()), slot.clone());
     let mut source = ReplicationSource::connect(&settings).await.unwrap();
     let Ok(SourceEvent::SlotCreated { consistent_point }) = source.next_event().await else {
         panic!("the first event is not the slot's creation");
@@ -489,7 +490,7 @@ async fn supervised_source_survives_a_lost_connection_and_a_dropped_slot() {
         std::process::id(),
         nanos % 1_000_000_000
     );
-    let settings = ReplicationSettings::new(dsn.parse().unwrap(), slot.clone());
+    let settings = ReplicationSettings::new(Postgres::plain(dsn.parse().unwrap()), slot.clone());
     let mut source = SupervisedSource::new(
         settings,
         Backoff::new(Duration::from_millis(50), Duration::from_secs(1)),

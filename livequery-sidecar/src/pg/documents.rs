@@ -272,6 +272,7 @@ pub async fn get(
     let mut tx = RequestTx {
         client: Some(db.pool.get().await?),
         open: false,
+        tls: std::sync::Arc::clone(&db.tls),
     };
     let client = tx.client()?;
     let read = client.prepare_cached(CLIENT_READ_SQL).await?;

@@ -8,6 +8,7 @@ pub mod documents;
 pub mod query;
 pub mod shared;
 pub mod snapshot;
+pub mod tls;
 pub mod triggers;
 pub mod types;
 
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use thiserror::Error;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 use databases::{DatabaseCache, DEFAULT_DATABASE};
 use shared::Shared;
@@ -87,6 +88,8 @@ pub struct Db {
     /// Which requests this role may run in one statement (`docstore.get_document_as_client`,
     /// `add_document`, `add_document_as_client`): asked once, see `documents::one_statement`.
     one_statement: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    /// The TLS of the connections, for cancelling an abandoned request's statement.
+    tls: Arc<tls::Tls>,
 }
 
 /// Pool sizes for `/metrics`.
@@ -132,8 +135,7 @@ impl Db {
         shared: usize,
         statement_timeout: Duration,
     ) -> Result<Db, String> {
-        let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e| format!("--database-url: {e}"))?;
+        let tls::Postgres { mut config, tls } = tls::Postgres::parse(url)?;
         if config.get_application_name().is_none() {
             config.application_name(APPLICATION_NAME);
         }
@@ -153,10 +155,18 @@ impl Db {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(5));
         }
-        let shared = Shared::new(config.clone(), shared).map(Arc::new);
+        let shared = Shared::new(
+            tls::Postgres {
+                config: config.clone(),
+                tls: tls.clone(),
+            },
+            shared,
+        )
+        .map(Arc::new);
+        let cancel_tls = Arc::new(tls.clone());
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -176,6 +186,7 @@ impl Db {
             one_statement: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
                 documents::ONE_STATEMENT_UNKNOWN,
             )),
+            tls: cancel_tls,
         })
     }
 
@@ -353,6 +364,7 @@ impl Db {
         let mut tx = RequestTx {
             client: Some(client),
             open: false,
+            tls: Arc::clone(&self.tls),
         };
         let client = tx.client()?;
         self.databases.check(client, database).await?;
@@ -442,6 +454,8 @@ const LAST_COMMIT_TIME_SQL: &str = "select docstore.last_commit_time()";
 pub struct RequestTx {
     client: Option<Object>,
     open: bool,
+    /// The connections' TLS: the cancel request opens a connection of its own.
+    tls: Arc<tls::Tls>,
 }
 
 impl RequestTx {
@@ -541,12 +555,13 @@ impl Drop for RequestTx {
             return;
         };
         let token = object.cancel_token();
+        let tls = tls::Tls::clone(&self.tls);
         // Out of the pool: closing it ends the backend, which rolls back.
         let client = Object::take(object);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    if let Err(e) = token.cancel_query(NoTls).await {
+                    if let Err(e) = token.cancel_query(tls).await {
                         tracing::debug!(error = %e, "cancel of an abandoned request's statement");
                     }
                     drop(client);

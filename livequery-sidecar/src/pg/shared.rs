@@ -31,7 +31,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
+
+use super::tls::Postgres;
 
 use super::PgError;
 
@@ -42,7 +44,7 @@ pub const DEFAULT_SHARED_CONNECTIONS: usize = 2;
 
 /// A fixed set of shared connections, opened on first use and reopened after they fail.
 pub struct Shared {
-    config: tokio_postgres::Config,
+    config: Postgres,
     slots: Box<[Slot]>,
 }
 
@@ -78,7 +80,7 @@ impl Drop for InFlight<'_> {
 impl Shared {
     /// `count` shared connections to `config` (none: `None`, every request takes a pooled
     /// connection).
-    pub fn new(config: tokio_postgres::Config, count: usize) -> Option<Shared> {
+    pub fn new(config: Postgres, count: usize) -> Option<Shared> {
         (count > 0).then(|| Shared {
             config,
             slots: (0..count)
@@ -133,7 +135,7 @@ impl Slot {
             .cloned()
     }
 
-    async fn open(&self, config: &tokio_postgres::Config) -> Result<Arc<Conn>, PgError> {
+    async fn open(&self, config: &Postgres) -> Result<Arc<Conn>, PgError> {
         if let Some(conn) = self.live() {
             return Ok(conn);
         }
@@ -141,7 +143,7 @@ impl Slot {
         if let Some(conn) = self.live() {
             return Ok(conn);
         }
-        let (client, connection) = config.connect(NoTls).await.map_err(PgError::Connect)?;
+        let (client, connection) = config.connect().await.map_err(PgError::Connect)?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "a shared Postgres connection ended");

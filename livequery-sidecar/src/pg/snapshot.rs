@@ -52,6 +52,7 @@ impl Db {
         let mut tx = RequestTx {
             client: Some(client),
             open: false,
+            tls: std::sync::Arc::clone(&self.tls),
         };
         let client = tx.client()?;
         self.databases.check(client, database).await?;

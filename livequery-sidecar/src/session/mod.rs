@@ -36,7 +36,7 @@ pub use events::{Frame, ResetReason};
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The Postgres the replication connection and the heartbeats use (a REPLICATION role).
-    pub postgres: tokio_postgres::Config,
+    pub postgres: crate::pg::tls::Postgres,
     /// The logical slot the sidecar owns (created when missing).
     pub slot: String,
     /// About how often a heartbeat is emitted when nothing is written.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch, Notify};
-use tokio_postgres::NoTls;
 
 use super::hub::Internal;
 use super::Grant;
@@ -20,7 +19,7 @@ use crate::source::Lsn;
 /// # Cancel safety
 /// Runs for the life of the process.
 pub async fn run(
-    postgres: tokio_postgres::Config,
+    postgres: crate::pg::tls::Postgres,
     slot: String,
     interval: Duration,
     mut activity: watch::Receiver<Lsn>,
@@ -34,7 +33,7 @@ pub async fn run(
     let mut due = tokio::time::Instant::now() + interval;
     loop {
         if client.is_none() {
-            match postgres.connect(NoTls).await {
+            match postgres.connect().await {
                 Ok((c, connection)) => {
                     tokio::spawn(async move {
                         if let Err(e) = connection.await {

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use pgwire_replication::{PgWireError, ReplicationClient, ReplicationEvent, TlsConfig};
 use tokio_postgres::config::Host;
-use tokio_postgres::NoTls;
+
+use crate::pg::tls::{Postgres, SslMode};
 
 use super::pgoutput::{Begin, Commit, LogicalMessage, Lsn, Message};
 use super::transaction::{Assembled, Assembler};
@@ -26,7 +27,7 @@ pub const SESSION_OPTIONS: &str = "-c TimeZone=UTC -c DateStyle=ISO,YMD -c bytea
 #[derive(Debug, Clone)]
 pub struct ReplicationSettings {
     /// The database (host, port, user, password, dbname); the user needs REPLICATION.
-    pub postgres: tokio_postgres::Config,
+    pub postgres: Postgres,
     /// The logical slot this source owns (created when missing).
     pub slot: String,
     /// The publication of `docstore.entities`.
@@ -38,7 +39,7 @@ pub struct ReplicationSettings {
 impl ReplicationSettings {
     /// Settings with the extension's publication `docstore_changes` and a one-second status
     /// interval.
-    pub fn new(postgres: tokio_postgres::Config, slot: impl Into<String>) -> Self {
+    pub fn new(postgres: Postgres, slot: impl Into<String>) -> Self {
         ReplicationSettings {
             postgres,
             slot: slot.into(),
@@ -178,11 +179,8 @@ impl ChangeSource for ReplicationSource {
 /// # Errors
 /// [`SourceError::Postgres`] when Postgres refuses, [`SourceError::SlotUnusable`] for a
 /// slot of that name that is not a pgoutput slot of this database.
-pub async fn ensure_slot(
-    postgres: &tokio_postgres::Config,
-    slot: &str,
-) -> Result<Option<Lsn>, SourceError> {
-    let (client, connection) = postgres.connect(NoTls).await?;
+pub async fn ensure_slot(postgres: &Postgres, slot: &str) -> Result<Option<Lsn>, SourceError> {
+    let (client, connection) = postgres.connect().await?;
     let connection = tokio::spawn(connection);
     let result = async {
         let existing = client
@@ -246,11 +244,8 @@ pub async fn ensure_slot(
 /// # Cancel safety
 /// Not cancel-safe: cancelled between the drop and the create, the slot is missing (the
 /// next [`ReplicationSource::connect`] creates it).
-pub async fn replace_slot(
-    postgres: &tokio_postgres::Config,
-    slot: &str,
-) -> Result<Lsn, SourceError> {
-    let (client, connection) = postgres.connect(NoTls).await?;
+pub async fn replace_slot(postgres: &Postgres, slot: &str) -> Result<Lsn, SourceError> {
+    let (client, connection) = postgres.connect().await?;
     let connection = tokio::spawn(connection);
     let result = async {
         let dropped = client
@@ -279,7 +274,8 @@ pub async fn replace_slot(
 fn replication_config(
     settings: &ReplicationSettings,
 ) -> Result<pgwire_replication::ReplicationConfig, SourceError> {
-    let pg = &settings.postgres;
+    let pg = &settings.postgres.config;
+    let tls = &settings.postgres.tls;
     let host = match pg.get_hosts().first() {
         Some(Host::Tcp(name)) => name.clone(),
         Some(Host::Unix(dir)) => dir.to_string_lossy().into_owned(),
@@ -302,7 +298,17 @@ fn replication_config(
         settings.publication.clone(),
     )
     .with_port(port)
-    .with_tls(TlsConfig::disabled())
+    .with_tls(TlsConfig {
+        mode: match tls.mode {
+            SslMode::Disable => pgwire_replication::SslMode::Disable,
+            SslMode::Prefer => pgwire_replication::SslMode::Prefer,
+            SslMode::Require => pgwire_replication::SslMode::Require,
+            SslMode::VerifyCa => pgwire_replication::SslMode::VerifyCa,
+            SslMode::VerifyFull => pgwire_replication::SslMode::VerifyFull,
+        },
+        ca_pem_path: tls.root_cert.clone(),
+        ..TlsConfig::disabled()
+    })
     .with_start_lsn(pgwire_replication::Lsn::ZERO)
     .with_status_interval(settings.status_interval)
     .with_options(SESSION_OPTIONS)
@@ -358,9 +364,11 @@ mod tests {
     #[test]
     fn replication_config_from_a_connection_string() {
         let settings = ReplicationSettings::new(
-            "host=127.0.0.1 port=5433 user=sidecar password=pw dbname=app"
-                .parse()
-                .unwrap(),
+            Postgres::plain(
+                "host=127.0.0.1 port=5433 user=sidecar password=pw dbname=app"
+                    .parse()
+                    .unwrap(),
+            ),
             "slot1",
         );
         let config = replication_config(&settings).unwrap();
@@ -375,5 +383,17 @@ mod tests {
         assert_eq!(config.slot, "slot1");
         assert_eq!(config.publication.names(), ["docstore_changes"]);
         assert_eq!(config.options.as_deref(), Some(SESSION_OPTIONS));
+        assert_eq!(config.tls.mode, pgwire_replication::SslMode::Disable);
+    }
+
+    #[test]
+    fn the_urls_sslmode_reaches_the_replication_connection() {
+        let settings = ReplicationSettings::new(
+            Postgres::parse("postgresql://sidecar@db.example:5433/app?sslmode=require").unwrap(),
+            "slot1",
+        );
+        let config = replication_config(&settings).unwrap();
+        assert_eq!(config.tls.mode, pgwire_replication::SslMode::Require);
+        assert_eq!(config.host, "db.example");
     }
 }
