@@ -1,23 +1,29 @@
 //! ListCollectionIds: the service's collection ids under a parent (admin only, as Firestore's
 //! server SDKs), paged: a page holds at most `page_size` ids (0: all), its
 //! `next_page_token` is the last id it holds when more follow, and a request with that token
-//! starts after it (ids are sorted, so a token is a position).
+//! starts after it (ids are sorted, so a token is a position). ListDocuments: the documents
+//! of a collection, paged the same way by document id.
 
-use docstore_core::proto::DatabaseName;
+use docstore_core::proto::{timestamp_from_proto, DatabaseName, ProtoTimestamp};
+use docstore_core::Code;
 use docstore_core::ResourcePath;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::Status;
 
-use super::error::{from_service, invalid_argument};
+use super::commit::now;
+use super::documents::{mask, render};
+use super::error::{from_proto, from_service, invalid_argument, status};
 use crate::service::caller::Caller;
-use crate::service::collections::list_collection_ids as service_list;
+use crate::service::collections::{
+    list_collection_ids as service_list, list_documents as service_list_documents,
+};
 use crate::service::Service;
 
 /// ListCollectionIds under `parent` (`None`: the root).
 ///
 /// # Errors
 /// PERMISSION_DENIED for a caller other than the admin, INVALID_ARGUMENT for a negative page
-/// size, database errors.
+/// size, FAILED_PRECONDITION for a `read_time` in the past ([`current_read`]), database errors.
 ///
 /// # Cancel safety
 /// As `service::collections::list_collection_ids`.
@@ -28,10 +34,10 @@ pub async fn list_collection_ids(
     parent: Option<&ResourcePath>,
     request: &wire::ListCollectionIdsRequest,
 ) -> Result<wire::ListCollectionIdsResponse, Status> {
-    if request.consistency_selector.is_some() {
-        return Err(invalid_argument(
-            "ListCollectionIds at a read_time is not implemented by pg_docstore yet",
-        ));
+    if let Some(wire::list_collection_ids_request::ConsistencySelector::ReadTime(at)) =
+        &request.consistency_selector
+    {
+        current_read("ListCollectionIds", at)?;
     }
     let size = usize::try_from(request.page_size)
         .map_err(|_| invalid_argument("page_size must not be negative"))?;
@@ -40,6 +46,117 @@ pub async fn list_collection_ids(
         .await
         .map_err(from_service)?;
     Ok(page(ids, &request.page_token, size))
+}
+
+/// ListDocuments of the collection `collection_id` under `parent` (`None`: the root): its
+/// documents in name order (each cut to `mask`), with `show_missing` also the documents that
+/// do not exist but have subcollections (a name only, no times), paged by `page_size` (0: all)
+/// and `page_token` (the last id of the previous page).
+///
+/// # Errors
+/// INVALID_ARGUMENT for a missing or bad `collection_id`, a negative page size, an `order_by`
+/// other than the name, a bad mask; UNIMPLEMENTED in a transaction; FAILED_PRECONDITION for a
+/// `read_time` in the past; PERMISSION_DENIED for a caller other than the admin.
+///
+/// # Cancel safety
+/// As `service::collections::list_documents`.
+pub async fn list_documents(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    parent: Option<&ResourcePath>,
+    request: &wire::ListDocumentsRequest,
+) -> Result<wire::ListDocumentsResponse, Status> {
+    match &request.consistency_selector {
+        Some(wire::list_documents_request::ConsistencySelector::ReadTime(at)) => {
+            current_read("ListDocuments", at)?;
+        }
+        Some(wire::list_documents_request::ConsistencySelector::Transaction(_)) => {
+            return Err(status(
+                Code::Unimplemented,
+                "ListDocuments in a transaction is not implemented by pg_docstore yet (docs/grpc.md)",
+            ));
+        }
+        None => {}
+    }
+    if request.collection_id.is_empty() {
+        return Err(invalid_argument(
+            "ListDocuments needs a collection_id (listing every collection under a parent is not served)",
+        ));
+    }
+    let order = request.order_by.trim();
+    if !(order.is_empty() || order == "__name__" || order == "__name__ asc") {
+        return Err(invalid_argument(format!(
+            "ListDocuments orders by __name__ only, not \"{}\"",
+            docstore_core::path::abbreviate(order)
+        )));
+    }
+    let size = usize::try_from(request.page_size)
+        .map_err(|_| invalid_argument("page_size must not be negative"))?;
+    let collection = match parent {
+        Some(p) => p.child(&request.collection_id),
+        None => ResourcePath::from_segments(vec![request.collection_id.clone()]),
+    }
+    .map_err(|e| invalid_argument(format!("collection_id: {e}")))?;
+    let mask = mask(request.mask.as_ref())?;
+    let listed = service_list_documents(
+        service,
+        caller,
+        &db.database,
+        &collection,
+        request.show_missing,
+    )
+    .await
+    .map_err(from_service)?;
+    let token = request.page_token.as_str();
+    let mut rest: Vec<_> = listed
+        .into_iter()
+        .filter(|l| token.is_empty() || l.id.as_bytes() > token.as_bytes())
+        .collect();
+    let mut next_page_token = String::new();
+    if size > 0 && rest.len() > size {
+        rest.truncate(size);
+        next_page_token = rest.last().map(|l| l.id.clone()).unwrap_or_default();
+    }
+    let documents = rest
+        .iter()
+        .map(|l| {
+            let path = collection
+                .child(&l.id)
+                .map_err(|e| invalid_argument(format!("document id: {e}")))?;
+            match &l.document {
+                Some(doc) => render(db, &path, doc, mask.as_deref()),
+                None => Ok(wire::Document {
+                    name: db.document_name(&path),
+                    ..wire::Document::default()
+                }),
+            }
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
+    Ok(wire::ListDocumentsResponse {
+        documents,
+        next_page_token,
+    })
+}
+
+/// Check that a read at `read_time` is a current read: a time not before the read itself (the
+/// sidecar's clock now), so that no commit can have come after it. pg_docstore keeps no version
+/// history, so a read in the past is refused rather than answered with today's state.
+///
+/// # Errors
+/// INVALID_ARGUMENT for a time out of range, FAILED_PRECONDITION for a time in the past.
+pub fn current_read(rpc: &str, read_time: &ProtoTimestamp) -> Result<(), Status> {
+    let at = timestamp_from_proto(read_time).map_err(|e| from_proto(&e))?;
+    if at < now()? {
+        return Err(status(
+            Code::FailedPrecondition,
+            format!(
+                "{rpc} at read_time {}: a read in the past needs a version history, which pg_docstore does not keep; read without read_time for the current state (docs/grpc.md)",
+                at.to_rfc3339()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The page of sorted `ids` after `token` (empty: from the start), at most `size` (0: all).
