@@ -1,14 +1,18 @@
 """Development mode's databases (docs/grpc.md, "Names"): with --dev-mode a database a gRPC request
 names that does not exist is created on first use, with automatic composite indexes on, as the
 Firebase emulator serves any database; concurrent first requests all succeed and create it once.
-Without --dev-mode such a request is NOT_FOUND and creates nothing."""
+Without --dev-mode such a request is NOT_FOUND and creates nothing; a sidecar whose login may not
+create databases (the least-privilege role of sql/sidecar_role.sql) answers FAILED_PRECONDITION
+and creates nothing."""
 
+import secrets
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-from conftest import grpc_sidecar
+from conftest import PG_BIN, ROOT, as_postgres, free_port, grpc_sidecar, own_sidecar
+from google.api_core import exceptions
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.firestore_v1.types import firestore as firestore_types
@@ -76,4 +80,23 @@ def test_without_dev_mode_a_missing_database_is_not_found(stack):
         channel.close()
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND
     assert f'database "{database}" does not exist' in raised.value.details()
+    assert catalog_row(stack, database) == []
+
+
+def test_a_login_that_may_not_create_databases_is_refused(monkeypatch, stack):
+    password = secrets.token_hex(16)
+    script = (ROOT / "sql" / "sidecar_role.sql").read_text()
+    psql = [str(PG_BIN / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(stack.cluster.port)]
+    as_postgres(
+        [*psql, "-U", "postgres", "-d", "docstore", "-f", "-"],
+        input=f"\\set password {password}\n" + script,
+    )
+    url = stack.cluster.url().replace("postgres@", f"docstore_sidecar:{password}@", 1)
+    database = new_database_id()
+    address = f"127.0.0.1:{free_port()}"
+    with own_sidecar(stack, "--grpc-listen", address, "--dev-mode", database_url=url):
+        db = sdk_client(monkeypatch, address, database)
+        with pytest.raises(exceptions.FailedPrecondition) as raised:
+            db.collection("c").document("a").set({"x": 1})
+    assert "development mode cannot create it" in str(raised.value)
     assert catalog_row(stack, database) == []
