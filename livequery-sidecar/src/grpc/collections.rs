@@ -1,18 +1,23 @@
 //! ListCollectionIds: the service's collection ids under a parent (admin only, as Firestore's
 //! server SDKs), paged: a page holds at most `page_size` ids (0: all), its
 //! `next_page_token` is the last id it holds when more follow, and a request with that token
-//! starts after it (ids are sorted, so a token is a position). At a `read_time`: a current
-//! listing, checked after it as the reads are (`service::read_time`).
+//! starts after it (ids are sorted, so a token is a position). ListDocuments: the documents
+//! of a collection, paged the same way by document id. At a `read_time`: a current listing,
+//! checked after it as the reads are (`service::read_time`).
 
 use docstore_core::proto::{timestamp_from_proto, DatabaseName};
+use docstore_core::Code;
 use docstore_core::ResourcePath;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::Status;
 use wire::list_collection_ids_request::ConsistencySelector;
 
-use super::error::{from_proto, from_service, invalid_argument};
+use super::documents::{mask, render};
+use super::error::{from_proto, from_service, invalid_argument, status};
 use crate::service::caller::Caller;
-use crate::service::collections::list_collection_ids as service_list;
+use crate::service::collections::{
+    list_collection_ids as service_list, list_documents as service_list_documents,
+};
 use crate::service::{read_time, Service};
 
 /// ListCollectionIds under `parent` (`None`: the root).
@@ -47,6 +52,101 @@ pub async fn list_collection_ids(
         read_time::check(service, t).await.map_err(from_service)?;
     }
     Ok(page(ids, &request.page_token, size))
+}
+
+/// ListDocuments of the collection `collection_id` under `parent` (`None`: the root): its
+/// documents in name order (each cut to `mask`), with `show_missing` also the documents that
+/// do not exist but have subcollections (a name only, no times), paged by `page_size` (0: all)
+/// and `page_token` (the last id of the previous page).
+///
+/// # Errors
+/// INVALID_ARGUMENT for a missing or bad `collection_id`, a negative page size, an `order_by`
+/// other than the name, a bad mask; UNIMPLEMENTED in a transaction; FAILED_PRECONDITION for a
+/// `read_time` in the past; PERMISSION_DENIED for a caller other than the admin.
+///
+/// # Cancel safety
+/// As `service::collections::list_documents`.
+pub async fn list_documents(
+    service: &Service,
+    caller: &Caller,
+    db: &DatabaseName,
+    parent: Option<&ResourcePath>,
+    request: &wire::ListDocumentsRequest,
+) -> Result<wire::ListDocumentsResponse, Status> {
+    let read_time = match &request.consistency_selector {
+        Some(wire::list_documents_request::ConsistencySelector::ReadTime(t)) => {
+            Some(timestamp_from_proto(t).map_err(|e| from_proto(&e))?)
+        }
+        Some(wire::list_documents_request::ConsistencySelector::Transaction(_)) => {
+            return Err(status(
+                Code::Unimplemented,
+                "ListDocuments in a transaction is not implemented by pg_docstore yet (docs/grpc.md)",
+            ));
+        }
+        None => None,
+    };
+    if request.collection_id.is_empty() {
+        return Err(invalid_argument(
+            "ListDocuments needs a collection_id (listing every collection under a parent is not served)",
+        ));
+    }
+    let order = request.order_by.trim();
+    if !(order.is_empty() || order == "__name__" || order == "__name__ asc") {
+        return Err(invalid_argument(format!(
+            "ListDocuments orders by __name__ only, not \"{}\"",
+            docstore_core::path::abbreviate(order)
+        )));
+    }
+    let size = usize::try_from(request.page_size)
+        .map_err(|_| invalid_argument("page_size must not be negative"))?;
+    let collection = match parent {
+        Some(p) => p.child(&request.collection_id),
+        None => ResourcePath::from_segments(vec![request.collection_id.clone()]),
+    }
+    .map_err(|e| invalid_argument(format!("collection_id: {e}")))?;
+    let mask = mask(request.mask.as_ref())?;
+    let listed = service_list_documents(
+        service,
+        caller,
+        &db.database,
+        &collection,
+        request.show_missing,
+    )
+    .await
+    .map_err(from_service)?;
+    if let Some(t) = read_time {
+        // A current listing, checked after it (docs/grpc.md, "Transactions and read times").
+        read_time::check(service, t).await.map_err(from_service)?;
+    }
+    let token = request.page_token.as_str();
+    let mut rest: Vec<_> = listed
+        .into_iter()
+        .filter(|l| token.is_empty() || l.id.as_bytes() > token.as_bytes())
+        .collect();
+    let mut next_page_token = String::new();
+    if size > 0 && rest.len() > size {
+        rest.truncate(size);
+        next_page_token = rest.last().map(|l| l.id.clone()).unwrap_or_default();
+    }
+    let documents = rest
+        .iter()
+        .map(|l| {
+            let path = collection
+                .child(&l.id)
+                .map_err(|e| invalid_argument(format!("document id: {e}")))?;
+            match &l.document {
+                Some(doc) => render(db, &path, doc, mask.as_deref()),
+                None => Ok(wire::Document {
+                    name: db.document_name(&path),
+                    ..wire::Document::default()
+                }),
+            }
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
+    Ok(wire::ListDocumentsResponse {
+        documents,
+        next_page_token,
+    })
 }
 
 /// The page of sorted `ids` after `token` (empty: from the start), at most `size` (0: all).

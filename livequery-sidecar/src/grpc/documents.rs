@@ -127,7 +127,7 @@ pub async fn batch_get(
 }
 
 /// The field paths of a `DocumentMask` (`None`: every field).
-fn mask(mask: Option<&wire::DocumentMask>) -> Result<Option<Vec<FieldPath>>, Status> {
+pub(super) fn mask(mask: Option<&wire::DocumentMask>) -> Result<Option<Vec<FieldPath>>, Status> {
     mask.map(|m| {
         m.field_paths
             .iter()
@@ -141,7 +141,7 @@ fn mask(mask: Option<&wire::DocumentMask>) -> Result<Option<Vec<FieldPath>>, Sta
 }
 
 /// A read document as Firestore's `Document` (its fields cut to `mask`).
-fn render(
+pub(super) fn render(
     db: &DatabaseName,
     path: &ResourcePath,
     doc: &Document,

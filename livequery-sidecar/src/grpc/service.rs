@@ -3,7 +3,7 @@
 //! `google-cloud-resource-prefix`), in that order, then calls the operation of the service
 //! layer: GetDocument and BatchGetDocuments ([`super::documents`]), Commit and the
 //! single-document writes and BatchWrite ([`super::commit`]), RunQuery and RunAggregationQuery ([`super::query`]),
-//! ListCollectionIds ([`super::collections`]), BeginTransaction and Rollback
+//! ListCollectionIds and ListDocuments ([`super::collections`]), BeginTransaction and Rollback
 //! ([`super::transactions`]), Listen ([`super::listen`]); the others answer UNIMPLEMENTED
 //! with their name
 //! (docs/grpc.md, "What is supported").
@@ -15,11 +15,12 @@ use futures_util::Stream;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::error::{invalid_argument, unimplemented};
+use super::error::{from_service, invalid_argument, unimplemented};
 use super::{auth, collections, commit, documents, listen, names, query, transactions};
 use std::sync::Arc;
 
 use crate::service::caller::Caller;
+use crate::service::databases;
 use crate::service::Service;
 
 /// The answer stream of a server-streaming RPC.
@@ -67,6 +68,11 @@ impl FirestoreService {
         let caller = auth::caller(&self.service.verifier, self.dev_mode, &metadata, rpc).await?;
         let db = name(request.get_ref())?;
         names::check_prefix(request.metadata(), &db)?;
+        if self.dev_mode {
+            databases::create_on_first_use(&self.service, &db.database)
+                .await
+                .map_err(from_service)?;
+        }
         Ok((caller, db))
     }
 
@@ -124,9 +130,19 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListDocumentsRequest>,
     ) -> Result<Response<wire::ListDocumentsResponse>, Status> {
-        self.admit("ListDocuments", &request, |r| of_parent(&r.parent))
+        let (caller, db) = self
+            .admit("ListDocuments", &request, |r| of_parent(&r.parent))
             .await?;
-        Err(unimplemented("ListDocuments"))
+        let (_, parent) = names::parent(&request.get_ref().parent)?;
+        let answer = collections::list_documents(
+            &self.service,
+            &caller,
+            &db,
+            parent.as_ref(),
+            request.get_ref(),
+        )
+        .await?;
+        Ok(Response::new(answer))
     }
 
     async fn update_document(

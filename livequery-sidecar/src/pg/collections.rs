@@ -1,8 +1,14 @@
 //! The statement of `:listCollectionIds`: a skip scan of `entities_by_collection`
-//! (docstore-core's [`ChildCollections`], docs/storage.md "entities").
+//! (docstore-core's [`ChildCollections`], docs/storage.md "entities"); and those of
+//! ListDocuments: a collection's documents, and the same skip scan for the ids of its documents
+//! that have descendants.
 
 use docstore_core::encoding::ChildCollections;
 
+use docstore_core::encoding::encode_segments;
+use docstore_core::ResourcePath;
+
+use super::documents::Document;
 use super::{PgError, RequestTx};
 
 /// The first `parent` in `[$2, $3)`: one probe of the `(database_id, parent, name)` btree (a
@@ -40,6 +46,69 @@ pub async fn child_collection_ids(
         if child.direct {
             ids.push(child.id);
         }
+        bound = child.next;
+    }
+    Ok(ids)
+}
+
+/// The documents directly in a collection (one range of `entities_by_collection`), in name order.
+const DOCUMENTS_SQL: &str = "select path, data, create_time, update_time from docstore.entities \
+                             where database_id = $1 and parent = $2 order by name";
+
+/// The documents directly in the collection `collection`, in name order.
+///
+/// # Errors
+/// Postgres errors.
+///
+/// # Cancel safety
+/// A read; the caller's [`RequestTx`] decides.
+pub async fn documents_in(
+    tx: &RequestTx,
+    database: &str,
+    collection: &ResourcePath,
+) -> Result<Vec<Document>, PgError> {
+    let client = tx.client()?;
+    let stmt = client.prepare_cached(DOCUMENTS_SQL).await?;
+    let mut parent = Vec::new();
+    encode_segments(&mut parent, collection.segments());
+    let rows = client.query(&stmt, &[&database, &parent]).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Document {
+                path: row.try_get(0)?,
+                data: row.try_get(1)?,
+                create_time: row.try_get(2)?,
+                update_time: row.try_get(3)?,
+            })
+        })
+        .collect()
+}
+
+/// The ids of the documents of `collection` that have descendants (a document in one of their
+/// subcollections, at any depth), whether or not they exist themselves, in byte order: the
+/// skip scan of [`child_collection_ids`] under the collection (one probe per such id).
+///
+/// # Errors
+/// Postgres errors; a stored `parent` that does not decode.
+///
+/// # Cancel safety
+/// As [`child_collection_ids`].
+pub async fn ids_with_descendants(
+    tx: &RequestTx,
+    database: &str,
+    collection: &ResourcePath,
+) -> Result<Vec<String>, PgError> {
+    let client = tx.client()?;
+    let stmt = client.prepare_cached(PROBE_SQL).await?;
+    let scan = ChildCollections::under(collection.segments());
+    let (mut bound, end) = (scan.start(), scan.end());
+    let mut ids = Vec::new();
+    while let Some(row) = client.query_opt(&stmt, &[&database, &bound, &end]).await? {
+        let found: Vec<u8> = row.try_get(0)?;
+        let child = scan
+            .step(&found)
+            .map_err(|e| PgError::Decode(format!("stored parent: {e}")))?;
+        ids.push(child.id);
         bound = child.next;
     }
     Ok(ids)

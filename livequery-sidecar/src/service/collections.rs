@@ -1,13 +1,14 @@
 //! The ids of the collections under a document (or the root): sorted, each holding at least
-//! one document directly under the parent. Admin only, as in Firestore, where only server SDKs
-//! list collections.
+//! one document directly under the parent; and the documents of a collection (ListDocuments).
+//! Admin only, as in Firestore, where only server SDKs list collections and documents.
 
-use docstore_core::Code;
+use docstore_core::{Code, ResourcePath};
 
 use super::caller::{Caller, Principal};
 use super::error::ServiceError;
 use super::Service;
 use crate::pg::collections as pg_collections;
+use crate::pg::documents::Document;
 use crate::pg::{RequestTx, RunAs};
 
 /// Whether `caller` may list collection ids (the admin key only).
@@ -49,4 +50,94 @@ pub async fn list_collection_ids(
         .await?;
     tx.commit().await?;
     Ok(ids)
+}
+
+/// One document of a collection's listing: its id, and the document (`None`: it does not exist
+/// but has descendants, a "missing" document).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: String,
+    pub document: Option<Document>,
+}
+
+/// The documents directly in `collection`, in name order (the byte order of their ids); with
+/// `show_missing`, also the ids that do not exist but have descendants, in their place. One
+/// snapshot of the database (a REPEATABLE READ transaction).
+///
+/// # Errors
+/// PERMISSION_DENIED for a caller other than the admin ([`may_list`]), database errors.
+///
+/// # Cancel safety
+/// Dropped mid-way, the transaction is cancelled and its connection discarded.
+pub async fn list_documents(
+    service: &Service,
+    caller: &Caller,
+    database: &str,
+    collection: &ResourcePath,
+    show_missing: bool,
+) -> Result<Vec<Listed>, ServiceError> {
+    may_list(caller)?;
+    let (tx, (documents, with_descendants)) = service
+        .db
+        .begin_snapshot_with(database, &RunAs::Admin, async |tx: &RequestTx| {
+            let documents = pg_collections::documents_in(tx, database, collection).await?;
+            let with_descendants = if show_missing {
+                pg_collections::ids_with_descendants(tx, database, collection).await?
+            } else {
+                Vec::new()
+            };
+            Ok::<_, ServiceError>((documents, with_descendants))
+        })
+        .await?;
+    tx.commit().await?;
+    Ok(merge(documents, with_descendants))
+}
+
+/// The listing of `documents` (in name order) and `with_descendants` (sorted ids): each id once,
+/// in byte order, a document where one exists.
+fn merge(documents: Vec<Document>, with_descendants: Vec<String>) -> Vec<Listed> {
+    let mut out: Vec<Listed> = documents
+        .into_iter()
+        .map(|doc| Listed {
+            id: doc.path.rsplit('/').next().unwrap_or_default().to_owned(),
+            document: Some(doc),
+        })
+        .collect();
+    let present: std::collections::HashSet<String> = out.iter().map(|l| l.id.clone()).collect();
+    out.extend(
+        with_descendants
+            .into_iter()
+            .filter(|id| !present.contains(id))
+            .map(|id| Listed { id, document: None }),
+    );
+    out.sort_by(|a, b| a.id.as_bytes().cmp(b.id.as_bytes()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pg::types::{PgTime, RawJson};
+
+    fn doc(path: &str) -> Document {
+        Document {
+            path: path.to_owned(),
+            data: RawJson("{}".to_owned()),
+            create_time: PgTime(0),
+            update_time: PgTime(0),
+        }
+    }
+
+    #[test]
+    fn missing_documents_take_their_place_once() {
+        let listed = merge(
+            vec![doc("c/a"), doc("c/m")],
+            vec!["b".to_owned(), "m".to_owned(), "z".to_owned()],
+        );
+        let ids: Vec<(&str, bool)> = listed
+            .iter()
+            .map(|l| (l.id.as_str(), l.document.is_some()))
+            .collect();
+        assert_eq!(ids, [("a", true), ("b", false), ("m", true), ("z", false)]);
+    }
 }

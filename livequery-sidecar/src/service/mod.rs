@@ -8,6 +8,7 @@ pub mod caller;
 pub mod collections;
 pub mod commit;
 pub mod context;
+pub mod databases;
 pub mod documents;
 pub mod error;
 pub mod jwks;

@@ -350,6 +350,11 @@ pub fn decode_name(bytes: &[u8]) -> Result<ResourcePath, DecodeError> {
 /// a bound, learns the child collection from it ([`ChildCollections::step`]), and jumps past
 /// all of `X` (`X · 0x02`): one index probe per child collection, however many documents and
 /// subcollections each holds, instead of a scan of the whole subtree.
+///
+/// Under a collection's segments instead of a document's, the same scan finds the ids of the
+/// collection's documents that have descendants (each with a subcollection holding a document,
+/// whether or not the document itself exists: ListDocuments' `show_missing`), `direct` always
+/// false.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildCollections {
     prefix: Vec<u8>,

@@ -122,7 +122,7 @@ impl ResourcePath {
                 path: String::new(),
             });
         }
-        for segment in &path.segments {
+        for (i, segment) in path.segments.iter().enumerate() {
             if segment.is_empty() {
                 return Err(PathError::EmptySegment { path: shown() });
             }
@@ -141,7 +141,9 @@ impl ResourcePath {
                     bytes: segment.len(),
                 });
             }
-            if is_reserved_name(segment) {
+            // A document id (odd position) may be a numeric id, `__id<n>__`.
+            let numeric_id = i % 2 == 1 && crate::reserved::is_numeric_id(segment);
+            if is_reserved_name(segment) && !numeric_id {
                 return Err(PathError::ReservedSegment {
                     path: shown(),
                     segment: segment.clone(),
@@ -436,6 +438,18 @@ mod tests {
             Err(PathError::ReservedSegment { .. })
         ));
         assert!(ResourcePath::parse("a/__").is_ok());
+        // Firestore's numeric ids: document ids only, canonical i64 only.
+        assert!(ResourcePath::parse("a/__id-9223372036854775808__").is_ok());
+        assert!(ResourcePath::parse("a/__id7__/b/__id-1__").is_ok());
+        for reserved in ["__id7__/b", "a/__id7__/__id8__", "a/__id07__", "a/__id__"] {
+            assert!(
+                matches!(
+                    ResourcePath::parse(reserved),
+                    Err(PathError::ReservedSegment { .. })
+                ),
+                "{reserved}"
+            );
+        }
         assert!(matches!(
             ResourcePath::parse("a/xserde_json::private::Numbery"),
             Err(PathError::ReservedMention { .. })

@@ -1,0 +1,89 @@
+"""ListDocuments and ListCollectionIds through Google's Python SDK (docs/grpc.md, "What is
+supported"): a collection's documents in name order with the "missing" ones (no document, but a
+subcollection below that id) in their place, paged, and reads at a read_time: a current one is
+served, one in the past is FAILED_PRECONDITION (pg_docstore keeps no version history)."""
+
+import datetime
+
+import pytest
+from google.api_core import exceptions
+from google.cloud import firestore
+
+
+def sdk_client(monkeypatch, address: str) -> firestore.Client:
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", address)
+    return firestore.Client(project="demo")
+
+
+def test_list_documents_shows_missing_ones_in_name_order(
+    monkeypatch, coll, firestore_emulator_host
+):
+    db = sdk_client(monkeypatch, firestore_emulator_host)
+    c = db.collection(coll)
+    c.document("b").set({"n": 2})
+    c.document("A").set({"n": 1})
+    c.document("m").collection("sub").document("x").set({"n": 3})
+    c.document("z").collection("sub").document("y").collection("deep").document("w").set({})
+    c.document("b").collection("sub").document("x").set({"n": 4})
+    # Not listed: documents of other collections.
+    db.collection(coll + "-other").document("q").set({})
+    got = [ref.id for ref in c.list_documents()]
+    assert got == ["A", "b", "m", "z"]
+    # Pages of one: the SDK follows next_page_token.
+    assert [ref.id for ref in c.list_documents(page_size=1)] == got
+    # A subcollection lists the same way.
+    assert [ref.id for ref in c.document("z").collection("sub").list_documents()] == ["y"]
+    assert list(db.collection(coll + "-empty").list_documents()) == []
+
+
+def test_list_documents_pages_and_masks(monkeypatch, coll, firestore_emulator_host):
+    from google.cloud.firestore_v1.types import firestore as types
+
+    db = sdk_client(monkeypatch, firestore_emulator_host)
+    for i in range(5):
+        db.collection(coll).document(f"d{i}").set({"i": i, "other": "x"})
+    db.collection(coll).document("d2").collection("s").document("t").set({})
+    api = db._firestore_api
+    parent = "projects/demo/databases/(default)/documents"
+    first = api.list_documents(
+        request=types.ListDocumentsRequest(
+            parent=parent, collection_id=coll, page_size=2, mask={"field_paths": ["i"]}
+        ),
+        metadata=db._rpc_metadata,
+    )
+    page = next(iter(first.pages))
+    assert [d.name.rsplit("/", 1)[1] for d in page.documents] == ["d0", "d1"]
+    assert page.next_page_token == "d1"
+    assert dict(page.documents[0].fields).keys() == {"i"}
+    rest = api.list_documents(
+        request=types.ListDocumentsRequest(
+            parent=parent, collection_id=coll, page_token="d1", show_missing=True
+        ),
+        metadata=db._rpc_metadata,
+    )
+    docs = list(rest)
+    assert [d.name.rsplit("/", 1)[1] for d in docs] == ["d2", "d3", "d4"]
+    assert docs[0].update_time is not None and "other" in docs[0].fields
+    with pytest.raises(exceptions.InvalidArgument) as raised:
+        list(
+            api.list_documents(
+                request=types.ListDocumentsRequest(parent=parent, collection_id=coll, order_by="i"),
+                metadata=db._rpc_metadata,
+            )
+        )
+    assert "__name__" in str(raised.value)
+
+
+def test_reads_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
+    db = sdk_client(monkeypatch, firestore_emulator_host)
+    doc = db.collection(coll).document("p")
+    doc.collection("kids").document("k").set({})
+    future = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(minutes=5)
+    assert [c.id for c in doc.collections(read_time=future)] == ["kids"]
+    assert [r.id for r in db.collection(coll).list_documents(read_time=future)] == ["p"]
+    past = datetime.datetime.now(tz=datetime.UTC) - datetime.timedelta(seconds=30)
+    with pytest.raises(exceptions.FailedPrecondition) as raised:
+        list(doc.collections(read_time=past))
+    assert "version history" in str(raised.value)
+    with pytest.raises(exceptions.FailedPrecondition):
+        list(db.collection(coll).list_documents(read_time=past))
