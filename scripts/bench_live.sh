@@ -14,6 +14,12 @@
 #   throughput  1,000 subscriptions, pgbench `select docstore.add(...)` with BENCH_CLIENTS
 #               clients for BENCH_SECONDS: the same pgbench alone first (the baseline: what
 #               Postgres sustains), then with the sidecar decoding and the streams reading
+#   triggers    write triggers' delivery (issue 28): one trigger on loadgen/{id} posting to the
+#               loadgen's local endpoint (answers 200 at once), no streams, writes at each of
+#               BENCH_TRIGGER_RATES (100 1000): commit -> endpoint latency and deliveries/s
+#   triggers-live  the latency run (1,000 subscriptions, 100 writes/s) with 0 and then 10
+#               triggers on loadgen/{id} (1,000 deliveries/s to the loadgen's endpoint),
+#               interleaved: what delivering costs the live path
 # Every subscription is `select * from /loadgen where city = "cK" order by rating desc limit 10`
 # over 3 preloaded documents per city; every write enters its city's top 10 (its rating is above
 # every earlier one: 10^13 + the clock in microseconds, for the loadgen's writes and pgbench's alike), so
@@ -23,7 +29,7 @@
 # Needs: the installed extension (`make up` on the rulesext branch installs it); runs as root or
 # with sudo (Postgres runs as user postgres). Environment: BENCH_REPEAT (2), BENCH_SECONDS (20),
 # BENCH_SCALE_RATE (1000), BENCH_LADDER ("250 500"), BENCH_CLIENTS (8),
-# BENCH_CONNECTIONS (writer connections, 8), CARGO_TARGET_DIR, BENCH_BUILD=0 (use the binaries
+# BENCH_CONNECTIONS (writer connections, 8), BENCH_TRIGGER_RATES ("100 1000"), CARGO_TARGET_DIR, BENCH_BUILD=0 (use the binaries
 # already built there).
 # Prints the loadgen summaries and, at the end, the Markdown rows for BENCHMARKS.md
 # ("Live queries"); raw output in target/bench-live/.
@@ -35,6 +41,7 @@ SCALE_RATE="${BENCH_SCALE_RATE:-1000}"
 LADDER="${BENCH_LADDER:-250 500}"
 CLIENTS="${BENCH_CLIENTS:-8}"
 WRITERS="${BENCH_CONNECTIONS:-8}"
+TRIGGER_RATES="${BENCH_TRIGGER_RATES:-100 1000}"
 CITIES=10000
 PER_CITY=3
 DB=docstore_bench_live
@@ -138,6 +145,7 @@ stop_sidecar() {
 }
 
 ROWS=()
+TROWS=()
 # Run the loadgen (name, flags...): its summary on stdout and in OUT/name.txt, the load average
 # before it in OUT/name.load.
 loadgen() {
@@ -152,6 +160,22 @@ loadgen() {
 row() { # name[, note]: the table row of a finished run (and the end of its sidecar)
   stop_sidecar
   ROWS+=("$(sed -n 's/^ROW //p' "${OUT}/$1.txt") $(cat "${OUT}/$1.load") | ${2:-} |")
+}
+
+# Write triggers: N triggers on loadgen/{id} (every write) posting to the loadgen's endpoint.
+trigger_port="$(free_port 19100)"
+create_triggers() { # N
+  "${PSQL[@]}" -d "${DB}" -qAt -v n="$1" -v url="http://127.0.0.1:${trigger_port}/" <<'SQL' >/dev/null
+set docstore.trigger_url_prefixes = 'http://127.0.0.1:';
+select count(docstore.create_trigger('bench' || k, 'loadgen/{id}', '{write}', :'url'))
+from generate_series(1, :n) k;
+SQL
+}
+drop_triggers() {
+  "${PSQL[@]}" -d "${DB}" -qAtc "select count(docstore.drop_trigger(name)) from docstore.triggers where name like 'bench%'" >/dev/null
+}
+trow() { # name: the write triggers' table row of a finished run
+  TROWS+=("$(sed -n 's/^TRIGGERS //p' "${OUT}/$1.txt") $(cat "${OUT}/$1.load") |")
 }
 
 pgbench_add() { # name -> pgbench output in OUT/name.pgbench, tps on stdout
@@ -216,7 +240,26 @@ SQL
         wait "${lg}"
         row "${name}" "pgbench ${CLIENTS} clients: alone ${base} tps, with the sidecar and streams ${with} tps"
         echo "pgbench docstore.add, ${CLIENTS} clients: alone ${base} tps, while decoded and streamed ${with} tps" ;;
-      *) die "unknown scenario ${scenario} (latency, scale, ladder, rules, throughput)" ;;
+      triggers)
+        for rate in ${TRIGGER_RATES}; do
+          name="triggers-1-${rate}ws-r${r}"
+          create_triggers 1
+          loadgen "${name}" --streams 0 --rate "${rate}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}" \
+            --cities 1000 --trigger-listen "127.0.0.1:${trigger_port}" --triggers 1
+          stop_sidecar
+          drop_triggers
+          trow "${name}"
+        done ;;
+      triggers-live)
+        loadgen "live-0triggers-1k-100ws-r${r}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2
+        row "live-0triggers-1k-100ws-r${r}" "no trigger"
+        create_triggers 10
+        loadgen "live-10triggers-1k-100ws-r${r}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2 \
+          --trigger-listen "127.0.0.1:${trigger_port}" --triggers 10
+        row "live-10triggers-1k-100ws-r${r}" "10 triggers on every write: 1,000 deliveries/s asked (the triggers row says how many arrived)"
+        drop_triggers
+        trow "live-10triggers-1k-100ws-r${r}" ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, rules, throughput, triggers, triggers-live)" ;;
     esac
   done
 done
@@ -225,3 +268,9 @@ echo
 echo "| run | subscriptions | writes/s asked -> done | delivered / missed | commit returned -> event p50 / p99 / max (ms) | commitTime -> event p50 / p99 / max (ms) | p99 first -> last 5 s (ms) | sidecar CPU | Postgres CPU | loadgen CPU | machine busy (of 200%) | resets | load avg before | notes |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
+if [ "${#TROWS[@]}" -gt 0 ]; then
+  echo
+  echo "| run | writes/s asked -> done | triggers | deliveries / missed | repeated | deliveries/s | commit returned -> endpoint p50 / p99 / max (ms) | commitTime -> endpoint p50 / p99 / max (ms) | p99 first -> last 5 s (ms) | sidecar CPU | Postgres CPU | loadgen CPU | machine busy (of 200%) | drain (s) | load avg before |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${TROWS[@]}"
+fi

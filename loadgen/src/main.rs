@@ -2,9 +2,12 @@
 //! against a running sidecar (one equality + order + limit query per city), writes at
 //! `--rate` through Postgres (or only observes, for writes made by pgbench), matches each
 //! write to the event that delivered it, and prints latencies, CPU and memory as a summary
-//! and one Markdown row for BENCHMARKS.md. scripts/bench_live.sh runs the scenarios.
+//! and one Markdown row for BENCHMARKS.md. With `--trigger-listen` it also serves a write
+//! triggers' endpoint and matches each write to its deliveries (`--streams 0`: deliveries
+//! only). scripts/bench_live.sh runs the scenarios, scripts/bench_triggers.sh the triggers'.
 
 mod clock;
+mod endpoint;
 mod listen;
 mod procfs;
 mod report;
@@ -123,6 +126,12 @@ pub struct Args {
     /// Touch this file once every subscription is live (for scripts that then start pgbench).
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Serve a write triggers' endpoint here (`host:port`) and report its deliveries.
+    #[arg(long)]
+    trigger_listen: Option<String>,
+    /// Triggers matching every write (deliveries expected per write at the endpoint).
+    #[arg(long, default_value_t = 1)]
+    triggers: usize,
     /// Label of the Markdown row.
     #[arg(long, default_value = "run")]
     label: String,
@@ -160,6 +169,10 @@ async fn run(args: Args) -> Result<(), LoadError> {
         token: args.token.clone(),
     };
     let subscriptions = args.streams * args.targets;
+    let triggers = match &args.trigger_listen {
+        Some(addr) => Some(endpoint::serve(sidecar_addr(addr)?).await?),
+        None => None,
+    };
     let before = Sample::take(&args, &endpoint).await;
     let progress = Arc::new(Progress::default());
     let run_id = format!("r{}", clock::now_micros());
@@ -221,7 +234,11 @@ async fn run(args: Args) -> Result<(), LoadError> {
     drop(clients);
     let drain_deadline = Instant::now() + Duration::from_secs(args.drain_seconds);
     while Instant::now() < drain_deadline
-        && (writes.is_empty() || progress.delivered.load(Ordering::Relaxed) < writes.len())
+        && (writes.is_empty()
+            || (args.streams > 0 && progress.delivered.load(Ordering::Relaxed) < writes.len())
+            || triggers
+                .as_ref()
+                .is_some_and(|t| t.count() < writes.len() * args.triggers))
     {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -231,6 +248,32 @@ async fn run(args: Args) -> Result<(), LoadError> {
     let mut logs = Vec::new();
     for s in streams {
         logs.push(s.await.map_err(|e| LoadError::Task(e.to_string()))??);
+    }
+    if let Some(recorder) = &triggers {
+        let (lines, row) = endpoint::report(
+            &args.label,
+            &format!(
+                "{:.0} -> {:.0}",
+                args.rate,
+                writes.len() as f64 / ((ended_us - started_us) as f64 / 1e6).max(1e-3)
+            ),
+            &writes,
+            args.triggers,
+            &recorder.take(),
+            started_us,
+        );
+        println!("== write triggers' endpoint {}", args.label);
+        for line in lines {
+            println!("{line}");
+        }
+        println!(
+            "{row} {} | {:.1} |",
+            report::cpu_cells(&subscribed, &loaded),
+            drain_time.as_secs_f64()
+        );
+        if args.streams == 0 {
+            return Ok(());
+        }
     }
     let run = Run {
         args: &args,

@@ -74,6 +74,10 @@ fn pct(v: Option<f64>) -> String {
 }
 
 /// p50 / p99 / max of latencies in microseconds, as `a / b / c ms`.
+pub fn quantile_summary(values: Vec<i64>) -> String {
+    summary(values)
+}
+
 fn summary(mut values: Vec<i64>) -> String {
     values.sort_unstable();
     format!(
@@ -85,7 +89,7 @@ fn summary(mut values: Vec<i64>) -> String {
 }
 
 /// p99 of latencies per 5-second window of commit time: the first and the last window.
-fn windows(points: &[(i64, i64)], from_us: i64) -> String {
+pub fn windows(points: &[(i64, i64)], from_us: i64) -> String {
     let mut by: HashMap<i64, Vec<i64>> = HashMap::new();
     for &(at, latency) in points {
         by.entry((at - from_us).max(0) / 5_000_000)
@@ -104,6 +108,25 @@ fn windows(points: &[(i64, i64)], from_us: i64) -> String {
         (Some(a), _) => p99(a),
         _ => "-".to_owned(),
     }
+}
+
+/// Sidecar, Postgres, loadgen and machine CPU between two samples, as ` a | b | c | d ` table
+/// cells.
+pub fn cpu_cells(from: &Sample, to: &Sample) -> String {
+    let wall = to.at.duration_since(from.at);
+    let machine = match (from.machine, to.machine) {
+        (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+            Some((b1 - b0) as f64 / (t1 - t0) as f64 * 100.0 * procfs::cpus() as f64)
+        }
+        _ => None,
+    };
+    format!(
+        "{} | {} | {} | {}",
+        pct(cpu_percent(from.sidecar_cpu, to.sidecar_cpu, wall)),
+        pct(cpu_percent(from.postgres_cpu, to.postgres_cpu, wall)),
+        pct(cpu_percent(from.own_cpu, to.own_cpu, wall)),
+        pct(machine)
+    )
 }
 
 /// Everything a run measured.
