@@ -990,6 +990,7 @@ async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
             matcher: docstore_sidecar::matcher::MatcherConfig::default(),
             caps: StreamCaps::default(),
         },
+        Vec::new(),
     );
     let service = Arc::new(Service {
         db,
