@@ -8,6 +8,9 @@
 #               1,000 (10 x 100) then 10,000 (100 x 100) subscriptions, same rate
 #   ladder      1,000 and 10,000 subscriptions at each of BENCH_LADDER's rates (writes/s):
 #               where it stops keeping up, and 1k against 10k at rates it keeps up with
+#   transport   the latency run over SSE and over gRPC Listen (the sidecar's --grpc-listen,
+#               docs/grpc.md), interleaved: each round runs both, SSE first in odd rounds, gRPC
+#               first in even ones (issue 26)
 #   rules       the latency run under a ruleset (list rule with one get() of the city's document):
 #               as the admin key (rules bypassed) then as a JWT stream, whose every event is
 #               decided by the sidecar's rules evaluator (session/guard) before it is sent
@@ -107,6 +110,7 @@ for i in $(seq 1 100); do
 done
 
 port="$(free_port 18900)"
+grpc_port="$(free_port 19900)"
 admin_key="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 jwt_secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 # An HS256 JWT of the sidecar's secret for `sub` $1, valid for an hour.
@@ -126,7 +130,7 @@ PY
 start_sidecar() {
   "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
   DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
-    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
+    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_GRPC_LISTEN="127.0.0.1:${grpc_port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
     DOCSTORE_LISTEN_GRACE_SECONDS=2 DOCSTORE_MAX_CONNECTIONS=1000000 DOCSTORE_MAX_CONNECTIONS_PER_CLIENT=1000000 \
     DOCSTORE_MAX_STREAMS=1000000 DOCSTORE_MAX_STREAMS_PER_CALLER=1000000 RUST_LOG=warn "${TARGET}/docstore-sidecar" >> "${OUT}/sidecar.log" 2>&1 &
   sidecar_pid=$!
@@ -154,6 +158,7 @@ loadgen() {
   cut -d' ' -f1-3 /proc/loadavg > "${OUT}/${name}.load"
   [ -n "${sidecar_pid}" ] || start_sidecar
   DOCSTORE_LOADGEN_TOKEN="${LOADGEN_TOKEN:-${admin_key}}" "${TARGET}/docstore-loadgen" --sidecar "127.0.0.1:${port}" \
+    --grpc "127.0.0.1:${grpc_port}" \
     --pg "postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" --sidecar-pid "${sidecar_pid}" \
     --postmaster-pid "${postmaster_pid}" --label "${name}" "$@" | tee "${OUT}/${name}.txt"
 }
@@ -209,6 +214,13 @@ for scenario in "${SCENARIOS[@]}"; do
             row "${name}"
           done
         done ;;
+      transport)
+        order=(sse grpc)
+        [ $((r % 2)) = 1 ] || order=(grpc sse)
+        for transport in "${order[@]}"; do
+          loadgen "${transport}-1k-100ws-r${r}" --transport "${transport}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2
+          row "${transport}-1k-100ws-r${r}" "${transport}"
+        done ;;
       rules)
         "${PSQL[@]}" -d "${DB}" -qAt -v cities="${CITIES}" -v rules="${RULES}" <<'SQL' >/dev/null
 select count(docstore.set('cities/c' || c, '{"open": true}')) from generate_series(0, :cities - 1) c;
@@ -259,7 +271,7 @@ SQL
         row "live-10triggers-1k-100ws-r${r}" "10 triggers on every write: 1,000 deliveries/s asked (the triggers row says how many arrived)"
         drop_triggers
         trow "live-10triggers-1k-100ws-r${r}" ;;
-      *) die "unknown scenario ${scenario} (latency, scale, ladder, rules, throughput, triggers, triggers-live)" ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, rules, throughput, triggers, triggers-live)" ;;
     esac
   done
 done

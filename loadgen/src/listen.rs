@@ -68,6 +68,8 @@ pub struct TargetQuery {
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     pub addr: SocketAddr,
+    /// The gRPC front end (`--grpc`), for `--transport grpc`.
+    pub grpc: Option<SocketAddr>,
     pub database: String,
     pub token: String,
 }

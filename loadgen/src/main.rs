@@ -1,5 +1,6 @@
-//! `docstore-loadgen`: opens `--streams` SSE listen streams of `--targets` subscriptions each
-//! against a running sidecar (one equality + order + limit query per city), writes at
+//! `docstore-loadgen`: opens `--streams` listen streams of `--targets` subscriptions each
+//! against a running sidecar (one equality + order + limit query per city), over SSE or over
+//! gRPC `Listen` (`--transport`, the same workload and report), writes at
 //! `--rate` through Postgres (or only observes, for writes made by pgbench), matches each
 //! write to the event that delivered it, and prints latencies, CPU and memory as a summary
 //! and one Markdown row for BENCHMARKS.md. With `--trigger-listen` it also serves a write
@@ -8,6 +9,7 @@
 
 mod clock;
 mod endpoint;
+mod grpc_listen;
 mod listen;
 mod procfs;
 mod report;
@@ -74,6 +76,13 @@ pub struct Args {
     /// The sidecar (`host:port`).
     #[arg(long, default_value = "127.0.0.1:8787")]
     sidecar: String,
+    /// How the streams listen: `sse` (`:listen` on --sidecar) or `grpc` (Firestore's `Listen`
+    /// on --grpc, one HTTP/2 connection per stream). Metrics are read over --sidecar either way.
+    #[arg(long, value_enum, default_value_t = Transport::Sse)]
+    transport: Transport,
+    /// The sidecar's gRPC front end (`host:port`, its --grpc-listen), for `--transport grpc`.
+    #[arg(long)]
+    grpc: Option<String>,
     /// Bearer token of the streams (the sidecar's admin key, or a JWT).
     #[arg(long, env = "DOCSTORE_LOADGEN_TOKEN", hide_env_values = true)]
     token: String,
@@ -137,6 +146,13 @@ pub struct Args {
     label: String,
 }
 
+/// The protocol of the listen streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    Sse,
+    Grpc,
+}
+
 fn sidecar_addr(text: &str) -> Result<SocketAddr, LoadError> {
     text.to_socket_addrs()?
         .next()
@@ -162,9 +178,21 @@ fn queries(args: &Args) -> Vec<Vec<TargetQuery>> {
         .collect()
 }
 
+/// A stream's subscriptions as gRPC targets: ids 1, 2, ... (per stream), the same cities.
+fn grpc_targets(targets: &[TargetQuery]) -> Vec<grpc_listen::GrpcTarget> {
+    (1..)
+        .zip(targets)
+        .map(|(id, t)| grpc_listen::GrpcTarget {
+            id,
+            city: t.id.clone(),
+        })
+        .collect()
+}
+
 async fn run(args: Args) -> Result<(), LoadError> {
     let endpoint = Endpoint {
         addr: sidecar_addr(&args.sidecar)?,
+        grpc: args.grpc.as_deref().map(sidecar_addr).transpose()?,
         database: args.database.clone(),
         token: args.token.clone(),
     };
@@ -181,13 +209,24 @@ async fn run(args: Args) -> Result<(), LoadError> {
     let opened = Instant::now();
     let mut streams = Vec::new();
     for targets in queries(&args) {
-        streams.push(tokio::spawn(listen::run_stream(
-            endpoint.clone(),
-            targets,
-            progress.clone(),
-            tag.clone(),
-            stop_rx.clone(),
-        )));
+        streams.push(match args.transport {
+            Transport::Sse => tokio::spawn(listen::run_stream(
+                endpoint.clone(),
+                targets,
+                progress.clone(),
+                tag.clone(),
+                stop_rx.clone(),
+            )),
+            Transport::Grpc => tokio::spawn(grpc_listen::run_stream(
+                endpoint.clone(),
+                args.collection.clone(),
+                args.limit,
+                grpc_targets(&targets),
+                progress.clone(),
+                tag.clone(),
+                stop_rx.clone(),
+            )),
+        });
     }
     let deadline = Instant::now() + Duration::from_secs(args.ready_timeout);
     while progress.live.load(Ordering::Relaxed) < subscriptions {
