@@ -12,7 +12,7 @@ use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
 use docstore_sidecar::http::server::ServerLimits;
 use docstore_sidecar::http::{self, AppState};
 use docstore_sidecar::matcher::MatcherConfig;
-use docstore_sidecar::pg::Db;
+use docstore_sidecar::pg::{preflight, Db};
 use docstore_sidecar::service::caller::Verifier;
 use docstore_sidecar::service::transactions::{Limits as TransactionLimits, Transactions};
 use docstore_sidecar::service::Service;
@@ -63,8 +63,12 @@ async fn run(config: Config) -> Result<(), String> {
             upkeep.run_upkeep();
         }
     });
-    if let Err(e) = db.health().await {
-        tracing::warn!(error = %e, "the database does not answer yet; /healthz says 503 until it does");
+    match preflight::check(&db, &config.slot, config.live).await {
+        Ok(()) => {}
+        Err(preflight::Failure::Permanent(cause)) => return Err(format!("cannot start: {cause}")),
+        Err(preflight::Failure::Transient(e)) => {
+            tracing::warn!(error = %e, "the database does not answer yet; /healthz says 503 until it does");
+        }
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -121,7 +121,8 @@ async fn not_found(request: Request) -> ApiError {
     ))
 }
 
-/// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer.
+/// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer,
+/// with the cause and its fix when retrying cannot help (`pg::preflight`).
 async fn health(State(state): State<SharedState>) -> Response {
     match state.service.db.health().await {
         Ok(()) => (
@@ -129,11 +130,18 @@ async fn health(State(state): State<SharedState>) -> Response {
             "{\"status\":\"ok\"}",
         )
             .into_response(),
-        Err(e) => {
-            let mut error = ApiError::from(e);
-            error.error.code = docstore_core::Code::Unavailable;
-            error.into_response()
-        }
+        Err(e) => match crate::pg::preflight::cause_of(&e) {
+            // A permanent cause (the password changed, the role lost its pg_hba.conf entry):
+            // say which, and its fix.
+            Some(cause) => {
+                ApiError::new(docstore_core::Code::Unavailable, cause.to_string()).into_response()
+            }
+            None => {
+                let mut error = ApiError::from(e);
+                error.error.code = docstore_core::Code::Unavailable;
+                error.into_response()
+            }
+        },
     }
 }
 

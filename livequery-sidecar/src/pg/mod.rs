@@ -5,6 +5,7 @@
 pub mod collections;
 pub mod databases;
 pub mod documents;
+pub mod preflight;
 pub mod query;
 pub mod shared;
 pub mod snapshot;
