@@ -45,7 +45,8 @@ create table docstore.trigger_deliveries (
     depth        integer not null default 0,
     primary key (trigger_name, change_id)
 );
-create index trigger_deliveries_due on docstore.trigger_deliveries (trigger_name, next_attempt)
+-- the deliverer's claim walks the due pending rows of every trigger in next_attempt order
+create index trigger_deliveries_due on docstore.trigger_deliveries (next_attempt)
     where state = 'pending';
 create index trigger_deliveries_document on docstore.trigger_deliveries (trigger_name, path, position)
     where state <> 'done';

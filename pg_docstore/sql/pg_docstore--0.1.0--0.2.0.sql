@@ -318,3 +318,9 @@ alter table docstore.trigger_deliveries alter column depth set default 0,
 grant select, update (position) on docstore.triggers to docstore_service;
 grant select, insert, update, delete on docstore.trigger_deliveries to docstore_service;
 grant select, insert on docstore.trigger_acks to docstore_service;
+
+-- Write triggers' claim (docs/triggers.md): the due pending deliveries of every trigger in
+-- next_attempt order, so a claim's cost is the rows it looks at, not the backlog.
+drop index docstore.trigger_deliveries_due;
+create index trigger_deliveries_due on docstore.trigger_deliveries (next_attempt)
+    where state = 'pending';

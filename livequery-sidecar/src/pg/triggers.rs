@@ -34,18 +34,34 @@ const ADVANCE_SQL: &str = "update docstore.triggers set position = $1::text::pg_
 /// The heads of the documents' queues (the first undelivered change of each trigger and
 /// document) that are due, claimed for `$2` seconds: another sidecar, or this one after a
 /// crash, takes them again only when the claim has run out.
-const CLAIM_SQL: &str = "with heads as ( \
-         select distinct on (trigger_name, path) trigger_name, change_id, state, next_attempt \
-         from docstore.trigger_deliveries where state <> 'done' \
-         order by trigger_name, path, position, length(change_id), change_id \
+///
+/// The selection walks the due pending rows in `next_attempt` order (the partial index
+/// `trigger_deliveries_due`) and keeps those with no earlier undelivered change of their
+/// document (a probe of `trigger_deliveries_document`), so its cost is the rows it looks at,
+/// not the backlog (BENCHMARKS.md, "Write triggers"). A parked or claimed earlier change
+/// holds its document's later ones back.
+///
+/// The claim commits with `synchronous_commit = off` (set for this statement's transaction
+/// only): a claim lost in a crash of Postgres only means the change is claimed and delivered
+/// again, which at-least-once allows, and exactly-once effects are guarded by the
+/// acknowledgement, committed synchronously with them (docs/triggers.md). At worst a change
+/// gets one attempt more than the limit.
+const CLAIM_SQL: &str = "with async_commit as ( \
+         select set_config('synchronous_commit', 'off', true) \
      ), due as ( \
-         select trigger_name, change_id from heads \
-         where state = 'pending' and next_attempt <= now() \
-         order by next_attempt limit $1 \
+         select d.trigger_name, d.change_id from docstore.trigger_deliveries d \
+         where d.state = 'pending' and d.next_attempt <= now() \
+           and not exists ( \
+             select from docstore.trigger_deliveries e \
+             where e.trigger_name = d.trigger_name and e.path = d.path and e.state <> 'done' \
+               and e.position <= d.position \
+               and (e.position < d.position \
+                    or (length(e.change_id), e.change_id) < (length(d.change_id), d.change_id))) \
+         order by d.next_attempt limit $1 \
      ) \
      update docstore.trigger_deliveries d \
      set next_attempt = now() + make_interval(secs => $2), attempts = d.attempts + 1 \
-     from due, docstore.triggers t \
+     from due, docstore.triggers t, async_commit \
      where d.trigger_name = due.trigger_name and d.change_id = due.change_id \
        and t.name = d.trigger_name and d.state = 'pending' and d.next_attempt <= now() \
      returning d.trigger_name, d.change_id, \
