@@ -73,7 +73,9 @@ set_emulator_host() {
 
 # The login role the sidecar runs as: created (or its password and attributes set again) by
 # sql/sidecar_role.sql with a password generated once into .docstore/sidecar.password (mode
-# 600). The password goes to psql on its standard input, not on a command line.
+# 600). The password goes to psql on its standard input, not on a command line. The sidecar
+# runs with --dev-mode here, so the role may create the databases requests name (dev_mode=on:
+# EXECUTE on docstore.create_database_for_dev, docs/grpc.md "Names").
 ensure_sidecar_role() {
   if [ ! -s "${SIDECAR_PASSWORD_FILE}" ]; then
     (umask 077 && random_hex 24 > "${SIDECAR_PASSWORD_FILE}")
@@ -81,7 +83,7 @@ ensure_sidecar_role() {
   chmod 600 "${SIDECAR_PASSWORD_FILE}"
   { printf '\\set password %s\n' "$(cat "${SIDECAR_PASSWORD_FILE}")"
     cat "${ROOT}/sql/sidecar_role.sql"; } |
-    "${PSQL[@]}" -d "${DATABASE}" -q -f - >/dev/null ||
+    "${PSQL[@]}" -d "${DATABASE}" -q -v dev_mode=on -f - >/dev/null ||
     die "could not create the sidecar's role ${SIDECAR_ROLE} (sql/sidecar_role.sql)"
 }
 

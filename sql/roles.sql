@@ -27,6 +27,20 @@ revoke execute on function docstore.create_database(text), docstore.drop_databas
     docstore.set_database_options(text, bigint, boolean)
     from public, docstore_client;
 
+-- Development mode's databases (docs/grpc.md, "Names"): a sidecar run with --dev-mode creates a
+-- database a request names on first use, with automatic composite indexes on. Creating one
+-- regenerates the rules policy, which only the extension's owner may do, so this function runs
+-- as its owner (SECURITY DEFINER, fixed search_path) and does that one thing only: no drop, no
+-- other option. Nobody may call it by default; sql/sidecar_role.sql grants it to the sidecar's
+-- login only when run with `-v dev_mode=on` (scripts/sidecar.sh under `make up`).
+create function docstore.create_database_for_dev(id text) returns void
+language plpgsql strict security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    perform docstore.create_database(id);
+    perform docstore.set_database_options(id, null, auto_composite_indexes => true);
+end $$;
+revoke execute on function docstore.create_database_for_dev(text) from public, docstore_client;
+
 -- The change stream's publication (docs/architecture.md). A publication cannot be a member of
 -- an extension, so `drop extension` leaves it behind, empty (its table went with the
 -- extension): a later `create extension` adds the new entities table to it.

@@ -3,8 +3,11 @@
 -- creates, with every right the sidecar uses). An operator runs it once per cluster, as a
 -- superuser (only superusers create REPLICATION roles), after the extension was created:
 --
---   psql -d docstore -v password="$SECRET" -f sql/sidecar_role.sql [-v role=NAME]
+--   psql -d docstore -v password="$SECRET" -f sql/sidecar_role.sql [-v role=NAME] [-v dev_mode=on]
 --
+-- With `-v dev_mode=on` (for a sidecar run with --dev-mode, as under `make up`; never in
+-- production) the role may also create a database a request names
+-- (docstore.create_database_for_dev, docs/grpc.md "Names"); without it that right is revoked.
 -- then points the sidecar at postgresql://docstore_sidecar:$SECRET@host:port/docstore. Roles are
 -- cluster-wide, so this is not part of the extension (which holds no password and creates no
 -- login); the grants it relies on are the extension's, in every database it is created in.
@@ -13,6 +16,10 @@
 \if :{?role}
 \else
 \set role docstore_sidecar
+\endif
+\if :{?dev_mode}
+\else
+\set dev_mode off
 \endif
 \if :{?password}
 \else
@@ -36,3 +43,8 @@ alter role :"role" login replication inherit nosuperuser nocreatedb nocreaterole
 \endif
 comment on role :"role" is 'pg_docstore: the sidecar''s login (sql/sidecar_role.sql)';
 grant docstore_service to :"role";
+\if :dev_mode
+grant execute on function docstore.create_database_for_dev(text) to :"role";
+\else
+revoke execute on function docstore.create_database_for_dev(text) from :"role";
+\endif

@@ -324,3 +324,13 @@ grant select, insert on docstore.trigger_acks to docstore_service;
 drop index docstore.trigger_deliveries_due;
 create index trigger_deliveries_due on docstore.trigger_deliveries (next_attempt)
     where state = 'pending';
+
+-- Development mode's databases under the least-privilege login (sql/roles.sql): one SECURITY
+-- DEFINER function, granted to the sidecar's login only by sql/sidecar_role.sql -v dev_mode=on.
+create function docstore.create_database_for_dev(id text) returns void
+language plpgsql strict security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    perform docstore.create_database(id);
+    perform docstore.set_database_options(id, null, auto_composite_indexes => true);
+end $$;
+revoke execute on function docstore.create_database_for_dev(text) from public, docstore_client;

@@ -1,9 +1,10 @@
 """Development mode's databases (docs/grpc.md, "Names"): with --dev-mode a database a gRPC request
 names that does not exist is created on first use, with automatic composite indexes on, as the
 Firebase emulator serves any database; concurrent first requests all succeed and create it once.
-Without --dev-mode such a request is NOT_FOUND and creates nothing; a sidecar whose login may not
-create databases (the least-privilege role of sql/sidecar_role.sql) answers FAILED_PRECONDITION
-and creates nothing."""
+Without --dev-mode such a request is NOT_FOUND and creates nothing. The least-privilege login of
+sql/sidecar_role.sql creates them when the script ran with `-v dev_mode=on` (as under make up:
+EXECUTE on docstore.create_database_for_dev); without it (the default) the sidecar answers
+FAILED_PRECONDITION and creates nothing."""
 
 import secrets
 import uuid
@@ -83,15 +84,34 @@ def test_without_dev_mode_a_missing_database_is_not_found(stack):
     assert catalog_row(stack, database) == []
 
 
-def test_a_login_that_may_not_create_databases_is_refused(monkeypatch, stack):
+def least_privilege_url(stack, *psql_vars: str) -> str:
+    """Run sql/sidecar_role.sql (with `-v` PSQL_VARS) and return the URL of its login."""
     password = secrets.token_hex(16)
     script = (ROOT / "sql" / "sidecar_role.sql").read_text()
     psql = [str(PG_BIN / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(stack.cluster.port)]
+    options = [arg for var in psql_vars for arg in ("-v", var)]
     as_postgres(
-        [*psql, "-U", "postgres", "-d", "docstore", "-f", "-"],
+        [*psql, "-U", "postgres", "-d", "docstore", *options, "-f", "-"],
         input=f"\\set password {password}\n" + script,
     )
-    url = stack.cluster.url().replace("postgres@", f"docstore_sidecar:{password}@", 1)
+    return stack.cluster.url().replace("postgres@", f"docstore_sidecar:{password}@", 1)
+
+
+def test_the_least_privilege_login_in_dev_mode_creates_the_database(monkeypatch, stack):
+    url = least_privilege_url(stack, "dev_mode=on")
+    database = new_database_id()
+    address = f"127.0.0.1:{free_port()}"
+    with own_sidecar(stack, "--grpc-listen", address, "--dev-mode", database_url=url):
+        db = sdk_client(monkeypatch, address, database)
+        db.collection("c").document("a").set({"x": 1})
+        assert db.collection("c").document("a").get().to_dict() == {"x": 1}
+    assert catalog_row(stack, database) == [(True,)]
+
+
+def test_a_login_that_may_not_create_databases_is_refused(monkeypatch, stack):
+    # Granted first, then the script again without dev_mode: the default revokes the right.
+    least_privilege_url(stack, "dev_mode=on")
+    url = least_privilege_url(stack)
     database = new_database_id()
     address = f"127.0.0.1:{free_port()}"
     with own_sidecar(stack, "--grpc-listen", address, "--dev-mode", database_url=url):

@@ -69,7 +69,7 @@ impl DatabaseCache {
 }
 
 /// Create database `id` unless it exists, with automatic composite indexes on
-/// (`docstore.create_database` and `docstore.set_database_options`, one transaction): how
+/// (`docstore.create_database_for_dev`, one statement, so one transaction): how
 /// development mode treats a database a request names (docs/grpc.md, "Names"). An id found or
 /// created is remembered as [`DatabaseCache::check`] remembers it, so a database costs this
 /// query once per [`POSITIVE_TTL`]. Concurrent first requests are safe: the catalog's key
@@ -78,37 +78,28 @@ impl DatabaseCache {
 ///
 /// # Errors
 /// The catalog's answers failed, or the sidecar's role may not create databases (42501: the
-/// functions are revoked from everyone but administrators, and creating a database regenerates
-/// the rules policy, which only the extension's owner may do).
+/// function is revoked from everyone; sql/sidecar_role.sql grants it to the sidecar's login
+/// only with `-v dev_mode=on`).
 ///
 /// # Cancel safety
-/// Dropped mid-way, the transaction is cancelled and its connection discarded (the pooled
-/// object is dropped with the transaction open, so nothing is committed).
+/// Dropped mid-way, the one statement commits whole or not at all; a later request checks the
+/// catalog again.
 pub async fn create_on_first_use(db: &super::Db, id: &str) -> Result<(), PgError> {
     if id == DEFAULT_DATABASE || db.databases.cached(id) {
         return Ok(());
     }
-    let mut client = db.pool.get().await?;
+    let client = db.pool.get().await?;
     match db.databases.check(&client, id).await {
         Err(PgError::NoSuchDatabase(_)) => {}
         other => return other,
     }
-    let tx = client.transaction().await?;
-    let created = async {
-        tx.execute("select docstore.create_database($1)", &[&id])
-            .await?;
-        tx.execute(
-            "select docstore.set_database_options($1, null, auto_composite_indexes => true)",
-            &[&id],
-        )
-        .await?;
-        Ok::<(), tokio_postgres::Error>(())
-    }
-    .await;
+    let created = client
+        .execute("select docstore.create_database_for_dev($1)", &[&id])
+        .await;
     match created {
-        Ok(()) => tx.commit().await?,
+        Ok(_) => {}
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-            // Created meanwhile by another request (the transaction rolls back when dropped).
+            // Created meanwhile by another request.
         }
         Err(e) => return Err(e.into()),
     }

@@ -201,6 +201,31 @@ select has_function_privilege('docstore_service', 'docstore.get_document_as_clie
        has_function_privilege('docstore_service', 'docstore.add_document_as_client(text, jsonb, text, text, text)', 'execute') as client_add,
        has_function_privilege('docstore_service', 'docstore.create_database(text)', 'execute') as create_database;
 
+-- development mode's databases (docs/grpc.md, "Names"): docstore.create_database_for_dev runs as
+-- the extension's owner with a fixed search_path, and nobody may call it by default (PUBLIC,
+-- docstore_client and docstore_service lack EXECUTE); sql/sidecar_role.sql -v dev_mode=on grants
+-- it to the sidecar's login alone
+select prosecdef, proconfig from pg_proc where oid = 'docstore.create_database_for_dev(text)'::regprocedure;
+select exists (select from pg_proc p, aclexplode(p.proacl) a
+               where p.oid = 'docstore.create_database_for_dev(text)'::regprocedure
+                 and a.grantee = 0 and a.privilege_type = 'EXECUTE') as public_execute,
+       has_function_privilege('docstore_client', 'docstore.create_database_for_dev(text)', 'execute') as client,
+       has_function_privilege('docstore_service', 'docstore.create_database_for_dev(text)', 'execute') as service;
+-- a login granted it (not a superuser, not the owner) creates a database with automatic
+-- composite indexes on, and still may not call create_database or drop_database itself
+begin;
+create role regress_dev_login nosuperuser in role docstore_service;
+grant execute on function docstore.create_database_for_dev(text) to regress_dev_login;
+set local role regress_dev_login;
+select sqlstate_of($$select docstore.create_database('dev-direct')$$);
+select docstore.create_database_for_dev('dev-granted');
+select sqlstate_of($$select docstore.create_database_for_dev('dev-granted')$$);
+select sqlstate_of($$select docstore.create_database_for_dev('Bad_Name')$$);
+select sqlstate_of($$select docstore.drop_database('dev-granted')$$);
+reset role;
+select id, auto_composite_indexes from docstore.databases where id like 'dev-%' order by id;
+rollback;
+
 -- a restore's `create publication docstore_changes` (pg_dump's, alone in its statement) replaces
 -- the extension's publication, and docstore.entities is put back into it (docs/storage.md,
 -- "Backups"); any other statement creating it fails as before
