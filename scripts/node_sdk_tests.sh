@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A second SDK against the Firestore gRPC front end: @google-cloud/firestore (Node), pinned in
-# tests/grpc/node/package-lock.json, doing CRUD, a query and an onSnapshot listener
+# tests/grpc/node/package-lock.json, doing CRUD, a query, an onSnapshot listener and runTransaction
 # (tests/grpc/node/firestore.test.mjs, node:test) against FIRESTORE_EMULATOR_HOST.
 # Usage: FIRESTORE_EMULATOR_HOST=HOST:PORT scripts/node_sdk_tests.sh
 #   (default HOST:PORT: the FIRESTORE_EMULATOR_HOST line of .docstore/dev.env, which `make up`

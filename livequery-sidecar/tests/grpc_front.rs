@@ -858,6 +858,88 @@ async fn batch_write_is_not_atomic() {
     assert_eq!(code, Code::NotFound);
 }
 
+/// Commit and BatchWrite answer one transform result per field
+/// transform, in order: the field's value after the write.
+#[tokio::test]
+async fn commits_answer_transform_results() {
+    use wire::document_transform::field_transform::{ServerValue, TransformType};
+    let Some(dsn) = docstore_core::test_env::cluster_dsn("commits_answer_transform_results") else {
+        return;
+    };
+    let coll = fresh_collection();
+    let mut c = client(start_on(&dsn, true).await).await;
+    let owner = "Bearer owner";
+    let (a, b) = (format!("{ROOT}/{coll}/a"), format!("{ROOT}/{coll}/b"));
+    let array = |values: Vec<wire::Value>| wire::ArrayValue { values };
+    let kind = |v: &wire::Value| v.value_type.clone();
+    let int_kind = |i: i64| Some(wire::value::ValueType::IntegerValue(i));
+
+    // A set with transforms; a plain set (no results); a transform-only write of the same
+    // batch on another document.
+    let mut set = update(&a, &[("n", int(5)), ("m", int(1))]);
+    set.update_transforms = vec![
+        transform("n", TransformType::Increment(int(2))),
+        transform("m", TransformType::Maximum(int(9))),
+        transform(
+            "u",
+            TransformType::AppendMissingElements(array(vec![int(1), int(2)])),
+        ),
+        transform(
+            "t",
+            TransformType::SetToServerValue(ServerValue::RequestTime as i32),
+        ),
+    ];
+    let request = wire::CommitRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![set, update(&b, &[("x", int(1))])],
+        transaction: Vec::new(),
+    };
+    let answer = c.commit(sdk(request, owner)).await.unwrap().into_inner();
+    let results = &answer.write_results[0].transform_results;
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert_eq!(kind(&results[0]), int_kind(7));
+    assert_eq!(kind(&results[1]), int_kind(9));
+    assert_eq!(
+        kind(&results[2]),
+        Some(wire::value::ValueType::ArrayValue(array(vec![
+            int(1),
+            int(2)
+        ])))
+    );
+    // The server time is the commit's.
+    assert_eq!(
+        kind(&results[3]),
+        answer
+            .commit_time
+            .map(wire::value::ValueType::TimestampValue)
+    );
+    assert!(answer.write_results[1].transform_results.is_empty());
+
+    // BatchWrite: each write's own results.
+    let mut bump = update(&b, &[]);
+    bump.update_mask = Some(wire::DocumentMask {
+        field_paths: Vec::new(),
+    });
+    bump.current_document = exists(true);
+    bump.update_transforms = vec![transform("x", TransformType::Increment(int(4)))];
+    let request = wire::BatchWriteRequest {
+        database: DEFAULT_DB.into(),
+        writes: vec![bump],
+        labels: Default::default(),
+    };
+    let answer = c
+        .batch_write(sdk(request, owner))
+        .await
+        .unwrap()
+        .into_inner();
+    let results: Vec<_> = answer.write_results[0]
+        .transform_results
+        .iter()
+        .map(kind)
+        .collect();
+    assert_eq!(results, [int_kind(5)]);
+}
+
 #[tokio::test]
 async fn aggregations_read_the_cluster() {
     use wire::structured_aggregation_query::aggregation::{Avg, Count, Operator, Sum};

@@ -6,12 +6,15 @@
 //!
 //! A Commit naming a transaction applies its writes in that held transaction and commits it.
 //!
-//! Not yet: `transform_results` are empty.
+//! `transform_results`: one value per field transform of a write, in order, the field's value
+//! after the commit, read back in the commit's own transaction (`pg::documents::read_written`)
+//! before it commits. A document written again later in the same batch reports its value after
+//! the whole batch.
 
 use docstore_core::commit::MAX_WRITES;
 use docstore_core::proto::{timestamp_to_proto, DatabaseName, ProtoTimestamp};
-use docstore_core::proto_write::{write_from_proto, CommitWrite};
-use docstore_core::{Code, Timestamp};
+use docstore_core::proto_write::{transform_results, write_from_proto, CommitWrite};
+use docstore_core::{typed_json, Code, ResourcePath, Timestamp, Value};
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use googleapis_tonic_google_firestore_v1::google::rpc::Status as RpcStatus;
 use serde_json::Value as Json;
@@ -19,7 +22,9 @@ use tonic::Status;
 
 use super::error::{from_proto, from_service, status};
 use crate::service::caller::Caller;
-use crate::service::commit::{commit as service_commit, CommitRequest};
+use crate::service::commit::{
+    commit as service_commit, CommitRequest, Committed as ServiceCommitted,
+};
 use crate::service::transactions as service_transactions;
 use crate::service::Service;
 
@@ -67,15 +72,23 @@ pub async fn commit_in(
         .map(|w| write_from_proto(w, db, now).map_err(|e| from_proto(&e)))
         .collect::<Result<Vec<CommitWrite>, Status>>()?;
     let items: Vec<&Json> = converted.iter().flat_map(|w| &w.items).collect();
+    let read_back: Vec<ResourcePath> = converted
+        .iter()
+        .filter(|w| !w.transforms.is_empty())
+        .map(|w| w.path.clone())
+        .collect();
     let text = serde_json::to_string(&items)
         .map_err(|e| status(Code::Internal, format!("commit writes: {e}")))?;
     let committed = match transaction {
-        Some(id) => service_transactions::commit(service, caller, &db.database, id, &text).await,
+        Some(id) => {
+            service_transactions::commit(service, caller, &db.database, id, &text, &read_back).await
+        }
         None => {
             let request = CommitRequest {
                 database: &db.database,
                 writes: &text,
                 transaction: false,
+                read_back: &read_back,
             };
             service_commit(service, caller, request).await
         }
@@ -96,7 +109,7 @@ pub async fn commit_in(
         }
         Err(e) => return Err(from_service(e)),
     };
-    results(&converted, &answer.0)
+    results(db, &converted, &answer)
 }
 
 /// Whether the first item of `write` is an update (the document must exist).
@@ -108,10 +121,16 @@ fn needs_existing(write: &CommitWrite) -> bool {
         .is_some_and(|item| item.contains_key("update"))
 }
 
-/// The write results of the extension's answer.
-fn results(converted: &[CommitWrite], answer: &str) -> Result<Committed, Status> {
+/// The write results of the extension's answer, with the transform results of the documents
+/// read back (one per write with transforms, in order).
+fn results(
+    db: &DatabaseName,
+    converted: &[CommitWrite],
+    committed: &ServiceCommitted,
+) -> Result<Committed, Status> {
     let bad = |what: &str| status(Code::Internal, format!("the commit's answer {what}"));
-    let answer: Json = serde_json::from_str(answer).map_err(|_| bad("is not JSON"))?;
+    let answer: Json = serde_json::from_str(&committed.answer.0).map_err(|_| bad("is not JSON"))?;
+    let mut read_back = committed.read_back.iter();
     let time = |t: &Json| {
         t.as_str()
             .and_then(Timestamp::parse_rfc3339)
@@ -138,9 +157,24 @@ fn results(converted: &[CommitWrite], answer: &str) -> Result<Committed, Status>
                     .ok_or_else(|| bad("lacks an update time"))?,
             )
         };
+        let transform_results = if w.transforms.is_empty() {
+            Vec::new()
+        } else {
+            let doc = read_back
+                .next()
+                .ok_or_else(|| bad("lacks a read back document"))?;
+            let fields = doc
+                .as_ref()
+                .map(|doc| match typed_json::parse(&doc.data.0) {
+                    Ok(Value::Map(fields)) => Ok(fields),
+                    _ => Err(bad("reads back a document that is not a map")),
+                })
+                .transpose()?;
+            transform_results(w, fields.as_ref(), db)
+        };
         write_results.push(wire::WriteResult {
             update_time,
-            transform_results: Vec::new(),
+            transform_results,
         });
     }
     Ok(Committed {

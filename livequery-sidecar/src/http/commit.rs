@@ -30,7 +30,9 @@ pub async fn commit(
     let caller = post.caller();
     let answer = match &commit.held {
         Some(id) => {
-            transactions::commit(&state.service, &caller, &database, id, &commit.writes).await?
+            transactions::commit(&state.service, &caller, &database, id, &commit.writes, &[])
+                .await?
+                .answer
         }
         None => {
             run_commit(
@@ -40,9 +42,11 @@ pub async fn commit(
                     database: &database,
                     writes: &commit.writes,
                     transaction: commit.transaction,
+                    read_back: &[],
                 },
             )
             .await?
+            .answer
         }
     };
     Ok(json_response(StatusCode::OK, answer.0))

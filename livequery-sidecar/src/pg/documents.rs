@@ -315,6 +315,35 @@ pub async fn commit(tx: &RequestTx, writes: &str) -> Result<RawJson, PgError> {
     Ok(row.try_get(0)?)
 }
 
+/// After a commit in the request's transaction, read back `paths` (the documents whose
+/// field transforms' results a gRPC Commit reports) as the session's role: the caller was
+/// allowed the write, and what it learns is only its own transforms' results (as Firestore
+/// answers them), so the `get` rule does not decide this read. The role is the session's for
+/// the rest of the transaction: call it last, before the commit. Empty `paths`: no statement.
+///
+/// # Errors
+/// Postgres errors.
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn read_written(
+    tx: &RequestTx,
+    database: &str,
+    paths: &[ResourcePath],
+) -> Result<Vec<Option<Document>>, PgError> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let client = tx.client()?;
+    let stmt = client
+        .prepare_cached("select set_config('role', 'none', true)")
+        .await?;
+    client.query_one(&stmt, &[]).await?;
+    Ok(read_many(tx, database, &RunAs::Admin, paths)
+        .await?
+        .documents)
+}
+
 /// `docstore.commit(writes)`, then the read of `path` (as [`read`]), sent together: both
 /// statements are prepared first, so their executions go out in this order in one round trip
 /// (a statement still to be prepared would make its future wait, and the other one overtake

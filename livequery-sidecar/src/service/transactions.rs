@@ -34,6 +34,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::batch_get::BatchRead;
 use super::caller::{Caller, Principal};
+use super::commit::Committed;
 use super::context::{structured_query_info, text_query_info, RulesMethod};
 use super::error::ServiceError;
 use super::query::{Query, QueryRows};
@@ -839,7 +840,8 @@ pub async fn query(
     Ok(QueryRows::buffered(rows))
 }
 
-/// Apply `writes` (`docstore.commit`'s JSON array text) in transaction `text` and commit it.
+/// Apply `writes` (`docstore.commit`'s JSON array text) in transaction `text`, read back
+/// `read_back` (as [`super::commit::CommitRequest`]'s) and commit it.
 ///
 /// # Errors
 /// INVALID_ARGUMENT for writes in a read-only transaction; ABORTED for a serialization
@@ -851,7 +853,8 @@ pub async fn commit(
     database: &str,
     text: &str,
     writes: &str,
-) -> Result<RawJson, ServiceError> {
+    read_back: &[ResourcePath],
+) -> Result<Committed, ServiceError> {
     let mut taken = service.transactions.take(caller, database, text).await?;
     let empty = serde_json::from_str::<Json>(writes)
         .ok()
@@ -871,14 +874,20 @@ pub async fn commit(
     service.transactions.release(taken);
     let applied = async {
         set_call(&tx, &run_as).await.map_err(held_error)?;
-        if empty {
-            Ok(RawJson(format!(
+        let answer = if empty {
+            RawJson(format!(
                 "{{\"commitTime\":\"{}\",\"updateTimes\":[]}}",
                 super::context::now_rfc3339()
-            )))
+            ))
         } else {
-            pg_documents::commit(&tx, writes).await.map_err(held_error)
-        }
+            pg_documents::commit(&tx, writes)
+                .await
+                .map_err(held_error)?
+        };
+        let read_back = pg_documents::read_written(&tx, database, read_back)
+            .await
+            .map_err(held_error)?;
+        Ok(Committed { answer, read_back })
     }
     .await;
     match applied {

@@ -52,8 +52,9 @@ pub struct CommitWrite {
     pub items: Vec<Json>,
     /// Whether it deletes its document (Firestore reports no update time then).
     pub delete: bool,
-    /// How many field transforms it has (its `transform_results` has one value each).
-    pub transforms: usize,
+    /// The fields of its transforms, in order (its `transform_results` has one value each:
+    /// [`transform_results`]).
+    pub transforms: Vec<FieldPath>,
 }
 
 /// The commit items of `write` on database `db`, at time `now` (to refuse future preconditions).
@@ -108,12 +109,39 @@ pub fn write_from_proto(
             (path, items, false)
         }
     };
+    let transforms = transforms
+        .iter()
+        .map(|(field, _)| {
+            FieldPath::parse(field)
+                .map_err(|e| bad_write(&format!("transform field path \"{field}\": {e}")))
+        })
+        .collect::<Result<Vec<FieldPath>, ProtoError>>()?;
     Ok(CommitWrite {
         path,
         items,
         delete,
-        transforms: transforms.len(),
+        transforms,
     })
+}
+
+/// A write's `transform_results`: per transform of `write`, in order, its field's value in
+/// `fields` (the document's fields after the write), or null where the document does not hold
+/// it (none: a deleted or missing document).
+pub fn transform_results(
+    write: &CommitWrite,
+    fields: Option<&Map>,
+    db: &DatabaseName,
+) -> Vec<crate::proto::ProtoValue> {
+    write
+        .transforms
+        .iter()
+        .map(|field| {
+            let value = fields
+                .and_then(|f| crate::index::lookup(f, field))
+                .unwrap_or(&Value::Null);
+            crate::proto::value_to_proto(value, db)
+        })
+        .collect()
 }
 
 /// A replacing set, then the transforms.
@@ -387,6 +415,34 @@ mod tests {
         );
         write.update_transforms[0].transform_type = Some(TransformType::SetToServerValue(0));
         assert!(write_from_proto(&write, &db(), now()).is_err());
+    }
+
+    #[test]
+    fn transform_results_are_the_fields_after_the_write_in_order() {
+        let mut write = update(&[]);
+        write.update_transforms = ["b", "a.`x y`", "missing"]
+            .into_iter()
+            .map(|f| FieldTransform {
+                field_path: f.into(),
+                transform_type: Some(TransformType::Increment(int(1))),
+            })
+            .collect();
+        let converted = write_from_proto(&write, &db(), now()).unwrap_or_else(|e| panic!("{e}"));
+        let fields = match typed_json::parse(r#"{"a": {"x y": 7}, "b": 3}"#) {
+            Ok(Value::Map(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        let null = ProtoValue {
+            value_type: Some(ValueType::NullValue(0)),
+        };
+        assert_eq!(
+            transform_results(&converted, Some(&fields), &db()),
+            [int(3), int(7), null.clone()]
+        );
+        assert_eq!(
+            transform_results(&converted, None, &db()),
+            [null.clone(), null.clone(), null]
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 // @google-cloud/firestore (Node), unchanged, against pg_docstore's Firestore gRPC front end at
 // FIRESTORE_EMULATOR_HOST (the SDK then connects without TLS and sends `Bearer owner`, as it does
-// to Google's emulator): CRUD, a query and an onSnapshot listener (the SDK's Listen, target id 1).
+// to Google's emulator): CRUD, a query, an onSnapshot listener (the SDK's Listen, target id 1)
+// and concurrent runTransaction increments.
 // Run by scripts/node_sdk_tests.sh (`node --test`); each test is bounded by --test-timeout.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -145,4 +146,28 @@ test('onSnapshot: the initial result, then each change', async () => {
   } finally {
     listener.unsubscribe();
   }
+});
+
+// runTransaction: the SDK's first read sends new_transaction, its commit names the transaction;
+// concurrent read-modify-write increments conflict (ABORTED, which the SDK retries), so the
+// counter ends exact.
+test('runTransaction: concurrent read-modify-write increments end exact', async () => {
+  const counter = db.collection(`${root}/transactions/counters`).doc('c');
+  await counter.set({ n: 0 });
+  const WORKERS = 4;
+  const EACH = 3;
+  const worker = async () => {
+    for (let i = 0; i < EACH; i += 1) {
+      await db.runTransaction(
+        async (tx) => {
+          const snapshot = await tx.get(counter);
+          tx.update(counter, { n: snapshot.get('n') + 1 });
+        },
+        { maxAttempts: 50 },
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: WORKERS }, worker));
+  const snapshot = await counter.get();
+  assert.equal(snapshot.get('n'), WORKERS * EACH);
 });
