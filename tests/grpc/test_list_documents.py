@@ -77,10 +77,16 @@ def test_list_documents_pages_and_masks(monkeypatch, coll, firestore_emulator_ho
 def test_reads_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
     db = sdk_client(monkeypatch, firestore_emulator_host)
     doc = db.collection(coll).document("p")
-    doc.collection("kids").document("k").set({})
+    written = doc.collection("kids").document("k").set({})
+    # At the newest commit (this write's time): a current listing (docs/grpc.md, "Transactions
+    # and read times").
+    now = written.update_time
+    assert [c.id for c in doc.collections(read_time=now)] == ["kids"]
+    assert [r.id for r in db.collection(coll).list_documents(read_time=now)] == ["p"]
     future = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(minutes=5)
-    assert [c.id for c in doc.collections(read_time=future)] == ["kids"]
-    assert [r.id for r in db.collection(coll).list_documents(read_time=future)] == ["p"]
+    with pytest.raises(exceptions.InvalidArgument) as raised:
+        list(doc.collections(read_time=future))
+    assert "in the future" in str(raised.value)
     past = datetime.datetime.now(tz=datetime.UTC) - datetime.timedelta(seconds=30)
     with pytest.raises(exceptions.FailedPrecondition) as raised:
         list(doc.collections(read_time=past))
