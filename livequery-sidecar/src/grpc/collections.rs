@@ -51,7 +51,11 @@ pub async fn list_collection_ids(
         // A current listing, checked after it (docs/grpc.md, "Transactions and read times").
         read_time::check(service, t).await.map_err(from_service)?;
     }
-    Ok(page(ids, &request.page_token, size))
+    let (collection_ids, next_page_token) = page(ids, String::as_str, &request.page_token, size);
+    Ok(wire::ListCollectionIdsResponse {
+        collection_ids,
+        next_page_token,
+    })
 }
 
 /// ListDocuments of the collection `collection_id` under `parent` (`None`: the root): its
@@ -118,16 +122,7 @@ pub async fn list_documents(
         // A current listing, checked after it (docs/grpc.md, "Transactions and read times").
         read_time::check(service, t).await.map_err(from_service)?;
     }
-    let token = request.page_token.as_str();
-    let mut rest: Vec<_> = listed
-        .into_iter()
-        .filter(|l| token.is_empty() || l.id.as_bytes() > token.as_bytes())
-        .collect();
-    let mut next_page_token = String::new();
-    if size > 0 && rest.len() > size {
-        rest.truncate(size);
-        next_page_token = rest.last().map(|l| l.id.clone()).unwrap_or_default();
-    }
+    let (rest, next_page_token) = page(listed, |l| &l.id, &request.page_token, size);
     let documents = rest
         .iter()
         .map(|l| {
@@ -149,21 +144,22 @@ pub async fn list_documents(
     })
 }
 
-/// The page of sorted `ids` after `token` (empty: from the start), at most `size` (0: all).
-fn page(ids: Vec<String>, token: &str, size: usize) -> wire::ListCollectionIdsResponse {
-    let mut rest: Vec<String> = ids
+/// The page of `items` (sorted by `id`) after `token` (empty: from the start), at most `size`
+/// (0: all), and the token of the next page (empty: none).
+fn page<T>(items: Vec<T>, id: impl Fn(&T) -> &str, token: &str, size: usize) -> (Vec<T>, String) {
+    let mut rest: Vec<T> = items
         .into_iter()
-        .filter(|id| token.is_empty() || id.as_str() > token)
+        .filter(|item| token.is_empty() || id(item) > token)
         .collect();
     let mut next_page_token = String::new();
     if size > 0 && rest.len() > size {
         rest.truncate(size);
-        next_page_token = rest.last().cloned().unwrap_or_default();
+        next_page_token = rest
+            .last()
+            .map(|item| id(item).to_owned())
+            .unwrap_or_default();
     }
-    wire::ListCollectionIdsResponse {
-        collection_ids: rest,
-        next_page_token,
-    }
+    (rest, next_page_token)
 }
 
 #[cfg(test)]
@@ -173,12 +169,12 @@ mod tests {
     #[test]
     fn pages_follow_their_tokens() {
         let ids: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        let first = page(ids.clone(), "", 2);
-        assert_eq!(first.collection_ids, ["a", "b"]);
-        assert_eq!(first.next_page_token, "b");
-        let second = page(ids.clone(), &first.next_page_token, 2);
-        assert_eq!(second.collection_ids, ["c"]);
-        assert_eq!(second.next_page_token, "");
-        assert_eq!(page(ids, "", 0).collection_ids.len(), 3);
+        let first = page(ids.clone(), String::as_str, "", 2);
+        assert_eq!(first.0, ["a", "b"]);
+        assert_eq!(first.1, "b");
+        let second = page(ids.clone(), String::as_str, &first.1, 2);
+        assert_eq!(second.0, ["c"]);
+        assert_eq!(second.1, "");
+        assert_eq!(page(ids, String::as_str, "", 0).0.len(), 3);
     }
 }
