@@ -123,6 +123,24 @@ class Cluster:
     def url(self, database: str = "docstore") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
+    def create_docstore(self) -> None:
+        """Create the database `docstore` with the extension and the tests' setup (SETUP_SQL)."""
+        as_postgres(
+            [
+                str(PG_BIN / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "docstore",
+            ]
+        )
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            for statement in SETUP_SQL:
+                conn.execute(statement)
+
 
 # The ruleset `make up` installs on its demo database (demo/open_rules.sql): anyone may read
 # and write. A database without rules denies every non-admin caller (docs/rules.md), so the
@@ -228,21 +246,7 @@ def stack():
     proc = None
     try:
         cluster.start()
-        as_postgres(
-            [
-                str(PG_BIN / "createdb"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(cluster.port),
-                "-U",
-                "postgres",
-                "docstore",
-            ]
-        )
-        with psycopg.connect(cluster.url(), autocommit=True) as conn:
-            for statement in SETUP_SQL:
-                conn.execute(statement)
+        cluster.create_docstore()
         port = free_port()
         # Hex: tests pass these as command-line values (`--jwt-secret VALUE`), and a base64url
         # secret starting with '-' (1 run in 32) would be read as a flag.

@@ -29,7 +29,6 @@ import pytest
 from conftest import (
     PG_BIN,
     ROOT,
-    SETUP_SQL,
     Cluster,
     as_postgres,
     free_port,
@@ -178,21 +177,7 @@ def env() -> Iterator[tuple[Cluster, Sidecar]]:
     sidecar = Sidecar(cluster)
     try:
         cluster.start()
-        as_postgres(
-            [
-                str(PG_BIN / "createdb"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(cluster.port),
-                "-U",
-                "postgres",
-                "docstore",
-            ]
-        )
-        with psycopg.connect(cluster.url(), autocommit=True) as conn:
-            for statement in SETUP_SQL:
-                conn.execute(statement)
+        cluster.create_docstore()
         # The sidecar logs in as its least-privileged role (docs/security.md): delivery needs
         # no more than the extension grants docstore_service.
         password = secrets.token_hex(16)
