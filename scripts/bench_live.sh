@@ -33,7 +33,8 @@
 # with sudo (Postgres runs as user postgres). Environment: BENCH_REPEAT (2), BENCH_SECONDS (20),
 # BENCH_SCALE_RATE (1000), BENCH_LADDER ("250 500"), BENCH_CLIENTS (8),
 # BENCH_CONNECTIONS (writer connections, 8), BENCH_TRIGGER_RATES ("100 1000"), CARGO_TARGET_DIR, BENCH_BUILD=0 (use the binaries
-# already built there).
+# already built there), BENCH_PG_OPTIONS (more `-c name=value` for the cluster, e.g. to preload
+# pg_stat_statements while measuring).
 # Prints the loadgen summaries and, at the end, the Markdown rows for BENCHMARKS.md
 # ("Live queries"); raw output in target/bench-live/.
 source "$(dirname "$0")/lib.sh"
@@ -72,7 +73,7 @@ rm -rf "${OUT}"
 mkdir -p "${OUT}"
 
 # The cluster: like `make up`'s (logical decoding, the library preloaded), fsync on.
-THROWAWAY_OPTIONS="-c wal_level=logical -c shared_preload_libraries=pg_docstore -c max_connections=200 -c max_replication_slots=8 -c max_wal_senders=8 -c shared_buffers=512MB -c wal_compression=lz4"
+THROWAWAY_OPTIONS="-c wal_level=logical -c shared_preload_libraries=pg_docstore -c max_connections=200 -c max_replication_slots=8 -c max_wal_senders=8 -c shared_buffers=512MB -c wal_compression=lz4 ${BENCH_PG_OPTIONS:-}"
 say "starting a throwaway cluster"
 start_throwaway_cluster
 postmaster_pid="$(as_postgres head -1 "${THROWAWAY_DIR}/data/postmaster.pid")"

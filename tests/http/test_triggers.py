@@ -423,6 +423,42 @@ def test_per_document_order_holds_under_endpoint_failures(env, endpoint):
             assert len(attempts) == 2 * versions
 
 
+def test_batched_claims_deliver_each_document_in_commit_order(env, endpoint):
+    """The deliverer claims many documents' heads per round and marks deliveries done in
+    batches (docs/triggers.md, "Order and retries"): a backlog of several changes on each of
+    more documents than one claim takes still reaches the endpoint once per change, each
+    document's in commit order."""
+    cluster, _ = env
+    coll = "c" + uuid.uuid4().hex[:8]
+    # Requests overlap: a later change of a document claimed too early would be posted while
+    # its predecessor is still in flight.
+    endpoint.answer = lambda r: (200, b"", 0.01)
+    docs, versions = 40, 5
+    with trigger(cluster, f"{coll}/{{id}}", endpoint.url) as (name, _):
+        # One transaction: recorded in one batch, so the first claim finds every document's
+        # five changes pending at once.
+        with psycopg.connect(cluster.url()) as conn, conn.transaction():
+            for v in range(versions):
+                for d in range(docs):
+                    conn.execute(
+                        "select docstore.set(%s, %s)", (f"{coll}/d{d}", json.dumps({"v": v}))
+                    )
+        delivered(endpoint, name, docs * versions)
+        wait_for("all marked done", lambda: state(cluster, name) == (0, 0, 0))
+        for d in range(docs):
+            got = [r["body"] for r in endpoint.of(name) if r["body"]["path"] == f"{coll}/d{d}"]
+            assert [b["after"]["data"]["v"] for b in got] == list(range(versions))
+            order = [change_order(b["changeId"]) for b in got]
+            assert order == sorted(order)
+        ((undone,),) = sql(
+            cluster,
+            "select count(*) from docstore.trigger_deliveries "
+            "where trigger_name = %s and state <> 'done'",
+            name,
+        )
+        assert undone == 0
+
+
 def test_parked_change_holds_its_document_until_retry_trigger(env, endpoint):
     cluster, _ = env
     coll = "c" + uuid.uuid4().hex[:8]

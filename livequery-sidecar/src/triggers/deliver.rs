@@ -8,6 +8,7 @@
 //! [`Settings::attempts`] it is parked, and its document's later changes wait behind it until
 //! `docstore.retry_trigger`.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,7 +19,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
 use super::sign;
@@ -62,32 +63,46 @@ pub fn start(db: Db, settings: Settings, recorded: Arc<Notify>) -> Result<(), St
         .enable_http1()
         .build();
     let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
-    tokio::spawn(run(db, settings, client, recorded));
+    let (marks, marked) = mpsc::unbounded_channel();
+    tokio::spawn(mark_done(db.clone(), marked, Arc::clone(&recorded)));
+    tokio::spawn(run(db, settings, client, recorded, marks));
     Ok(())
 }
 
+/// The claimed changes waiting for a free request slot, and those in flight, are at most
+/// twice `parallel`; a claim asks for the room left once at least `parallel` is free. So the
+/// deliverer claims a batch per round instead of one change per finished request, and a
+/// claimed change waits for a slot at most as long as one request may take: it is posted
+/// within its lease (twice the timeout plus 5 s).
+///
 /// # Cancel safety
 /// Runs for the life of the process.
-async fn run(db: Db, settings: Settings, client: HttpClient, recorded: Arc<Notify>) {
+async fn run(db: Db, settings: Settings, client: HttpClient, recorded: Arc<Notify>, marks: Marks) {
     let mut running = JoinSet::new();
+    let mut ready: VecDeque<Claimed> = VecDeque::new();
+    let parallel = settings.parallel.max(1);
     let lease = settings.timeout.as_secs_f64() * 2.0 + 5.0;
     let mut upkeep = tokio::time::interval(Duration::from_secs(5));
     upkeep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let free = settings.parallel.saturating_sub(running.len());
+        let room = (2 * parallel).saturating_sub(running.len() + ready.len());
+        // Whether the last claim filled the room: more may be due right away.
         let mut full = false;
-        if free > 0 {
-            match sql::claim(&db, i64::try_from(free).unwrap_or(i64::MAX), lease).await {
+        if room >= parallel {
+            match sql::claim(&db, i64::try_from(room).unwrap_or(i64::MAX), lease).await {
                 Ok(claimed) => {
-                    full = claimed.len() == free;
-                    for c in claimed {
-                        let db = db.clone();
-                        let client = client.clone();
-                        running.spawn(async move { deliver(&db, &client, &settings, c).await });
-                    }
+                    full = claimed.len() == room;
+                    ready.extend(claimed);
                 }
                 Err(e) => tracing::warn!(error = %e, "write triggers: claiming deliveries failed"),
             }
+        }
+        while running.len() < parallel {
+            let Some(c) = ready.pop_front() else { break };
+            let db = db.clone();
+            let client = client.clone();
+            let marks = marks.clone();
+            running.spawn(async move { deliver(&db, &client, &settings, &marks, c).await });
         }
         tokio::select! {
             Some(_) = running.join_next(), if !running.is_empty() => {}
@@ -95,6 +110,35 @@ async fn run(db: Db, settings: Settings, client: HttpClient, recorded: Arc<Notif
             () = tokio::time::sleep(POLL), if !full => {}
             _ = upkeep.tick() => refresh_metrics(&db).await,
         }
+    }
+}
+
+/// The done marks of at-least-once deliveries, on their way to [`mark_done`].
+type Marks = mpsc::UnboundedSender<(String, String)>;
+
+/// Most done marks written in one statement.
+const MARK_BATCH: usize = 1024;
+
+/// Write the done marks of at-least-once deliveries: every mark that arrived while the last
+/// statement ran goes into the next one (one transaction, committed asynchronously:
+/// `pg::triggers::done`), then the deliverer is woken, since a document's next change is
+/// claimable only once its predecessor is marked. A mark that cannot be written is dropped:
+/// its claim runs out and the change is delivered again.
+///
+/// # Cancel safety
+/// Runs for the life of the process.
+async fn mark_done(
+    db: Db,
+    mut marked: mpsc::UnboundedReceiver<(String, String)>,
+    wake: Arc<Notify>,
+) {
+    let mut batch = Vec::with_capacity(MARK_BATCH);
+    while marked.recv_many(&mut batch, MARK_BATCH).await > 0 {
+        if let Err(e) = sql::done(&db, &batch).await {
+            tracing::warn!(error = %e, marks = batch.len(), "write triggers: marking deliveries done failed; they are delivered again after their claims run out");
+        }
+        batch.clear();
+        wake.notify_one();
     }
 }
 
@@ -125,7 +169,7 @@ enum Outcome {
     Failed(String),
 }
 
-async fn deliver(db: &Db, client: &HttpClient, settings: &Settings, c: Claimed) {
+async fn deliver(db: &Db, client: &HttpClient, settings: &Settings, marks: &Marks, c: Claimed) {
     let started = Instant::now();
     let outcome = match attempt(client, settings, &c).await {
         Ok(answer) => finish(db, &c, answer).await,
@@ -141,11 +185,15 @@ async fn deliver(db: &Db, client: &HttpClient, settings: &Settings, c: Claimed) 
                 .record(f64::from(c.attempts));
             metrics::counter!("docstore_trigger_deliveries_total", "trigger" => trigger, "outcome" => "delivered")
                 .increment(1);
-            if c.exactly_once {
-                Ok(())
-            } else {
-                sql::done(db, &c.trigger, &c.change_id).await
+            // Exactly once, the mark was committed with the acknowledgement.
+            if !c.exactly_once
+                && marks
+                    .send((c.trigger.clone(), c.change_id.clone()))
+                    .is_err()
+            {
+                tracing::error!("write triggers: the done marks' task has stopped");
             }
+            Ok(())
         }
         Outcome::Failed(why) => {
             let park = c.attempts >= settings.attempts;
