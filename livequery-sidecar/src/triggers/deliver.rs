@@ -94,7 +94,8 @@ async fn run(db: Db, settings: Settings, client: HttpClient, recorded: Arc<Notif
                     full = claimed.len() == room;
                     ready.extend(claimed);
                 }
-                Err(e) => tracing::warn!(error = %e, "write triggers: claiming deliveries failed"),
+                // Debug: the server's message and SQLSTATE, which Display leaves out.
+                Err(e) => tracing::warn!(error = ?e, "write triggers: claiming deliveries failed"),
             }
         }
         while running.len() < parallel {
@@ -135,7 +136,7 @@ async fn mark_done(
     let mut batch = Vec::with_capacity(MARK_BATCH);
     while marked.recv_many(&mut batch, MARK_BATCH).await > 0 {
         if let Err(e) = sql::done(&db, &batch).await {
-            tracing::warn!(error = %e, marks = batch.len(), "write triggers: marking deliveries done failed; they are delivered again after their claims run out");
+            tracing::warn!(error = ?e, marks = batch.len(), "write triggers: marking deliveries done failed; they are delivered again after their claims run out");
         }
         batch.clear();
         wake.notify_one();
