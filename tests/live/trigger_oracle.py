@@ -786,6 +786,15 @@ class Campaign:
                     (name, PATTERN, self.endpoint.url(name), mode),
                 )
         stack.start_sidecar()
+        # Changes are decoded from the sidecar's slot, created at its first start: what commits
+        # before it exists is never decoded (docs/triggers.md, "Recording").
+        self.wait_until(
+            lambda: stack.sql(
+                "select 1 from pg_replication_slots where slot_name = 'docstore_sidecar'"
+            ),
+            "the sidecar's replication slot",
+            "faults",
+        )
 
     def run(self) -> Campaign:
         keep = bool(os.environ.get("DOCSTORE_KEEP_LOGS"))
