@@ -158,11 +158,13 @@ sdk() {
 }
 
 live() {
-  say "live queries: the oracle campaign (tests/live: random subscriptions and transactions under faults, states compared with fresh queries) on a cluster and sidecar of its own"
+  say "live queries and write triggers: the oracle campaigns (tests/live: random subscriptions and transactions under faults, states compared with fresh queries; random writes delivered to misbehaving trigger endpoints under faults, deliveries and exactly-once counters compared with what committed) on clusters and sidecars of their own"
   [ -x .venv/bin/pytest ] || bash scripts/venv.sh
   cargo build --release --quiet -p docstore-sidecar
   # DOCSTORE_ORACLE_SEED (default 12) and DOCSTORE_ORACLE_SECONDS (default 60) pass through;
-  # the long run is scripts/oracle.sh.
+  # the long run is scripts/oracle.sh. DOCSTORE_TRIGGER_ORACLE_SEED and
+  # DOCSTORE_TRIGGER_ORACLE_SECONDS likewise for the write-trigger campaign
+  # (scripts/trigger_oracle.sh).
   DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
     .venv/bin/pytest -q tests/live
 }
