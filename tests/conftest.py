@@ -310,6 +310,34 @@ def coll() -> str:
     return "c" + uuid.uuid4().hex[:12]
 
 
+def sidecar_login(cluster: Cluster, *psql_vars: str, role: str = "docstore_sidecar") -> str:
+    """Run sql/sidecar_role.sql on `cluster`'s database docstore as an operator would (psql as
+    postgres, `-v` PSQL_VARS such as "dev_mode=on", a new random password) for the login
+    `role`; the database URL of that login (docs/security.md, "The sidecar's role")."""
+    password = secrets.token_hex(16)
+    options = [arg for var in (*psql_vars, f"role={role}") for arg in ("-v", var)]
+    as_postgres(
+        [
+            str(PG_BIN / "psql"),
+            "-X",
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(cluster.port),
+            "-U",
+            "postgres",
+            "-d",
+            "docstore",
+            *options,
+            "-f",
+            "-",
+        ],
+        input=f"\\set password {password}\n" + (ROOT / "sql" / "sidecar_role.sql").read_text(),
+    )
+    return cluster.url().replace("postgres@", f"{role}:{password}@", 1)
+
+
 @contextlib.contextmanager
 def own_sidecar(stack, *flags: str, slot: str | None = None, database_url: str | None = None):
     """A sidecar of the test's own on the test cluster, started with `flags`; yields its URL.

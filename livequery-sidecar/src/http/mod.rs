@@ -122,14 +122,21 @@ async fn not_found(request: Request) -> ApiError {
 }
 
 /// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer,
-/// with the cause and its fix when retrying cannot help (`pg::preflight`).
+/// with the cause and its fix when retrying cannot help (`pg::preflight`), and when the live
+/// path's replication connection fails on such a cause (`source::supervisor`).
 async fn health(State(state): State<SharedState>) -> Response {
     match state.service.db.health().await {
-        Ok(()) => (
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            "{\"status\":\"ok\"}",
-        )
-            .into_response(),
+        Ok(()) => match state.service.session.as_ref().and_then(|s| s.failure()) {
+            // The pool answers but the live path cannot stream (REPLICATION revoked, ...).
+            Some(cause) => {
+                ApiError::new(docstore_core::Code::Unavailable, cause.to_string()).into_response()
+            }
+            None => (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                "{\"status\":\"ok\"}",
+            )
+                .into_response(),
+        },
         Err(e) => match crate::pg::preflight::cause_of(&e) {
             // A permanent cause (the password changed, the role lost its pg_hba.conf entry):
             // say which, and its fix.
