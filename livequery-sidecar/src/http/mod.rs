@@ -20,6 +20,7 @@ pub mod query;
 pub mod resource;
 pub mod server;
 pub mod sse;
+pub mod tls;
 pub mod transactions;
 
 use std::sync::Arc;
@@ -238,12 +239,25 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
 
 /// How the server is exposed: its time limits and caps, the `Host` names it answers and
 /// the browser origins it allows.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Exposure {
     pub limits: server::ServerLimits,
     pub hosts: origin::HostPolicy,
     /// `None`: no CORS headers at all.
     pub cors: Option<origin::CorsPolicy>,
+    /// `--tls-cert` / `--tls-key`: the listener speaks TLS (ALPN `http/1.1`).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Exposure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exposure")
+            .field("limits", &self.limits)
+            .field("hosts", &self.hosts)
+            .field("cors", &self.cors)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 /// Serve until SIGTERM or SIGINT, then finish the requests in flight.
@@ -267,7 +281,14 @@ pub async fn serve(
         exposure.hosts,
         origin::check_host,
     ));
-    server::serve(app, listener, exposure.limits, shutdown_signal()).await
+    server::serve(
+        app,
+        listener,
+        exposure.limits,
+        exposure.tls,
+        shutdown_signal(),
+    )
+    .await
 }
 
 async fn shutdown_signal() {
