@@ -300,6 +300,29 @@ mod tests {
     }
 
     #[test]
+    fn sqlstates_are_read_from_both_connections_messages() {
+        let revoked = SourceError::Replication(
+            "server error: FATAL: must be superuser or replication role to start walsender \
+             (SQLSTATE 42501)"
+                .into(),
+        );
+        assert_eq!(revoked.sqlstate(), Some("42501"));
+        let password = SourceError::Postgres("db error: FATAL: x (SQLSTATE 28P01)".into());
+        assert_eq!(password.sqlstate(), Some("28P01"));
+        assert_eq!(
+            password.sqlstate().and_then(preflight::classify),
+            Some(Cause::BadPassword)
+        );
+        let refused = SourceError::Replication("io error: connection refused".into());
+        assert_eq!(refused.sqlstate(), None);
+        assert_eq!(SourceError::Closed.sqlstate(), None);
+        assert_eq!(
+            SourceError::Postgres("cut short (SQLSTATE 28".into()).sqlstate(),
+            None
+        );
+    }
+
+    #[test]
     fn errors_map_to_recoveries() {
         use Recovery::*;
         assert_eq!(recovery(&SourceError::Closed), Reconnect);
