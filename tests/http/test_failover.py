@@ -63,11 +63,9 @@ def test_a_dropped_slot_resets_streams_with_a_fresh_snapshot(stack, coll):
             while not any(ev["event"] == "change" for ev in listener.received):
                 view.apply(listener.next())
             drop_slot_under(stack, slot)
-            while True:
-                ev = listener.next()
-                view.apply(ev)
-                if ev["event"] == "reset":
-                    break
+            # Events keep coming while writes go on: bounded by Listener.until's deadline.
+            ev = listener.until(lambda ev: ev["event"] == "reset")
+            view.apply(ev)
             assert ev["data"]["reason"] == "slot_lost", ev
             after = listener.next()
             assert after["event"] == "snapshot", after
