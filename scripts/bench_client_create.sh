@@ -42,7 +42,7 @@ admin_key="k${secret}"
 declare -A URLS
 for db in bench_add_one bench_add_tx; do
   port="$(free_port 18900)"
-  DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${db}" \
+  DOCSTORE_DATABASE_URL="$(sidecar_database_url "${db}")" \
     DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_JWT_SECRET="${secret}" DOCSTORE_ADMIN_KEY="${admin_key}" \
     DOCSTORE_POOL_SIZE=32 DOCSTORE_LIVE=false "${SIDECAR_BIN}" > "${tmp}/${db}.log" 2>&1 &
   pids+=($!)

@@ -40,7 +40,7 @@ secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 declare -A URLS
 for db in bench_get_one bench_get_tx; do
   port="$(free_port 18800)"
-  DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${db}" \
+  DOCSTORE_DATABASE_URL="$(sidecar_database_url "${db}")" \
     DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_JWT_SECRET="${secret}" DOCSTORE_ADMIN_KEY="k${secret}" \
     DOCSTORE_POOL_SIZE=32 "${SIDECAR_BIN}" > "${tmp}/${db}.log" 2>&1 &
   pids+=($!)

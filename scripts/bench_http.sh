@@ -116,7 +116,7 @@ jwt_secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 admin_key="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 url="http://127.0.0.1:${port}"
 say "starting ${SIDECAR_BIN} on ${url}"
-DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
+DOCSTORE_DATABASE_URL="$(sidecar_database_url "${DB}")" \
   DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_JWT_SECRET="${jwt_secret}" \
   DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_POOL_SIZE="${POOL_SIZE}" "${SIDECAR_BIN}" > "${OUT}/sidecar.log" 2>&1 &
 sidecar_pid=$!

@@ -66,7 +66,7 @@ bench_sidecar() {
   local log="$1" bin="$2" db="$3" secret="$4" admin_key="$5" port i
   shift 5
   port="$(free_port 18700)"
-  env DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${db}" \
+  env DOCSTORE_DATABASE_URL="$(sidecar_database_url "${db}")" \
     DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_JWT_SECRET="${secret}" DOCSTORE_ADMIN_KEY="${admin_key}" \
     DOCSTORE_POOL_SIZE=32 DOCSTORE_LIVE=false "$@" "${bin}" > "${log}" 2>&1 &
   BENCH_SIDECAR_PID=$!

@@ -130,7 +130,7 @@ PY
 # from 127.0.0.1: the connection and stream caps are raised above the load.
 start_sidecar() {
   "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
-  DOCSTORE_DATABASE_URL="postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" \
+  DOCSTORE_DATABASE_URL="$(sidecar_database_url "${DB}")" \
     DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_GRPC_LISTEN="127.0.0.1:${grpc_port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
     DOCSTORE_LISTEN_GRACE_SECONDS=2 DOCSTORE_MAX_CONNECTIONS=1000000 DOCSTORE_MAX_CONNECTIONS_PER_CLIENT=1000000 \
     DOCSTORE_MAX_STREAMS=1000000 DOCSTORE_MAX_STREAMS_PER_CALLER=1000000 RUST_LOG=warn "${TARGET}/docstore-sidecar" >> "${OUT}/sidecar.log" 2>&1 &

@@ -112,3 +112,20 @@ stop_throwaway_cluster() {
   as_root rm -rf "${THROWAWAY_DIR}"
   THROWAWAY_DIR=
 }
+
+# sidecar_database_url DB: the URL of database DB (which has the extension) for a
+# least-privileged login of the benchmarks' sidecars, docstore_sidecar_bench, made by
+# sql/sidecar_role.sql on the cluster at DOCSTORE_PG_PORT (the project's or a throwaway one) at
+# each call, with the one password kept in .docstore/bench-sidecar.password: the benchmarks run
+# the sidecar as production does, not as the superuser. (Not make up's docstore_sidecar: setting
+# its password again would lock out the running sidecar's new connections.)
+sidecar_database_url() {
+  local password_file="${ROOT}/.docstore/bench-sidecar.password"
+  mkdir -p "${ROOT}/.docstore"
+  [ -s "${password_file}" ] || (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "${password_file}")
+  { printf '\\set password %s\n' "$(cat "${password_file}")"
+    cat "${ROOT}/sql/sidecar_role.sql"; } |
+    PGOPTIONS="-c client_min_messages=warning" "${PSQL[@]}" -d "$1" -q -v role=docstore_sidecar_bench -f - >/dev/null ||
+    die "could not create the benchmarks' sidecar role (sql/sidecar_role.sql) in database $1"
+  echo "postgresql://docstore_sidecar_bench:$(cat "${password_file}")@127.0.0.1:${DOCSTORE_PG_PORT}/$1"
+}

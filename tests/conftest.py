@@ -159,6 +159,10 @@ SETUP_SQL = [
 ]
 
 
+# The login role of the session's sidecar (`stack`).
+STACK_ROLE = "docstore_sidecar_e2e"
+
+
 @dataclass
 class Stack:
     """The running cluster and sidecar, as the tests use them."""
@@ -253,9 +257,13 @@ def stack():
         admin_key = secrets.token_hex(24)
         jwt_secret = secrets.token_hex(32)
         log = cluster.dir / "sidecar.log"
+        # The sidecar's least-privileged login (sql/sidecar_role.sql), not the superuser: every
+        # e2e test also proves the extension's grants. A role of its own: other tests run the
+        # script for docstore_sidecar again, with a new password.
+        database_url = sidecar_login(cluster, role=STACK_ROLE)
         env = {
             **os.environ,
-            "DOCSTORE_DATABASE_URL": cluster.url(),
+            "DOCSTORE_DATABASE_URL": database_url,
             "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
             "DOCSTORE_JWT_SECRET": jwt_secret,
             "DOCSTORE_ADMIN_KEY": admin_key,
@@ -308,6 +316,34 @@ def client(stack):
 def coll() -> str:
     """A collection id no other test uses."""
     return "c" + uuid.uuid4().hex[:12]
+
+
+def sidecar_login(cluster: Cluster, *psql_vars: str, role: str = "docstore_sidecar") -> str:
+    """Run sql/sidecar_role.sql on `cluster`'s database docstore as an operator would (psql as
+    postgres, `-v` PSQL_VARS such as "dev_mode=on", a new random password) for the login
+    `role`; the database URL of that login (docs/security.md, "The sidecar's role")."""
+    password = secrets.token_hex(16)
+    options = [arg for var in (*psql_vars, f"role={role}") for arg in ("-v", var)]
+    as_postgres(
+        [
+            str(PG_BIN / "psql"),
+            "-X",
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(cluster.port),
+            "-U",
+            "postgres",
+            "-d",
+            "docstore",
+            *options,
+            "-f",
+            "-",
+        ],
+        input=f"\\set password {password}\n" + (ROOT / "sql" / "sidecar_role.sql").read_text(),
+    )
+    return cluster.url().replace("postgres@", f"{role}:{password}@", 1)
 
 
 @contextlib.contextmanager

@@ -91,6 +91,8 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         grpc_listen: None,
         dev_mode: false,
+        tls_cert: None,
+        tls_key: None,
         jwt_secret: Some("secret".into()),
         jwks_file: None,
         jwks_url: None,

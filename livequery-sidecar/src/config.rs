@@ -46,6 +46,17 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_DEV_MODE")]
     pub dev_mode: bool,
 
+    /// PEM file of the certificate chain (the server's certificate first) with which the HTTP
+    /// listener and the gRPC front end speak TLS (rustls; ALPN `http/1.1` for HTTP, `h2` for
+    /// gRPC), for deployments without a TLS proxy in front. Needs --tls-key; without both the
+    /// listeners speak plain HTTP.
+    #[arg(long, env = "DOCSTORE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM file of the private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "DOCSTORE_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+
     /// Shared secret of HS256-signed JWTs (`Authorization: Bearer <JWT>`). Without it,
     /// --jwks-file and --jwks-url every bearer token but the admin key is refused (401).
     /// JWTs must carry `exp` (docs/security.md lists every check).
@@ -298,6 +309,15 @@ impl Config {
     /// `--dev-mode` with a `--grpc-listen` address that is not loopback: `Bearer owner` is the
     /// admin in development mode, so anyone who could reach that address would be the admin.
     pub fn check(&self) -> Result<(), String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => {
+                return Err("--tls-cert needs --tls-key (the certificate's private key)".into())
+            }
+            (None, Some(_)) => {
+                return Err("--tls-key needs --tls-cert (the certificate chain of the key)".into())
+            }
+            _ => {}
+        }
         match self.grpc_listen {
             Some(addr) if self.dev_mode && !addr.ip().is_loopback() => Err(format!(
                 "--dev-mode makes `Bearer owner` the admin: refusing to serve it on {addr}, which is \
@@ -316,6 +336,8 @@ impl std::fmt::Debug for Config {
             .field("listen", &self.listen)
             .field("grpc_listen", &self.grpc_listen)
             .field("dev_mode", &self.dev_mode)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
             .field("jwt_secret", &redacted(self.jwt_secret.is_some()))
             .field("jwks_file", &self.jwks_file)
             .field("jwks_url", &self.jwks_url)

@@ -48,6 +48,15 @@ fn main() -> ExitCode {
 
 async fn run(config: Config) -> Result<(), String> {
     config.check()?;
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(http::tls::ServerTls::load(cert, key).map_err(|e| format!("cannot start: {e}"))?)
+        }
+        _ => None,
+    };
+    let acceptor = |alpn: &[&[u8]]| -> Result<_, String> {
+        tls.as_ref().map(|tls| tls.acceptor(alpn)).transpose()
+    };
     let verifier = Verifier::start(&config).await?;
     let db = Db::connect_with_timeout(
         &config.database_url,
@@ -73,7 +82,7 @@ async fn run(config: Config) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    tracing::info!(listen = %config.listen, "docstore-sidecar is serving");
+    tracing::info!(listen = %config.listen, tls = tls.is_some(), "docstore-sidecar is serving");
     let session = if config.live {
         let mut consumers = Vec::new();
         if config.triggers {
@@ -145,19 +154,23 @@ async fn run(config: Config) -> Result<(), String> {
         },
         hosts: HostPolicy::new(config.listen, &config.allowed_hosts),
         cors: CorsPolicy::new(&config.cors_origins),
+        tls: acceptor(&[b"http/1.1"])?,
     };
     if let Some(addr) = config.grpc_listen {
         let grpc_listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr} (--grpc-listen): {e}"))?;
         tracing::info!(grpc_listen = %addr, dev_mode = config.dev_mode, "the gRPC front end is serving");
+        let grpc_tls = acceptor(&[b"h2"])?;
         let service = grpc::FirestoreService::new(
             Arc::clone(&state.service),
             state.max_body_bytes,
             config.dev_mode,
         );
         tokio::spawn(async move {
-            if let Err(e) = grpc::serve(service, grpc_listener, std::future::pending()).await {
+            if let Err(e) =
+                grpc::serve(service, grpc_listener, grpc_tls, std::future::pending()).await
+            {
                 tracing::error!("{e}");
             }
         });

@@ -57,7 +57,7 @@ async fn start_with(dsn: &str, dev_mode: bool, flags: &[&str]) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let service = FirestoreService::new(service, config.max_body_bytes, dev_mode);
-    tokio::spawn(grpc::serve(service, listener, std::future::pending()));
+    tokio::spawn(grpc::serve(service, listener, None, std::future::pending()));
     addr
 }
 
@@ -1075,7 +1075,7 @@ async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let service = FirestoreService::new(service, config.max_body_bytes, true);
-    tokio::spawn(grpc::serve(service, listener, std::future::pending()));
+    tokio::spawn(grpc::serve(service, listener, None, std::future::pending()));
     addr
 }
 

@@ -18,7 +18,7 @@ use docstore_sidecar::pg::tls::Postgres;
 use docstore_sidecar::source::entities::parse_timestamptz;
 use docstore_sidecar::source::{
     heartbeat, replace_slot, Backoff, Change, ChangeSource, DocumentData, Lsn, ReplicationSettings,
-    ReplicationSource, SourceEvent, SupervisedSource, Transaction,
+    ReplicationSource, SourceEvent, SourceHealth, SupervisedSource, Transaction,
 };
 use tokio_postgres::{Client, NoTls};
 
@@ -494,6 +494,7 @@ async fn supervised_source_survives_a_lost_connection_and_a_dropped_slot() {
     let mut source = SupervisedSource::new(
         settings,
         Backoff::new(Duration::from_millis(50), Duration::from_secs(1)),
+        SourceHealth::new(),
     );
 
     // The first connection creates the slot and reports it.

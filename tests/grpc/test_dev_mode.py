@@ -6,13 +6,12 @@ sql/sidecar_role.sql creates them when the script ran with `-v dev_mode=on` (as 
 EXECUTE on docstore.create_database_for_dev); without it (the default) the sidecar answers
 FAILED_PRECONDITION and creates nothing."""
 
-import secrets
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-from conftest import PG_BIN, ROOT, as_postgres, free_port, grpc_sidecar, own_sidecar
+from conftest import free_port, grpc_sidecar, own_sidecar, sidecar_login
 from google.api_core import exceptions
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
@@ -84,21 +83,8 @@ def test_without_dev_mode_a_missing_database_is_not_found(stack):
     assert catalog_row(stack, database) == []
 
 
-def least_privilege_url(stack, *psql_vars: str) -> str:
-    """Run sql/sidecar_role.sql (with `-v` PSQL_VARS) and return the URL of its login."""
-    password = secrets.token_hex(16)
-    script = (ROOT / "sql" / "sidecar_role.sql").read_text()
-    psql = [str(PG_BIN / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(stack.cluster.port)]
-    options = [arg for var in psql_vars for arg in ("-v", var)]
-    as_postgres(
-        [*psql, "-U", "postgres", "-d", "docstore", *options, "-f", "-"],
-        input=f"\\set password {password}\n" + script,
-    )
-    return stack.cluster.url().replace("postgres@", f"docstore_sidecar:{password}@", 1)
-
-
 def test_the_least_privilege_login_in_dev_mode_creates_the_database(monkeypatch, stack):
-    url = least_privilege_url(stack, "dev_mode=on")
+    url = sidecar_login(stack.cluster, "dev_mode=on")
     database = new_database_id()
     address = f"127.0.0.1:{free_port()}"
     with own_sidecar(stack, "--grpc-listen", address, "--dev-mode", database_url=url):
@@ -110,8 +96,8 @@ def test_the_least_privilege_login_in_dev_mode_creates_the_database(monkeypatch,
 
 def test_a_login_that_may_not_create_databases_is_refused(monkeypatch, stack):
     # Granted first, then the script again without dev_mode: the default revokes the right.
-    least_privilege_url(stack, "dev_mode=on")
-    url = least_privilege_url(stack)
+    sidecar_login(stack.cluster, "dev_mode=on")
+    url = sidecar_login(stack.cluster)
     database = new_database_id()
     address = f"127.0.0.1:{free_port()}"
     with own_sidecar(stack, "--grpc-listen", address, "--dev-mode", database_url=url):

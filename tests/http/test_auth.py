@@ -38,6 +38,8 @@ def owner_rules(stack):
     stack.sql("select docstore.set_rules(%s, 'authtest')", OWNER_RULES)
     statements = [
         "create table public.test_seen (auth text, request text, session_role text)",
+        # The sidecar's login (not a superuser) writes as the admin.
+        "grant insert on public.test_seen to public",
         """create function public.test_record() returns trigger language plpgsql as $$
            begin
              insert into public.test_seen values (current_setting('docstore.auth', true),

@@ -11,13 +11,12 @@ missing SELECT on docstore.rules leaves a stream running after its rules deny it
 
 from __future__ import annotations
 
-import secrets
 import subprocess
 from types import SimpleNamespace
 
 import httpx
 import pytest
-from conftest import OPEN_RULES, PG_BIN, ROOT, as_postgres, own_sidecar
+from conftest import OPEN_RULES, PG_BIN, ROOT, as_postgres, own_sidecar, sidecar_login
 from test_listen import Listener
 from test_listen_rules import ended_by_permission
 
@@ -56,20 +55,13 @@ def psql_script(stack, script: str) -> subprocess.CompletedProcess:
     )
 
 
-def sidecar_role(stack, password: str) -> None:
-    """Run the operator's script with `password` (a psql variable)."""
-    psql_script(stack, f"\\set password {password}\n" + SCRIPT.read_text())
-
-
 @pytest.fixture(scope="module")
 def lp(stack):
     """A sidecar of its own, live queries on, logged in as docstore_sidecar."""
-    password = secrets.token_hex(16)
-    sidecar_role(stack, password)
+    url = sidecar_login(stack.cluster)
     for db, rules in ((DENIED, DENY_ALL), (OPEN, OPEN_RULES)):
         stack.sql("insert into docstore.databases (id) values (%s) on conflict do nothing", db)
         stack.sql("select docstore.set_rules(%s, %s)", rules, db)
-    url = stack.cluster.url().replace("postgres@", f"{ROLE}:{password}@", 1)
     try:
         with own_sidecar(stack, slot=SLOT, database_url=url) as base:
             yield SimpleNamespace(url=base, admin=stack.admin)

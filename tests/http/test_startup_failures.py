@@ -14,10 +14,20 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import psycopg
-from conftest import PG_BIN, Cluster, as_postgres, free_port, sidecar_binary
+from conftest import (
+    PG_BIN,
+    Cluster,
+    as_postgres,
+    free_port,
+    own_sidecar,
+    sidecar_binary,
+    sidecar_login,
+)
+from test_listen import Listener, View, follow, fresh, has_doc
 
 
 def run_sidecar(stack, url: str, *flags: str) -> tuple[subprocess.Popen, str, Path]:
@@ -182,3 +192,82 @@ def test_wal_level_not_logical(stack):
     finally:
         cluster.stop()
         shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+def metric(base: str, name: str) -> float:
+    """The value of an unlabelled (or first labelled) sample `name` on /metrics; 0 if absent."""
+    for line in httpx.get(base + "/metrics", timeout=30).text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def wait_health(base: str, status: int) -> httpx.Response:
+    for _ in range(600):
+        r = httpx.get(base + "/healthz", timeout=30)
+        if r.status_code == status:
+            return r
+        time.sleep(0.1)
+    raise AssertionError(f"/healthz stays {r.status_code}: {r.text}")
+
+
+def test_replication_revoked_under_a_running_sidecar(stack, coll):
+    """A cause that appears after start-up on the live path (docs/http.md, "Failures by
+    cause"): /healthz names it and its fix, it is logged once however often the source
+    retries, and once an operator fixes it live events flow again from where the slot was,
+    nothing lost and no reset."""
+    role = "revoked_" + uuid.uuid4().hex[:8]
+    url = sidecar_login(stack.cluster, role=role)
+    sql = f"select * from /{coll} order by n"
+    try:
+        with own_sidecar(stack, slot=role, database_url=url) as base:
+            log = Path(stack.cluster.dir) / f"sidecar-{base.rsplit(':', 1)[1]}.log"
+            listener = Listener(SimpleNamespace(url=base, admin=stack.admin), params=[("sql", sql)])
+            try:
+                view = View()
+                follow(listener, view, lambda ev, v: ev["event"] == "snapshot")
+                stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
+                follow(listener, view, has_doc("0", f"{coll}/a"))
+
+                stack.sql(f"alter role {role} noreplication")
+                stack.sql(
+                    "select pg_terminate_backend(active_pid) from pg_replication_slots "
+                    "where slot_name = %s",
+                    role,
+                )
+                body = wait_health(base, 503).json()
+                assert body["code"] == "UNAVAILABLE", body
+                assert "REPLICATION attribute" in body["message"], body
+                assert "fix: alter role" in body["message"], body
+                # Written while the live path is down.
+                stack.sql("select docstore.set(%s, '{\"n\": 2}')", f"{coll}/b")
+                retries = metric(base, "docstore_source_retries_total")
+                for _ in range(600):
+                    if metric(base, "docstore_source_retries_total") >= retries + 3:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise AssertionError("the source does not retry")
+                assert wait_health(base, 503).json() == body
+                text = log.read_text()
+                assert text.count("live queries stopped: ") == 1, text
+                assert (
+                    'docstore_source_failure{cause="no_replication_right"} 1'
+                    in httpx.get(base + "/metrics", timeout=30).text
+                )
+
+                stack.sql(f"alter role {role} replication")
+                wait_health(base, 200)
+                follow(listener, view, has_doc("0", f"{coll}/b"))
+                stack.sql("select docstore.set(%s, '{\"n\": 3}')", f"{coll}/c")
+                follow(listener, view, has_doc("0", f"{coll}/c"))
+                with stack.client() as client:
+                    assert view.docs("0") == fresh(stack, client, sql)
+                assert [ev for ev in listener.received if ev["event"] == "reset"] == []
+                assert "live queries run again" in log.read_text()
+            finally:
+                listener.close()
+    finally:
+        stack.sql("select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", role)
+        stack.sql(f"drop owned by {role}")
+        stack.sql(f"drop role if exists {role}")

@@ -27,12 +27,11 @@ import httpx
 import psycopg
 import pytest
 from conftest import (
-    PG_BIN,
     ROOT,
     Cluster,
-    as_postgres,
     free_port,
     sidecar_binary,
+    sidecar_login,
     wait_healthy,
 )
 
@@ -180,28 +179,7 @@ def env() -> Iterator[tuple[Cluster, Sidecar]]:
         cluster.create_docstore()
         # The sidecar logs in as its least-privileged role (docs/security.md): delivery needs
         # no more than the extension grants docstore_service.
-        password = secrets.token_hex(16)
-        as_postgres(
-            [
-                str(PG_BIN / "psql"),
-                "-X",
-                "-q",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(cluster.port),
-                "-U",
-                "postgres",
-                "-d",
-                "docstore",
-                "-f",
-                "-",
-            ],
-            input=f"\\set password {password}\n" + (ROOT / "sql" / "sidecar_role.sql").read_text(),
-        )
-        sidecar.database_url = cluster.url().replace(
-            "postgres@", f"docstore_sidecar:{password}@", 1
-        )
+        sidecar.database_url = sidecar_login(cluster)
         sidecar.start()
         yield cluster, sidecar
     finally:

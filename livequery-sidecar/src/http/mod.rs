@@ -20,6 +20,7 @@ pub mod query;
 pub mod resource;
 pub mod server;
 pub mod sse;
+pub mod tls;
 pub mod transactions;
 
 use std::sync::Arc;
@@ -122,14 +123,21 @@ async fn not_found(request: Request) -> ApiError {
 }
 
 /// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer,
-/// with the cause and its fix when retrying cannot help (`pg::preflight`).
+/// with the cause and its fix when retrying cannot help (`pg::preflight`), and when the live
+/// path's replication connection fails on such a cause (`source::supervisor`).
 async fn health(State(state): State<SharedState>) -> Response {
     match state.service.db.health().await {
-        Ok(()) => (
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            "{\"status\":\"ok\"}",
-        )
-            .into_response(),
+        Ok(()) => match state.service.session.as_ref().and_then(|s| s.failure()) {
+            // The pool answers but the live path cannot stream (REPLICATION revoked, ...).
+            Some(cause) => {
+                ApiError::new(docstore_core::Code::Unavailable, cause.to_string()).into_response()
+            }
+            None => (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                "{\"status\":\"ok\"}",
+            )
+                .into_response(),
+        },
         Err(e) => match crate::pg::preflight::cause_of(&e) {
             // A permanent cause (the password changed, the role lost its pg_hba.conf entry):
             // say which, and its fix.
@@ -231,12 +239,25 @@ async fn route(state: SharedState, request: Request) -> Result<Response, ApiErro
 
 /// How the server is exposed: its time limits and caps, the `Host` names it answers and
 /// the browser origins it allows.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Exposure {
     pub limits: server::ServerLimits,
     pub hosts: origin::HostPolicy,
     /// `None`: no CORS headers at all.
     pub cors: Option<origin::CorsPolicy>,
+    /// `--tls-cert` / `--tls-key`: the listener speaks TLS (ALPN `http/1.1`).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Exposure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exposure")
+            .field("limits", &self.limits)
+            .field("hosts", &self.hosts)
+            .field("cors", &self.cors)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 /// Serve until SIGTERM or SIGINT, then finish the requests in flight.
@@ -260,7 +281,14 @@ pub async fn serve(
         exposure.hosts,
         origin::check_host,
     ));
-    server::serve(app, listener, exposure.limits, shutdown_signal()).await
+    server::serve(
+        app,
+        listener,
+        exposure.limits,
+        exposure.tls,
+        shutdown_signal(),
+    )
+    .await
 }
 
 async fn shutdown_signal() {

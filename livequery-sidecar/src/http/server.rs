@@ -39,6 +39,8 @@ use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
 
 use super::error::ApiError;
+use super::tls::Transport;
+use tokio_rustls::TlsAcceptor;
 
 /// The time limits and connection caps of the server (flags of `config`).
 #[derive(Debug, Clone, Copy)]
@@ -314,6 +316,7 @@ pub async fn serve(
     router: Router,
     listener: tokio::net::TcpListener,
     limits: ServerLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let connections = Arc::new(Connections::default());
@@ -341,12 +344,35 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
         }
-        let io = TokioIo::new(Idle::new(stream, limits.idle_timeout));
-        match connections.admit(peer.ip(), &limits) {
-            Ok(admitted) => {
-                let service = connection_service(router.clone(), peer, limits.body_timeout);
-                let connection = graceful.watch(builder.serve_connection(io, service));
-                tokio::spawn(async move {
+        let admission = connections.admit(peer.ip(), &limits);
+        let watcher = graceful.watcher();
+        let builder = builder.clone();
+        let router = router.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            // The TLS handshake counts as part of the headers' time.
+            let transport = match tls {
+                None => Transport::Plain(stream),
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await
+                    {
+                        Ok(Ok(stream)) => Transport::Tls(Box::new(stream)),
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            count_limited("header_timeout");
+                            return;
+                        }
+                    }
+                }
+            };
+            let io = TokioIo::new(Idle::new(transport, limits.idle_timeout));
+            match admission {
+                Ok(admitted) => {
+                    let service = connection_service(router, peer, limits.body_timeout);
+                    let connection = watcher.watch(builder.serve_connection(io, service));
                     if let Err(e) = connection.await {
                         if e.is_timeout() {
                             count_limited("header_timeout");
@@ -354,21 +380,18 @@ pub async fn serve(
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                     drop(admitted);
-                });
+                }
+                Err(limit) => {
+                    count_limited(limit);
+                    let service = hyper::service::service_fn(move |_request| async move {
+                        Ok::<_, Infallible>(over_cap(limit))
+                    });
+                    let mut refusing = builder;
+                    refusing.keep_alive(false);
+                    let _ = watcher.watch(refusing.serve_connection(io, service)).await;
+                }
             }
-            Err(limit) => {
-                count_limited(limit);
-                let service = hyper::service::service_fn(move |_request| async move {
-                    Ok::<_, Infallible>(over_cap(limit))
-                });
-                let mut refusing = builder.clone();
-                refusing.keep_alive(false);
-                let connection = graceful.watch(refusing.serve_connection(io, service));
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-            }
-        }
+        });
     }
     drop(listener);
     graceful.shutdown().await;

@@ -4,7 +4,8 @@
 //!
 //! [`classify`] reads a connection error's SQLSTATE; [`judge`] reads the facts the start-up
 //! query ([`check`]) gathers: `wal_level`, the role's REPLICATION right, the extension, and
-//! the plugin of a slot that already has our slot's name.
+//! the plugin of a slot that already has our slot's name. The live path uses the same two
+//! when its replication connection fails after start-up (`source::supervisor`).
 
 use std::fmt;
 
@@ -62,6 +63,21 @@ impl fmt::Display for Cause {
                 "the replication slot {slot} exists with the output plugin {plugin}, live queries need pgoutput; \
                  fix: name another slot with --slot, or drop this one (select pg_drop_replication_slot('{slot}'))"
             ),
+        }
+    }
+}
+
+impl Cause {
+    /// The cause's name in metrics (`docstore_source_failure{cause}`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Cause::BadPassword => "bad_password",
+            Cause::NotAllowed => "not_allowed",
+            Cause::NoDatabase => "no_database",
+            Cause::NoExtension => "no_extension",
+            Cause::WalLevel(_) => "wal_level",
+            Cause::NoReplicationRight => "no_replication_right",
+            Cause::SlotPlugin { .. } => "slot_plugin",
         }
     }
 }
@@ -147,12 +163,24 @@ pub async fn check(db: &Db, slot: &str, live: bool) -> Result<(), Failure> {
         None => Failure::Transient(e),
     };
     let client = db.pool.get().await.map_err(|e| fail(e.into()))?;
-    let row = client
-        .query_one(FACTS_SQL, &[&slot])
-        .await
-        .map_err(|e| fail(e.into()))?;
-    let get = |e: tokio_postgres::Error| Failure::Transient(PgError::Decode(e.to_string()));
-    let facts = Facts {
+    let facts = facts(&client, slot).await.map_err(fail)?;
+    match judge(&facts, slot, live) {
+        Some(cause) => Err(Failure::Permanent(cause)),
+        None => Ok(()),
+    }
+}
+
+/// The facts [`judge`] reads, from `client`'s server.
+///
+/// # Errors
+/// The query's error.
+///
+/// # Cancel safety
+/// One read-only statement: dropped mid-way, nothing is left behind.
+pub async fn facts(client: &tokio_postgres::Client, slot: &str) -> Result<Facts, PgError> {
+    let row = client.query_one(FACTS_SQL, &[&slot]).await?;
+    let get = |e: tokio_postgres::Error| PgError::Decode(e.to_string());
+    Ok(Facts {
         wal_level: row.try_get(0).map_err(get)?,
         replication: row
             .try_get::<_, Option<bool>>(1)
@@ -160,11 +188,7 @@ pub async fn check(db: &Db, slot: &str, live: bool) -> Result<(), Failure> {
             .unwrap_or(false),
         extension: row.try_get(2).map_err(get)?,
         slot_plugin: row.try_get(3).map_err(get)?,
-    };
-    match judge(&facts, slot, live) {
-        Some(cause) => Err(Failure::Permanent(cause)),
-        None => Ok(()),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use crate::changelog::{Limits, Ticket};
 use crate::matcher::{Document, MatcherConfig, TargetSpec};
 use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::{Db, PgError, RunAs};
-use crate::source::{Consumer, Lsn};
+use crate::source::{Consumer, Lsn, SourceHealth};
 pub use events::{Frame, ResetReason};
 
 /// Tuning of the live-query session.
@@ -206,6 +206,7 @@ pub struct Session {
     commands: mpsc::Sender<Command>,
     db: Db,
     matcher: MatcherConfig,
+    health: SourceHealth,
 }
 
 /// How long a subscription waits for the change stream to be ready.
@@ -233,12 +234,20 @@ impl Session {
     /// (write triggers), fed and waited for by the hub.
     pub fn start(db: Db, settings: Settings, consumers: Vec<Box<dyn Consumer>>) -> Session {
         let matcher = settings.matcher;
-        let commands = hub::spawn(db.clone(), settings, consumers);
+        let health = SourceHealth::new();
+        let commands = hub::spawn(db.clone(), settings, consumers, health.clone());
         Session {
             commands,
             db,
             matcher,
+            health,
         }
+    }
+
+    /// The permanent cause the change stream fails on after start-up (REPLICATION revoked,
+    /// ...; `pg::preflight`), while it does: `/healthz` answers 503 with it.
+    pub fn failure(&self) -> Option<crate::pg::preflight::Cause> {
+        self.health.cause()
     }
 
     async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, SessionError> {

@@ -26,7 +26,7 @@ pub mod transaction;
 pub use entities::{Change, DocumentChange, DocumentData, DocumentKey, Previous};
 pub use pgoutput::Lsn;
 pub use replication::{replace_slot, ReplicationSettings, ReplicationSource};
-pub use supervisor::{Backoff, SupervisedSource};
+pub use supervisor::{Backoff, SourceHealth, SupervisedSource};
 pub use transaction::{EmittedMessage, Transaction};
 
 /// What a [`ChangeSource`] delivers, in stream order.
@@ -80,7 +80,31 @@ pub enum SourceError {
 
 impl From<tokio_postgres::Error> for SourceError {
     fn from(e: tokio_postgres::Error) -> Self {
-        SourceError::Postgres(e.to_string())
+        match e.code() {
+            // Written as the replication connection writes it, for [`SourceError::sqlstate`].
+            Some(code) => SourceError::Postgres(format!("{e} (SQLSTATE {})", code.code())),
+            None => SourceError::Postgres(e.to_string()),
+        }
+    }
+}
+
+impl SourceError {
+    /// The SQLSTATE of the server's error this is, if it is one: both connections write it
+    /// at the end of the message, `... (SQLSTATE 28P01)`.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            SourceError::Replication(text)
+            | SourceError::Postgres(text)
+            | SourceError::SlotMissing(text)
+            | SourceError::SlotInvalidated(text) => {
+                let start = text.rfind("(SQLSTATE ")? + "(SQLSTATE ".len();
+                let code = text.get(start..start + 5)?;
+                code.bytes()
+                    .all(|b| b.is_ascii_alphanumeric())
+                    .then_some(code)
+            }
+            _ => None,
+        }
     }
 }
 

@@ -248,20 +248,33 @@ pub async fn replace_slot(postgres: &Postgres, slot: &str) -> Result<Lsn, Source
     let (client, connection) = postgres.connect().await?;
     let connection = tokio::spawn(connection);
     let result = async {
+        // Only a pgoutput slot of this database: a slot of that name that another plugin took
+        // meanwhile is not ours to drop (the create below then reports it).
         let dropped = client
-            .execute("select pg_drop_replication_slot($1)", &[&slot])
+            .execute(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
+                 where slot_name = $1 and plugin = 'pgoutput' and database = current_database()",
+                &[&slot],
+            )
             .await;
         match dropped {
             Ok(_) => {}
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_OBJECT) => {}
             Err(e) => return Err(SourceError::from(e)),
         }
-        let row = client
+        let row = match client
             .query_one(
                 "select lsn::text from pg_create_logical_replication_slot($1, 'pgoutput')",
                 &[&slot],
             )
-            .await?;
+            .await
+        {
+            Ok(row) => row,
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => {
+                return Err(SourceError::SlotUnusable(slot.to_owned()))
+            }
+            Err(e) => return Err(e.into()),
+        };
         let text: String = row.get(0);
         Lsn::parse(&text).ok_or_else(|| SourceError::Protocol(format!("slot LSN {text:?}")))
     }

@@ -6,13 +6,92 @@
 //!   LSN: `Changelog::push` does) and nothing is lost.
 //! - A slot dropped or invalidated under us is replaced ([`replace_slot`]) and reported as
 //!   [`SourceEvent::SlotCreated`]: every stream resets, never a silent loss.
-//! - What cannot be retried (a stream that does not decode, a slot of that name that is not
-//!   ours) is returned as the error.
+//! - A cause that a retry cannot fix but an operator can (REPLICATION revoked, the password
+//!   changed, a slot of our name taken by another plugin, `wal_level` lowered) is found with
+//!   `pg::preflight`'s classifier and judge ([`diagnose`]), published in [`SourceHealth`]
+//!   (`/healthz` answers 503 naming it and its fix), logged once per change of cause and
+//!   shown in the gauge `docstore_source_failure{cause}` (retries: `docstore_source_retries_total`); the source keeps backing off meanwhile, and
+//!   continues from the slot's confirmed position once the cause is fixed.
+//! - What cannot be retried (a stream that does not decode) is returned as the error.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::replication::{replace_slot, ReplicationSettings, ReplicationSource};
 use super::{ChangeSource, Lsn, SourceError, SourceEvent};
+use crate::pg::preflight::{self, Cause};
+use crate::pg::PgError;
+
+/// The permanent cause the live path is failing on, shared with `/healthz`; `None` while it
+/// streams or retries a transient failure.
+#[derive(Debug, Clone, Default)]
+pub struct SourceHealth(Arc<Mutex<Option<Cause>>>);
+
+impl SourceHealth {
+    /// Healthy.
+    pub fn new() -> SourceHealth {
+        SourceHealth::default()
+    }
+
+    /// The cause the live path is failing on now.
+    pub fn cause(&self) -> Option<Cause> {
+        match self.0.lock() {
+            Ok(cause) => cause.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Record `cause`: a change is logged and counted, a repetition is not.
+    fn set(&self, cause: Option<Cause>, slot: &str) {
+        let mut current = match self.0.lock() {
+            Ok(current) => current,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if *current == cause {
+            return;
+        }
+        if let Some(old) = current.as_ref() {
+            metrics::gauge!("docstore_source_failure", "cause" => old.label()).set(0.0);
+        }
+        match (&cause, current.as_ref()) {
+            (Some(new), _) => {
+                metrics::gauge!("docstore_source_failure", "cause" => new.label()).set(1.0);
+                tracing::error!(%slot, "live queries stopped: {new}; retrying until it is fixed");
+            }
+            (None, Some(old)) => {
+                tracing::info!(%slot, "live queries run again (the cause was: {old})");
+            }
+            (None, None) => {}
+        }
+        *current = cause;
+    }
+}
+
+/// The permanent cause behind `error`, with `pg::preflight`'s one classifier: the error's
+/// SQLSTATE ([`preflight::classify`]: password, `pg_hba.conf`, database), else the start-up
+/// facts ([`preflight::judge`]: `wal_level`, REPLICATION, extension, slot plugin) read on a
+/// new SQL connection (whose own failure is classified the same way). `None`: nothing a
+/// retry cannot fix was found.
+///
+/// # Cancel safety
+/// Cancel-safe: one read-only statement on a connection of its own.
+pub async fn diagnose(settings: &ReplicationSettings, error: &SourceError) -> Option<Cause> {
+    if let Some(cause) = error.sqlstate().and_then(preflight::classify) {
+        return Some(cause);
+    }
+    let (client, connection) = match settings.postgres.connect().await {
+        Ok(pair) => pair,
+        Err(e) => return preflight::cause_of(&PgError::Connect(e)),
+    };
+    let connection = tokio::spawn(connection);
+    let facts = preflight::facts(&client, &settings.slot).await;
+    drop(client);
+    let _ = connection.await;
+    match facts {
+        Ok(facts) => preflight::judge(&facts, &settings.slot, true),
+        Err(e) => preflight::cause_of(&e),
+    }
+}
 
 /// Delays between reconnection attempts: doubling from `first` to `max`, each with up to a
 /// quarter of random jitter so that restarted sidecars do not reconnect in step.
@@ -57,20 +136,20 @@ pub enum Recovery {
     Reconnect,
     /// Replace the slot, then connect (streams reset).
     ReplaceSlot,
-    /// Give up: retrying cannot help.
+    /// Give up: the stream itself is broken.
     Fail,
 }
 
 /// How the supervisor treats `error`.
 pub fn recovery(error: &SourceError) -> Recovery {
     match error {
-        SourceError::Replication(_) | SourceError::Postgres(_) | SourceError::Closed => {
-            Recovery::Reconnect
-        }
+        // A slot of our name that is not ours: an operator drops it or changes --slot.
+        SourceError::Replication(_)
+        | SourceError::Postgres(_)
+        | SourceError::Closed
+        | SourceError::SlotUnusable(_) => Recovery::Reconnect,
         SourceError::SlotMissing(_) | SourceError::SlotInvalidated(_) => Recovery::ReplaceSlot,
-        SourceError::Stream(_) | SourceError::SlotUnusable(_) | SourceError::Protocol(_) => {
-            Recovery::Fail
-        }
+        SourceError::Stream(_) | SourceError::Protocol(_) => Recovery::Fail,
     }
 }
 
@@ -82,18 +161,41 @@ pub struct SupervisedSource {
     confirmed: Lsn,
     /// A replaced slot's consistent point, reported as the next event.
     replaced: Option<Lsn>,
+    health: SourceHealth,
 }
 
 impl SupervisedSource {
     /// A source that connects on its first [`ChangeSource::next_event`].
-    pub fn new(settings: ReplicationSettings, backoff: Backoff) -> SupervisedSource {
+    /// A source that connects on its first [`ChangeSource::next_event`] and reports a
+    /// permanent cause of failure in `health`.
+    pub fn new(
+        settings: ReplicationSettings,
+        backoff: Backoff,
+        health: SourceHealth,
+    ) -> SupervisedSource {
         SupervisedSource {
             settings,
             current: None,
             backoff,
             confirmed: Lsn(0),
             replaced: None,
+            health,
         }
+    }
+
+    /// Back off after `error`, having found and published its permanent cause, if any.
+    async fn back_off(&mut self, error: &SourceError, what: &str) {
+        let cause = diagnose(&self.settings, error).await;
+        metrics::counter!("docstore_source_retries_total").increment(1);
+        let delay = self.backoff.next_delay();
+        if cause.is_some() {
+            // Logged once by `SourceHealth::set`, not at every retry.
+            tracing::debug!(%error, ?delay, slot = %self.settings.slot, "change source: {what}");
+        } else {
+            tracing::warn!(%error, ?delay, slot = %self.settings.slot, "change source: {what}");
+        }
+        self.health.set(cause, &self.settings.slot);
+        tokio::time::sleep(delay).await;
     }
 
     /// Stop streaming (the slot stays).
@@ -114,9 +216,7 @@ impl SupervisedSource {
         match recovery(&error) {
             Recovery::Fail => Err(error),
             Recovery::Reconnect => {
-                let delay = self.backoff.next_delay();
-                tracing::warn!(%error, ?delay, slot = %self.settings.slot, "change source: reconnecting");
-                tokio::time::sleep(delay).await;
+                self.back_off(&error, "reconnecting").await;
                 Ok(())
             }
             Recovery::ReplaceSlot => {
@@ -128,10 +228,9 @@ impl SupervisedSource {
                         Ok(())
                     }
                     Err(e) => {
-                        // Still held by the old walsender, or Postgres is away: try again.
-                        let delay = self.backoff.next_delay();
-                        tracing::warn!(error = %e, ?delay, "change source: slot replacement failed");
-                        tokio::time::sleep(delay).await;
+                        // Still held by the old walsender, Postgres is away, or a cause an
+                        // operator must fix: try again.
+                        self.back_off(&e, "slot replacement failed").await;
                         Ok(())
                     }
                 }
@@ -154,6 +253,7 @@ impl ChangeSource for SupervisedSource {
                         }
                         self.current = Some(source);
                         self.backoff.reset();
+                        self.health.set(None, &self.settings.slot);
                         if let Some(consistent_point) = self.replaced.take() {
                             return Ok(SourceEvent::SlotCreated { consistent_point });
                         }
@@ -200,6 +300,29 @@ mod tests {
     }
 
     #[test]
+    fn sqlstates_are_read_from_both_connections_messages() {
+        let revoked = SourceError::Replication(
+            "server error: FATAL: must be superuser or replication role to start walsender \
+             (SQLSTATE 42501)"
+                .into(),
+        );
+        assert_eq!(revoked.sqlstate(), Some("42501"));
+        let password = SourceError::Postgres("db error: FATAL: x (SQLSTATE 28P01)".into());
+        assert_eq!(password.sqlstate(), Some("28P01"));
+        assert_eq!(
+            password.sqlstate().and_then(preflight::classify),
+            Some(Cause::BadPassword)
+        );
+        let refused = SourceError::Replication("io error: connection refused".into());
+        assert_eq!(refused.sqlstate(), None);
+        assert_eq!(SourceError::Closed.sqlstate(), None);
+        assert_eq!(
+            SourceError::Postgres("cut short (SQLSTATE 28".into()).sqlstate(),
+            None
+        );
+    }
+
+    #[test]
     fn errors_map_to_recoveries() {
         use Recovery::*;
         assert_eq!(recovery(&SourceError::Closed), Reconnect);
@@ -209,6 +332,12 @@ mod tests {
             recovery(&SourceError::SlotInvalidated("s".into())),
             ReplaceSlot
         );
-        assert_eq!(recovery(&SourceError::SlotUnusable("s".into())), Fail);
+        assert_eq!(recovery(&SourceError::SlotUnusable("s".into())), Reconnect);
+        assert_eq!(
+            recovery(&SourceError::Stream(
+                super::super::transaction::AssembleError::OutsideTransaction("Commit")
+            )),
+            Fail
+        );
     }
 }

@@ -18,7 +18,7 @@ use crate::pg::Db;
 use crate::source::heartbeat::is_heartbeat;
 use crate::source::{
     Backoff, Change, ChangeSource, Consumer, DocumentData, Lsn, ReplicationSettings, SourceEvent,
-    SupervisedSource, Transaction,
+    SourceHealth, SupervisedSource, Transaction,
 };
 use docstore_core::path::ResourcePath;
 use docstore_core::value::Timestamp;
@@ -122,6 +122,8 @@ pub enum Internal {
 struct Hub {
     db: Db,
     settings: Settings,
+    /// The permanent cause the change source fails on (`/healthz`).
+    health: SourceHealth,
     instance: String,
     changelog: Changelog,
     generation: u64,
@@ -157,6 +159,7 @@ pub fn spawn(
     db: Db,
     settings: Settings,
     consumers: Vec<Box<dyn Consumer>>,
+    health: SourceHealth,
 ) -> mpsc::Sender<Command> {
     let (commands, rx) = mpsc::channel(1024);
     let (internal, internal_rx) = mpsc::channel(1024);
@@ -180,6 +183,7 @@ pub fn spawn(
     tokio::spawn(guard::load::poll(db.clone(), internal.clone(), wanted));
     let hub = Hub {
         db,
+        health,
         changelog: Changelog::new(settings.limits),
         settings,
         instance,
@@ -356,6 +360,7 @@ impl Hub {
         SupervisedSource::new(
             ReplicationSettings::new(self.settings.postgres.clone(), self.settings.slot.clone()),
             Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+            self.health.clone(),
         )
     }
 
