@@ -338,13 +338,13 @@ SQL
         for n in ${FANOUT}; do
           name="fanout-sse-${n}-r${r}"
           loadgen "${name}" --fanout --streams "${n}" --targets 1 --rate 1 --seconds "${SECONDS_PER_RUN}" \
-            --connections 1 --source-ips 4 --ready-timeout 900 --drain-seconds 10
+            --connections 1 --source-ips 4 --open-concurrency 200 --ready-timeout 900 --drain-seconds 10
           frow "${name}" "SSE, ${n} connections"
         done
         for n in ${FANOUT_GRPC}; do
           name="fanout-grpc-${n}-r${r}"
           loadgen "${name}" --transport grpc --streams-per-connection 100 --fanout --streams "${n}" --targets 1 \
-            --rate 1 --seconds "${SECONDS_PER_RUN}" --connections 1 --ready-timeout 900 --drain-seconds 10
+            --rate 1 --seconds "${SECONDS_PER_RUN}" --connections 1 --open-concurrency 200 --ready-timeout 900 --drain-seconds 10
           frow "${name}" "gRPC Listen, $((n / 100)) HTTP/2 connections of 100 streams"
         done ;;
       ycsb)

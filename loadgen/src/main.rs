@@ -154,6 +154,10 @@ pub struct Args {
     /// gRPC Listen streams per HTTP/2 connection (`--transport grpc`; 1: a connection each).
     #[arg(long, default_value_t = 1)]
     streams_per_connection: usize,
+    /// Streams waiting for their first snapshot at most (0: open every stream at once): a ramp
+    /// for tens of thousands of listeners, whose initial reads queue for the sidecar's pool.
+    #[arg(long, default_value_t = 0)]
+    open_concurrency: usize,
     /// Run a YCSB core workload over HTTP instead of listen streams (scripts/bench_ycsb.sh
     /// loads the records): `--rate` operations per second (0: closed loop) over
     /// `--connections` HTTP connections for `--seconds`.
@@ -243,6 +247,18 @@ async fn run(args: Args) -> Result<(), LoadError> {
     let mut streams = Vec::new();
     let mut channel = None;
     for (s, targets) in queries(&args).into_iter().enumerate() {
+        if args.open_concurrency > 0 {
+            let window = args.open_concurrency * args.targets;
+            while s * args.targets >= progress.live.load(Ordering::Relaxed) + window {
+                if streams
+                    .iter()
+                    .any(|t: &tokio::task::JoinHandle<_>| t.is_finished())
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
         let source = std::net::IpAddr::from([
             127,
             0,
