@@ -20,6 +20,16 @@
 #   triggers    write triggers' delivery (issue 28): one trigger on loadgen/{id} posting to the
 #               loadgen's local endpoint (answers 200 at once), no streams, writes at each of
 #               BENCH_TRIGGER_RATES (100 1000): commit -> endpoint latency and deliveries/s
+#   fanout      the Firestore paper's fan-out (Fig. 9): one document of city c0 written once a
+#               second, BENCH_FANOUT listeners (SSE, one connection each, from 4 loopback
+#               addresses; default "1000 10000 19000": a process may hold 20,000 files on this
+#               machine, RLIMIT_NOFILE's hard limit, which root cannot raise here) and
+#               BENCH_FANOUT_GRPC listeners over gRPC Listen, 100 per HTTP/2 connection
+#               (default 50000): commitTime -> each listener and -> the last one, p50 / p99
+#   ycsb        YCSB workloads A (50/50 read/update) and B (95/5) over HTTP (GET / PATCH of one
+#               field of 100 bytes, 10,000 documents of 900 bytes, uniform keys, open loop at each
+#               of BENCH_YCSB_RATES ops/s, 0 = as fast as BENCH_YCSB_CONNECTIONS connections go),
+#               and the same workload in SQL through pgbench at the same rate (the baseline)
 #   triggers-live  the latency run (1,000 subscriptions, 100 writes/s) with 0 and then 10
 #               triggers on loadgen/{id} (1,000 deliveries/s to the loadgen's endpoint),
 #               interleaved: what delivering costs the live path
@@ -46,6 +56,11 @@ LADDER="${BENCH_LADDER:-250 500}"
 CLIENTS="${BENCH_CLIENTS:-8}"
 WRITERS="${BENCH_CONNECTIONS:-8}"
 TRIGGER_RATES="${BENCH_TRIGGER_RATES:-100 1000}"
+FANOUT="${BENCH_FANOUT-1000 10000 19000}"
+FANOUT_GRPC="${BENCH_FANOUT_GRPC-50000}"
+YCSB_RATES="${BENCH_YCSB_RATES:-500 1000 2000 0}"
+YCSB_CONNECTIONS="${BENCH_YCSB_CONNECTIONS:-16}"
+YCSB_RECORDS=10000
 CITIES=10000
 PER_CITY=3
 DB=docstore_bench_live
@@ -195,6 +210,53 @@ PGB
   awk '/^tps = /{printf "%.0f", $3}' "${OUT}/$1.pgbench"
 }
 
+FROWS=()
+frow() { # name, note: the fan-out table row of a finished run
+  stop_sidecar
+  FROWS+=("$(sed -n 's/^FANOUT //p' "${OUT}/$1.txt") $(cat "${OUT}/$1.load") | $2 |")
+}
+
+YROWS=()
+ycsb_load() { # the YCSB records: usertable/user0 .. with field0 .. field8 of 100 bytes each
+  "${PSQL[@]}" -d "${DB}" -qAt -v n="${YCSB_RECORDS}" <<'SQL' >/dev/null
+select count(docstore.set('usertable/user' || k,
+  (select jsonb_object_agg('field' || f, substr(repeat(md5(k::text || '-' || f), 4), 1, 100))
+   from generate_series(0, 8) f)))
+from generate_series(0, :n - 1) k;
+analyze;
+SQL
+}
+# pgbench with YCSB workload $1 (a or b) at rate $2 (0: unthrottled): the same operations as the
+# loadgen's HTTP requests, in SQL (docstore.get_document, what the sidecar's GET calls, and
+# docstore.update of one field); p50 / p99 from the per-transaction log, from the scheduled start.
+pgbench_ycsb() { # workload rate name
+  local reads=50 rate_flag=()
+  [ "$1" = b ] && reads=95
+  [ "$2" = 0 ] || rate_flag=(-R "$2")
+  cat > "${OUT}/ycsb-read.sql" <<PGB
+\set k random(0, $((YCSB_RECORDS - 1)))
+select * from docstore.get_document('usertable/user' || :k);
+PGB
+  cat > "${OUT}/ycsb-update.sql" <<PGB
+\set k random(0, $((YCSB_RECORDS - 1)))
+\set f random(0, 8)
+select docstore.update('usertable/user' || :k, jsonb_build_object('field' || :f, substr(repeat(md5(random()::text), 4), 1, 100)));
+PGB
+  rm -rf "${OUT}/pglog-$3" && mkdir -p "${OUT}/pglog-$3"
+  (cd "${OUT}/pglog-$3" && pgbench -n -M prepared -h 127.0.0.1 -p "${DOCSTORE_PG_PORT}" -U postgres \
+    -c "${YCSB_CONNECTIONS}" -j 2 -T "${SECONDS_PER_RUN}" "${rate_flag[@]}" -l \
+    -f "${OUT}/ycsb-read.sql@${reads}" -f "${OUT}/ycsb-update.sql@$((100 - reads))" "${DB}") \
+    > "${OUT}/$3.pgbench" 2>&1 || { cat "${OUT}/$3.pgbench" >&2; die "pgbench $3 failed"; }
+  # Log lines: client_id transaction_no time script_no time_epoch time_us [schedule_lag].
+  local done
+  done="$(awk '/^tps = /{printf "%.0f", $3}' "${OUT}/$3.pgbench")"
+  cat "${OUT}/pglog-$3"/pgbench_log.* | awk '{ lat = $3 + ($7 == "" ? 0 : $7); print $4, lat }' |
+    sort -k1,1n -k2,2n | awk -v name="$3" -v w="$1" -v asked="$2" -v done="${done}" '
+      { v[$1, ++n[$1]] = $2 }
+      function q(s, p,   r) { r = int(p * n[s] + 0.999999); if (r < 1) r = 1; return sprintf("%.2f", v[s, r] / 1000) }
+      END { printf "| %s | %s | %s | %s | %s | %s | %s | %s | - |", name, toupper(w), (asked == 0 ? "max" : asked), done, q(0, 0.5), q(0, 0.99), q(1, 0.5), q(1, 0.99) }'
+}
+
 for scenario in "${SCENARIOS[@]}"; do
   for r in $(seq 1 "${REPEAT}"); do
     case "${scenario}" in
@@ -272,7 +334,34 @@ SQL
         row "live-10triggers-1k-100ws-r${r}" "10 triggers on every write: 1,000 deliveries/s asked (the triggers row says how many arrived)"
         drop_triggers
         trow "live-10triggers-1k-100ws-r${r}" ;;
-      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, rules, throughput, triggers, triggers-live)" ;;
+      fanout)
+        # One stream per listener, each following city c0; a write to c0 once a second.
+        for n in ${FANOUT}; do
+          name="fanout-sse-${n}-r${r}"
+          loadgen "${name}" --fanout --streams "${n}" --targets 1 --rate 1 --seconds "${SECONDS_PER_RUN}" \
+            --connections 1 --source-ips 4 --open-concurrency 200 --ready-timeout 900 --drain-seconds 10
+          frow "${name}" "SSE, ${n} connections"
+        done
+        for n in ${FANOUT_GRPC}; do
+          name="fanout-grpc-${n}-r${r}"
+          loadgen "${name}" --transport grpc --streams-per-connection 100 --fanout --streams "${n}" --targets 1 \
+            --rate 1 --seconds "${SECONDS_PER_RUN}" --connections 1 --open-concurrency 200 --ready-timeout 900 --drain-seconds 10
+          frow "${name}" "gRPC Listen, $((n / 100)) HTTP/2 connections of 100 streams"
+        done ;;
+      ycsb)
+        [ "${r}" -gt 1 ] || { say "loading ${YCSB_RECORDS} YCSB records of 900 bytes"; ycsb_load; }
+        for w in a b; do
+          for rate in ${YCSB_RATES}; do
+            name="ycsb-${w}-${rate}-http-r${r}"
+            loadgen "${name}" --ycsb "${w}" --collection usertable --records "${YCSB_RECORDS}" --rate "${rate}" \
+              --seconds "${SECONDS_PER_RUN}" --connections "${YCSB_CONNECTIONS}"
+            YROWS+=("$(sed -n 's/^YCSB //p' "${OUT}/${name}.txt") $(cat "${OUT}/${name}.load") |")
+            stop_sidecar
+            cut -d' ' -f1-3 /proc/loadavg > "${OUT}/ycsb-${w}-${rate}-sql-r${r}.load"
+            YROWS+=("$(pgbench_ycsb "${w}" "${rate}" "ycsb-${w}-${rate}-sql-r${r}") - | - | - | - | $(cat "${OUT}/ycsb-${w}-${rate}-sql-r${r}.load") |")
+          done
+        done ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, rules, throughput, triggers, triggers-live, fanout, ycsb)" ;;
     esac
   done
 done
@@ -281,6 +370,18 @@ echo
 echo "| run | subscriptions | writes/s asked -> done | delivered / missed | commit returned -> event p50 / p99 / max (ms) | commitTime -> event p50 / p99 / max (ms) | p99 first -> last 5 s (ms) | sidecar CPU | Postgres CPU | loadgen CPU | machine busy (of 200%) | resets | load avg before | notes |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
+if [ "${#FROWS[@]}" -gt 0 ]; then
+  echo
+  echo "| run | listeners | writes reaching every listener | deliveries / expected | commitTime -> each listener p50 / p99 / max (ms) | commitTime -> last listener p50 / p99 / max (ms) | all listening after | sidecar RSS per listener | sidecar CPU | Postgres CPU | loadgen CPU | load avg before | notes |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${FROWS[@]}"
+fi
+if [ "${#YROWS[@]}" -gt 0 ]; then
+  echo
+  echo "| run | workload | ops/s asked | ops/s done | read p50 (ms) | read p99 (ms) | update p50 (ms) | update p99 (ms) | errors | sidecar CPU | Postgres CPU | loadgen CPU | machine busy (of 200%) | load avg before |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${YROWS[@]}"
+fi
 if [ "${#TROWS[@]}" -gt 0 ]; then
   echo
   echo "| run | writes/s asked -> done | triggers | deliveries / missed | repeated | deliveries/s | commit returned -> endpoint p50 / p99 / max (ms) | commitTime -> endpoint p50 / p99 / max (ms) | p99 first -> last 5 s (ms) | sidecar CPU | Postgres CPU | loadgen CPU | machine busy (of 200%) | drain (s) | load avg before |"

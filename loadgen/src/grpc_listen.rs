@@ -59,11 +59,12 @@ pub fn city_query(collection: &str, city: &str, limit: usize) -> wire::Structure
     }
 }
 
-/// One subscription of a gRPC stream: its target id and city.
+/// One subscription of a gRPC stream: its target id and query.
 #[derive(Debug, Clone)]
 pub struct GrpcTarget {
     pub id: i32,
-    pub city: String,
+    /// Its query (`city_query`).
+    pub query: wire::StructuredQuery,
 }
 
 /// `projects/p/databases/{database}`.
@@ -149,29 +150,39 @@ fn record(
     }
 }
 
-/// Open one Listen stream with `targets` and read it until `stop` turns true, counting in
+/// One HTTP/2 connection to the sidecar's gRPC front end (`--grpc`).
+///
+/// # Errors
+/// No `--grpc`, or the connection failed.
+pub async fn connect(endpoint: &Endpoint) -> Result<Channel, LoadError> {
+    let addr = endpoint
+        .grpc
+        .ok_or_else(|| LoadError::Setup("--transport grpc needs --grpc".to_owned()))?;
+    Channel::from_shared(format!("http://{addr}"))
+        .map_err(LoadError::http)?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(LoadError::http)
+}
+
+/// Open one Listen stream with `targets` (on `shared`, or on a connection of its own) and read it until `stop` turns true, counting in
 /// `progress` (deliveries of paths that contain `tag`).
 ///
 /// # Errors
 /// The connection failed, or the sidecar refused the stream (its status).
 pub async fn run_stream(
     endpoint: Endpoint,
-    collection: String,
-    limit: usize,
     targets: Vec<GrpcTarget>,
     progress: Arc<Progress>,
     tag: Arc<str>,
     mut stop: watch::Receiver<bool>,
+    shared: Option<Channel>,
 ) -> Result<StreamLog, LoadError> {
-    let addr = endpoint
-        .grpc
-        .ok_or_else(|| LoadError::Setup("--transport grpc needs --grpc".to_owned()))?;
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .map_err(LoadError::http)?
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .map_err(LoadError::http)?;
+    let channel = match shared {
+        Some(c) => c,
+        None => connect(&endpoint).await?,
+    };
     let mut client = FirestoreClient::new(channel).max_decoding_message_size(64 << 20);
     let database = database_name(&endpoint.database);
     let root = format!("{database}/documents/");
@@ -182,7 +193,7 @@ pub async fn run_stream(
             target_type: Some(wire::target::TargetType::Query(wire::target::QueryTarget {
                 parent: format!("{database}/documents"),
                 query_type: Some(wire::target::query_target::QueryType::StructuredQuery(
-                    city_query(&collection, &t.city, limit),
+                    t.query.clone(),
                 )),
             })),
             ..Default::default()

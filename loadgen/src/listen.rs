@@ -13,7 +13,7 @@ use hyper::header;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value as Json};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::watch;
 
 use crate::clock::{now_micros, parse_commit_time};
@@ -192,12 +192,21 @@ fn record(
 /// The connection failed, or the sidecar refused the stream (its status and answer).
 pub async fn run_stream(
     endpoint: Endpoint,
+    source: std::net::IpAddr,
     targets: Vec<TargetQuery>,
     progress: Arc<Progress>,
     tag: Arc<str>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<StreamLog, LoadError> {
-    let tcp = TcpStream::connect(endpoint.addr).await?;
+    let socket = if endpoint.addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if endpoint.addr.is_ipv4() == source.is_ipv4() && endpoint.addr.ip().is_loopback() {
+        socket.bind(SocketAddr::new(source, 0))?;
+    }
+    let tcp = socket.connect(endpoint.addr).await?;
     tcp.set_nodelay(true)?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await

@@ -14,6 +14,7 @@ mod listen;
 mod procfs;
 mod report;
 mod write;
+mod ycsb;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -141,6 +142,33 @@ pub struct Args {
     /// Triggers matching every write (deliveries expected per write at the endpoint).
     #[arg(long, default_value_t = 1)]
     triggers: usize,
+    /// Fan-out (the Firestore paper's Fig. 9): every subscription follows city c0 and every
+    /// write goes to it, so each write is delivered to every stream; the report adds latency
+    /// to every listener and, per write, to the last one.
+    #[arg(long)]
+    fanout: bool,
+    /// Open the SSE streams from this many loopback addresses (127.0.0.1, 127.0.0.2, ..., round
+    /// robin), for more connections than one source address has ephemeral ports.
+    #[arg(long, default_value_t = 1)]
+    source_ips: u8,
+    /// gRPC Listen streams per HTTP/2 connection (`--transport grpc`; 1: a connection each).
+    #[arg(long, default_value_t = 1)]
+    streams_per_connection: usize,
+    /// Streams waiting for their first snapshot at most (0: open every stream at once): a ramp
+    /// for tens of thousands of listeners, whose initial reads queue for the sidecar's pool.
+    #[arg(long, default_value_t = 0)]
+    open_concurrency: usize,
+    /// Run a YCSB core workload over HTTP instead of listen streams (scripts/bench_ycsb.sh
+    /// loads the records): `--rate` operations per second (0: closed loop) over
+    /// `--connections` HTTP connections for `--seconds`.
+    #[arg(long, value_enum)]
+    ycsb: Option<ycsb::Workload>,
+    /// Records of the YCSB run (`{collection}/user0` ..).
+    #[arg(long, default_value_t = 10_000)]
+    records: u64,
+    /// Fields per YCSB record an update chooses from (`field0` ..).
+    #[arg(long, default_value_t = 9)]
+    fields: u64,
     /// Label of the Markdown row.
     #[arg(long, default_value = "run")]
     label: String,
@@ -164,7 +192,7 @@ fn queries(args: &Args) -> Vec<Vec<TargetQuery>> {
         .map(|s| {
             (0..args.targets)
                 .map(|t| {
-                    let city = s * args.targets + t;
+                    let city = if args.fanout { 0 } else { s * args.targets + t };
                     TargetQuery {
                         id: format!("c{city}"),
                         sql: format!(
@@ -178,13 +206,14 @@ fn queries(args: &Args) -> Vec<Vec<TargetQuery>> {
         .collect()
 }
 
-/// A stream's subscriptions as gRPC targets: ids 1, 2, ... (per stream), the same cities.
-fn grpc_targets(targets: &[TargetQuery]) -> Vec<grpc_listen::GrpcTarget> {
+/// A stream's subscriptions as gRPC targets: ids 1, 2, ... (per stream), the same cities'
+/// queries.
+fn grpc_targets(args: &Args, targets: &[TargetQuery]) -> Vec<grpc_listen::GrpcTarget> {
     (1..)
         .zip(targets)
         .map(|(id, t)| grpc_listen::GrpcTarget {
             id,
-            city: t.id.clone(),
+            query: grpc_listen::city_query(&args.collection, &t.id, args.limit),
         })
         .collect()
 }
@@ -196,6 +225,14 @@ async fn run(args: Args) -> Result<(), LoadError> {
         database: args.database.clone(),
         token: args.token.clone(),
     };
+    if args.fanout && args.targets != 1 {
+        return Err(LoadError::Setup(
+            "--fanout follows one city: use --targets 1 (and --streams for the listeners)".into(),
+        ));
+    }
+    if let Some(workload) = args.ycsb {
+        return run_ycsb(&args, &endpoint, workload).await;
+    }
     let subscriptions = args.streams * args.targets;
     let triggers = match &args.trigger_listen {
         Some(addr) => Some(endpoint::serve(sidecar_addr(addr)?).await?),
@@ -208,10 +245,38 @@ async fn run(args: Args) -> Result<(), LoadError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let opened = Instant::now();
     let mut streams = Vec::new();
-    for targets in queries(&args) {
+    let mut channel = None;
+    for (s, targets) in queries(&args).into_iter().enumerate() {
+        if args.open_concurrency > 0 {
+            let window = args.open_concurrency * args.targets;
+            while s * args.targets >= progress.live.load(Ordering::Relaxed) + window {
+                if streams
+                    .iter()
+                    .any(|t: &tokio::task::JoinHandle<_>| t.is_finished())
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        let source = std::net::IpAddr::from([
+            127,
+            0,
+            0,
+            1 + (s % usize::from(args.source_ips.max(1))) as u8,
+        ]);
+        let shared = if args.transport == Transport::Grpc && args.streams_per_connection > 1 {
+            if s % args.streams_per_connection == 0 {
+                channel = Some(grpc_listen::connect(&endpoint).await?);
+            }
+            channel.clone()
+        } else {
+            None
+        };
         streams.push(match args.transport {
             Transport::Sse => tokio::spawn(listen::run_stream(
                 endpoint.clone(),
+                source,
                 targets,
                 progress.clone(),
                 tag.clone(),
@@ -219,12 +284,11 @@ async fn run(args: Args) -> Result<(), LoadError> {
             )),
             Transport::Grpc => tokio::spawn(grpc_listen::run_stream(
                 endpoint.clone(),
-                args.collection.clone(),
-                args.limit,
-                grpc_targets(&targets),
+                grpc_targets(&args, &targets),
                 progress.clone(),
                 tag.clone(),
                 stop_rx.clone(),
+                shared,
             )),
         });
     }
@@ -260,7 +324,11 @@ async fn run(args: Args) -> Result<(), LoadError> {
             rate: args.rate,
             duration: Duration::from_secs(args.seconds),
             connections: args.connections,
-            cities: args.cities.unwrap_or(subscriptions),
+            cities: if args.fanout {
+                1
+            } else {
+                args.cities.unwrap_or(subscriptions)
+            },
             pad: args.pad,
         })
         .await?
@@ -272,9 +340,12 @@ async fn run(args: Args) -> Result<(), LoadError> {
     let loaded = Sample::take(&args, &endpoint).await;
     drop(clients);
     let drain_deadline = Instant::now() + Duration::from_secs(args.drain_seconds);
+    // Every write once per subscription in a fan-out, else once.
+    let per_write = if args.fanout { subscriptions } else { 1 };
     while Instant::now() < drain_deadline
         && (writes.is_empty()
-            || (args.streams > 0 && progress.delivered.load(Ordering::Relaxed) < writes.len())
+            || (args.streams > 0
+                && progress.delivered.load(Ordering::Relaxed) < writes.len() * per_write)
             || triggers
                 .as_ref()
                 .is_some_and(|t| t.count() < writes.len() * args.triggers))
@@ -326,6 +397,67 @@ async fn run(args: Args) -> Result<(), LoadError> {
         samples: [before, subscribed, loaded, drained],
     };
     run.print();
+    Ok(())
+}
+
+/// `--ycsb`: one run of the workload, its summary and a `YCSB` row for BENCHMARKS.md.
+async fn run_ycsb(
+    args: &Args,
+    endpoint: &Endpoint,
+    workload: ycsb::Workload,
+) -> Result<(), LoadError> {
+    let plan = ycsb::Plan {
+        workload,
+        collection: args.collection.clone(),
+        records: args.records,
+        fields: args.fields,
+        rate: args.rate,
+        duration: Duration::from_secs(args.seconds),
+        connections: args.connections,
+    };
+    let before = Sample::take(args, endpoint).await;
+    let outcome = ycsb::run(endpoint, &plan).await?;
+    let after = Sample::take(args, endpoint).await;
+    let ops = outcome.reads.len() + outcome.updates.len();
+    let done = ops as f64 / outcome.elapsed.as_secs_f64().max(1e-9);
+    let asked = if args.rate > 0.0 {
+        format!("{:.0}", args.rate)
+    } else {
+        "max".to_owned()
+    };
+    let reads = report::quantile_summary(outcome.reads.clone());
+    let updates = report::quantile_summary(outcome.updates.clone());
+    println!("== docstore-loadgen {} (YCSB {workload:?})", args.label);
+    println!(
+        "operations           {ops} in {:.1} s: {done:.0}/s of {asked} asked ({} reads, {} updates, {} errors; at most {:.1} ms behind schedule) over {} connections",
+        outcome.elapsed.as_secs_f64(),
+        outcome.reads.len(),
+        outcome.updates.len(),
+        outcome.errors,
+        outcome.behind.as_secs_f64() * 1000.0,
+        args.connections
+    );
+    if let Some(e) = &outcome.first_error {
+        println!("first error          {e}");
+    }
+    println!("read   p50 / p99 / max  {reads} ms (from the due time)");
+    println!("update p50 / p99 / max  {updates} ms (from the due time)");
+    let quantiles = |v: &[i64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        let q = |x| {
+            report::quantile(&v, x).map_or("-".to_owned(), |u| format!("{:.2}", u as f64 / 1000.0))
+        };
+        (q(0.5), q(0.99))
+    };
+    let (r50, r99) = quantiles(&outcome.reads);
+    let (u50, u99) = quantiles(&outcome.updates);
+    println!(
+        "YCSB | {} | {workload:?} | {asked} | {done:.0} | {r50} | {r99} | {u50} | {u99} | {} | {} |",
+        args.label,
+        outcome.errors,
+        report::cpu_cells(&before, &after)
+    );
     Ok(())
 }
 

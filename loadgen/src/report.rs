@@ -388,6 +388,65 @@ impl Run<'_> {
             pct(machine),
             resets.len()
         );
+        if a.fanout {
+            self.print_fanout(&per_subscription, sidecar_cpu, postgres_cpu, own_cpu);
+        }
+    }
+
+    /// `--fanout`: every write is expected once on every stream. Latency from the write's
+    /// commitTime to each listener, and per write to the last listener (the paper's Fig. 9).
+    fn print_fanout(
+        &self,
+        per_subscription: &str,
+        sidecar_cpu: Option<f64>,
+        postgres_cpu: Option<f64>,
+        own_cpu: Option<f64>,
+    ) {
+        let mut by_path: HashMap<&str, Vec<i64>> = HashMap::new();
+        for d in self.logs.iter().flat_map(|l| &l.deliveries) {
+            if let Some(c) = d.commit_us {
+                by_path
+                    .entry(d.path.as_str())
+                    .or_default()
+                    .push(d.received_us - c);
+            }
+        }
+        let mut every = Vec::new();
+        let mut last = Vec::new();
+        let mut complete = 0usize;
+        for w in &self.writes {
+            if let Some(v) = by_path.get(w.path.as_str()) {
+                every.extend_from_slice(v);
+                if v.len() >= self.subscriptions {
+                    complete += 1;
+                }
+                if let Some(m) = v.iter().max() {
+                    last.push(*m);
+                }
+            }
+        }
+        let deliveries = every.len();
+        let expected = self.writes.len() * self.subscriptions;
+        let every_summary = summary(every);
+        let last_summary = summary(last);
+        println!(
+            "fan-out              {deliveries} of {expected} deliveries ({} listeners x {} writes); {complete} writes reached every listener",
+            self.subscriptions,
+            self.writes.len()
+        );
+        println!("commitTime -> each listener   p50 / p99 / max  {every_summary} ms");
+        println!("commitTime -> last listener   p50 / p99 / max  {last_summary} ms (per write)");
+        println!(
+            "FANOUT | {} | {} | {}/{} | {deliveries}/{expected} | {every_summary} | {last_summary} | {:.1} s | {per_subscription} | {} | {} | {} |",
+            self.args.label,
+            self.subscriptions,
+            complete,
+            self.writes.len(),
+            self.subscribe_time.as_secs_f64(),
+            pct(sidecar_cpu),
+            pct(postgres_cpu),
+            pct(own_cpu),
+        );
     }
 }
 

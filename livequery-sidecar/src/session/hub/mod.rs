@@ -466,7 +466,16 @@ impl Hub {
         );
         self.read_time = Some(read_time);
         let mut deleted: HashMap<String, Arc<[ResourcePath]>> = HashMap::new();
-        let interval = self.settings.heartbeat;
+        // A stream is due a heartbeat when its last event is a heartbeat interval old; a
+        // heartbeat transaction (emitted when idle, and at once whenever a new target waits for
+        // a position) also serves streams half an interval old, so that the idle rhythm stays
+        // about one per second. Never one per heartbeat transaction to every stream: while
+        // thousands of listeners subscribe, each new target's heartbeat would reach them all.
+        let interval = if heartbeat {
+            self.settings.heartbeat / 2
+        } else {
+            self.settings.heartbeat
+        };
         // The streams this transaction may send to: those with changes, those with targets
         // waiting for their first position, and those due a heartbeat.
         let mut ids: Vec<String> = deltas.keys().cloned().collect();
@@ -480,7 +489,7 @@ impl Hub {
             self.streams
                 .iter()
                 .filter(|(id, s)| {
-                    (heartbeat || s.last_event.elapsed() >= interval)
+                    s.last_event.elapsed() >= interval
                         && !deltas.contains_key(*id)
                         && !self.pending.contains(*id)
                 })
@@ -570,7 +579,7 @@ impl Hub {
                     events::change(&id, position, at, Arc::clone(&changes)),
                     true,
                 ))
-            } else if heartbeat || stream.last_event.elapsed() >= interval {
+            } else if stream.last_event.elapsed() >= interval {
                 Some((events::heartbeat(&id, position, at), false))
             } else {
                 None
