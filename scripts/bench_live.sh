@@ -8,7 +8,8 @@
 #               1,000 (10 x 100) then 10,000 (100 x 100) subscriptions, same rate (BENCH_SCALE_SUBS:
 #               "1k:10 10k:100", subscriptions:streams of 100), at each matcher partitioning of
 #               BENCH_PARTITIONS ("1x1"; e.g. "1x1 2x2 1x2 2x1": write x query partitions,
-#               docs/architecture.md "Matching and scale"), in that order
+#               docs/architecture.md "Matching and scale"), in that order; BENCH_READY_TIMEOUT
+#               (180): seconds the loadgen waits for every first snapshot
 #   ladder      1,000 and 10,000 subscriptions at each of BENCH_LADDER's rates (writes/s):
 #               where it stops keeping up, and 1k against 10k at rates it keeps up with
 #   transport   the latency run over SSE and over gRPC Listen (the sidecar's --grpc-listen,
@@ -46,6 +47,7 @@ SECONDS_PER_RUN="${BENCH_SECONDS:-20}"
 SCALE_RATE="${BENCH_SCALE_RATE:-1000}"
 SCALE_SUBS="${BENCH_SCALE_SUBS:-1k:10 10k:100}"
 PARTITIONS="${BENCH_PARTITIONS:-1x1}"
+READY_TIMEOUT="${BENCH_READY_TIMEOUT:-180}"
 # The matcher partitions of the next sidecar started (write, query).
 MATCH_W=1
 MATCH_Q=1
@@ -214,7 +216,7 @@ for scenario in "${SCENARIOS[@]}"; do
           for parts in ${PARTITIONS}; do
             MATCH_W="${parts%%x*}" MATCH_Q="${parts##*x}"
             name="scale-${subs%%:*}-${SCALE_RATE}ws-${parts}-r${r}"
-            loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${SCALE_RATE}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}"
+            loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${SCALE_RATE}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}" --ready-timeout "${READY_TIMEOUT}"
             row "${name}" "matcher ${parts}"
           done
         done
