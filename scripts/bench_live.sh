@@ -5,7 +5,11 @@
 # writing through Postgres. Scenarios, each run BENCH_REPEAT times:
 #   latency     1,000 subscriptions (10 streams x 100), 100 writes/s: commit -> client event
 #   scale       equality + order + limit subscriptions at BENCH_SCALE_RATE writes/s (1,000):
-#               1,000 (10 x 100) then 10,000 (100 x 100) subscriptions, same rate
+#               1,000 (10 x 100) then 10,000 (100 x 100) subscriptions, same rate (BENCH_SCALE_SUBS:
+#               "1k:10 10k:100", subscriptions:streams of 100), at each matcher partitioning of
+#               BENCH_PARTITIONS ("1x1"; e.g. "1x1 2x2 1x2 2x1": write x query partitions,
+#               docs/architecture.md "Matching and scale"), in that order; BENCH_READY_TIMEOUT
+#               (180): seconds the loadgen waits for every first snapshot
 #   ladder      1,000 and 10,000 subscriptions at each of BENCH_LADDER's rates (writes/s):
 #               where it stops keeping up, and 1k against 10k at rates it keeps up with
 #   transport   the latency run over SSE and over gRPC Listen (the sidecar's --grpc-listen,
@@ -52,6 +56,12 @@ source "$(dirname "$0")/lib.sh"
 REPEAT="${BENCH_REPEAT:-2}"
 SECONDS_PER_RUN="${BENCH_SECONDS:-20}"
 SCALE_RATE="${BENCH_SCALE_RATE:-1000}"
+SCALE_SUBS="${BENCH_SCALE_SUBS:-1k:10 10k:100}"
+PARTITIONS="${BENCH_PARTITIONS:-1x1}"
+READY_TIMEOUT="${BENCH_READY_TIMEOUT:-180}"
+# The matcher partitions of the next sidecar started (write, query).
+MATCH_W=1
+MATCH_Q=1
 LADDER="${BENCH_LADDER:-250 500}"
 CLIENTS="${BENCH_CLIENTS:-8}"
 WRITERS="${BENCH_CONNECTIONS:-8}"
@@ -147,6 +157,7 @@ start_sidecar() {
   "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
   DOCSTORE_DATABASE_URL="$(sidecar_database_url "${DB}")" \
     DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_GRPC_LISTEN="127.0.0.1:${grpc_port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
+    DOCSTORE_MATCH_WRITE_PARTITIONS="${MATCH_W}" DOCSTORE_MATCH_QUERY_PARTITIONS="${MATCH_Q}" \
     DOCSTORE_LISTEN_GRACE_SECONDS=2 DOCSTORE_MAX_CONNECTIONS=1000000 DOCSTORE_MAX_CONNECTIONS_PER_CLIENT=1000000 \
     DOCSTORE_MAX_STREAMS=1000000 DOCSTORE_MAX_STREAMS_PER_CALLER=1000000 RUST_LOG=warn "${TARGET}/docstore-sidecar" >> "${OUT}/sidecar.log" 2>&1 &
   sidecar_pid=$!
@@ -264,11 +275,15 @@ for scenario in "${SCENARIOS[@]}"; do
         loadgen "latency-1k-100ws-r${r}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2
         row "latency-1k-100ws-r${r}" ;;
       scale)
-        for subs in 1k:10 10k:100; do
-          name="scale-${subs%%:*}-${SCALE_RATE}ws-r${r}"
-          loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${SCALE_RATE}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}"
-          row "${name}"
-        done ;;
+        for subs in ${SCALE_SUBS}; do
+          for parts in ${PARTITIONS}; do
+            MATCH_W="${parts%%x*}" MATCH_Q="${parts##*x}"
+            name="scale-${subs%%:*}-${SCALE_RATE}ws-${parts}-r${r}"
+            loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${SCALE_RATE}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}" --ready-timeout "${READY_TIMEOUT}"
+            row "${name}" "matcher ${parts}"
+          done
+        done
+        MATCH_W=1 MATCH_Q=1 ;;
       ladder)
         for rate in ${LADDER}; do
           for subs in 1k:10 10k:100; do

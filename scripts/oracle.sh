@@ -9,7 +9,8 @@
 # at the start and with every failure.
 # DOCSTORE_ORACLE_FAULTS=0 runs without faults; DOCSTORE_ORACLE_STRICT=0 only counts a target
 # behind its stream's other targets (the requery freeze, fixed) instead of failing;
-# DOCSTORE_KEEP_LOGS=1 keeps the cluster and sidecar logs.
+# DOCSTORE_KEEP_LOGS=1 keeps the cluster and sidecar logs; DOCSTORE_ORACLE_PARTITIONS=WxQ sets the
+# sidecar's matcher partitions (default 2x2: write x query partitions, docs/architecture.md).
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 [ -x .venv/bin/python ] || bash scripts/venv.sh

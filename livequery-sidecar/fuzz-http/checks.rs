@@ -128,6 +128,8 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         max_streams: 1,
         max_streams_per_caller: 1,
         max_targets_per_stream: 1,
+        match_write_partitions: 1,
+        match_query_partitions: 1,
         transaction_idle_seconds: 1,
         transaction_lifetime_seconds: 1,
         transaction_lock_timeout_ms: 1,

@@ -253,6 +253,20 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_MAX_TARGETS_PER_STREAM", default_value_t = 1_000)]
     pub max_targets_per_stream: usize,
 
+    /// Live queries: write partitions of the matcher. Each committed transaction's writes are
+    /// split by a hash of the document name and looked up in that many index cells, each by a
+    /// task of its own (docs/architecture.md, "Matching and scale"). 1 to 64.
+    #[arg(long, env = "DOCSTORE_MATCH_WRITE_PARTITIONS", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub match_write_partitions: u16,
+
+    /// Live queries: query partitions of the matcher. Targets are split by a hash of their id
+    /// into that many sets with their own index; each set applies a transaction in a task of
+    /// its own. 1 to 64.
+    #[arg(long, env = "DOCSTORE_MATCH_QUERY_PARTITIONS", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub match_query_partitions: u16,
+
     /// Seconds a held transaction (`:beginTransaction`) may stay unused before it expires
     /// and is rolled back (Firestore's 60).
     #[arg(
@@ -376,6 +390,8 @@ impl std::fmt::Debug for Config {
             .field("max_streams", &self.max_streams)
             .field("max_streams_per_caller", &self.max_streams_per_caller)
             .field("max_targets_per_stream", &self.max_targets_per_stream)
+            .field("match_write_partitions", &self.match_write_partitions)
+            .field("match_query_partitions", &self.match_query_partitions)
             .field("transaction_idle_seconds", &self.transaction_idle_seconds)
             .field(
                 "transaction_lifetime_seconds",

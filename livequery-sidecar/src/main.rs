@@ -110,7 +110,11 @@ async fn run(config: Config) -> Result<(), String> {
                 queue: config.listen_queue,
                 replay: config.listen_replay,
                 limits: Limits::default(),
-                matcher: MatcherConfig::default(),
+                matcher: MatcherConfig {
+                    write_partitions: config.match_write_partitions,
+                    query_partitions: config.match_query_partitions,
+                    ..MatcherConfig::default()
+                },
                 caps: StreamCaps {
                     streams: config.max_streams,
                     per_caller: config.max_streams_per_caller,

@@ -256,6 +256,13 @@ struct Case {
     /// snapshot is relative to it (negative: retained transactions are handed off to it;
     /// positive: the snapshot already sees transactions not yet decoded).
     joins: Vec<(usize, i64)>,
+    /// Write and query partitions of the matcher (the case also runs at 1 x 1, and both runs
+    /// must report the same deltas).
+    partitions: (u16, u16),
+}
+
+fn partitions() -> impl Strategy<Value = (u16, u16)> {
+    prop_oneof![Just((2, 2)), Just((1, 2)), Just((2, 1)), Just((3, 2))]
 }
 
 fn joins() -> impl Strategy<Value = Vec<(usize, i64)>> {
@@ -275,14 +282,18 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec(prop::collection::vec(op(), 1..5), 1..16),
         prop_oneof![Just(1u32), Just(2), Just(16)],
         joins(),
+        partitions(),
     )
-        .prop_map(|(initial, specs, transactions, slack, joins)| Case {
-            initial,
-            specs,
-            transactions,
-            slack,
-            joins,
-        })
+        .prop_map(
+            |(initial, specs, transactions, slack, joins, partitions)| Case {
+                initial,
+                specs,
+                transactions,
+                slack,
+                joins,
+                partitions,
+            },
+        )
 }
 
 /// Sorted windows under churn: plain `order by a [desc] limit [last] n offset k` targets on
@@ -317,13 +328,15 @@ fn window_case() -> impl Strategy<Value = Case> {
         prop::collection::vec(window, 1..4),
         prop::collection::vec(prop::collection::vec(op, 1..4), 5..25),
         joins(),
+        partitions(),
     )
-        .prop_map(|(initial, specs, transactions, joins)| Case {
+        .prop_map(|(initial, specs, transactions, joins, partitions)| Case {
             initial,
             specs,
             transactions,
             slack: 1,
             joins,
+            partitions,
         })
 }
 
@@ -457,11 +470,16 @@ fn deliver(
     }
 }
 
-fn run(case: &Case) {
+/// Run a case at `(write, query)` partitions, checking every target against core after each
+/// transaction; returns every delta reported, in order.
+fn run(case: &Case, (write_partitions, query_partitions): (u16, u16)) -> Vec<String> {
     let config = MatcherConfig {
         initial_slack: case.slack,
         max_slack: case.slack * 4,
+        write_partitions,
+        query_partitions,
     };
+    let mut log = Vec::new();
     let mut clock = 1_700_000_000_000_000_i64;
     let mut tick = || {
         clock += 1;
@@ -526,6 +544,7 @@ fn run(case: &Case) {
             // Retained transactions the snapshot did not see, handed off to this target.
             for u in s..t {
                 if let Some(delta) = matcher.apply_to(id, xid(u), &txns[u]) {
+                    log.push(format!("{id} at {u}: {delta:?}"));
                     deliver(&mut matcher, id, delta, &mut client, &states[u + 1]);
                 }
             }
@@ -541,6 +560,7 @@ fn run(case: &Case) {
         let mut seen = HashSet::new();
         for (id, delta) in deltas {
             assert!(seen.insert(id), "two deltas for target {id}");
+            log.push(format!("{id} at {t}: {delta:?}"));
             let i = usize::try_from(id.0).unwrap();
             let client = clients[i].as_mut().expect("delta for a target not added");
             deliver(&mut matcher, id, delta, client, &states[t + 1]);
@@ -549,7 +569,7 @@ fn run(case: &Case) {
             let Some(client) = client else { continue };
             // A target whose snapshot is ahead shows that snapshot until the stream reaches it.
             let at = (t + 1).max(shown_from[i]);
-            let context = format!("target {i} after transaction {t}");
+            let context = format!("target {i} after transaction {t} ({write_partitions} x {query_partitions} partitions)");
             check(spec, client, &states[at], &context);
             let now = Client::from_result(matcher.result(TargetId(i as u64)).unwrap());
             check(
@@ -560,6 +580,18 @@ fn run(case: &Case) {
             );
         }
     }
+    log
+}
+
+/// Both runs of a case: at 1 x 1, and at its partitions, which must report the same deltas.
+fn run_both(case: &Case) {
+    let one = run(case, (1, 1));
+    let partitioned = run(case, case.partitions);
+    assert_eq!(
+        one, partitioned,
+        "{:?} partitions report other deltas than one",
+        case.partitions
+    );
 }
 
 #[test]
@@ -580,7 +612,7 @@ fn matcher_deltas_rebuild_what_core_evaluates() {
     };
     let mut runner = TestRunner::new(config);
     let result = runner.run(&case(), |case| {
-        run(&case);
+        run_both(&case);
         Ok(())
     });
     if let Err(e) = result {
@@ -598,7 +630,7 @@ fn matcher_sorted_windows_survive_churn() {
         ..Config::default()
     });
     let result = runner.run(&window_case(), |case| {
-        run(&case);
+        run_both(&case);
         Ok(())
     });
     if let Err(e) = result {

@@ -512,6 +512,7 @@ fn matcher_windows_ask_for_a_requery_when_the_slack_runs_out() {
     let config = MatcherConfig {
         initial_slack: 1,
         max_slack: 4,
+        ..MatcherConfig::default()
     };
     let mut m = Matcher::new(config);
     let target = spec("select * from c order by a limit 1");

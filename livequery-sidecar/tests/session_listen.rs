@@ -1,7 +1,8 @@
 //! The session hub against a real cluster, without HTTP: a stream's first frame is a
 //! `snapshot` equal to the query's rows, a multi-document transaction arrives as one `change`
 //! event carrying every target's changes, positions only grow, and a resume after a
-//! disconnect replays exactly the events after the token's position.
+//! disconnect replays exactly the events after the token's position; with a partitioned
+//! matcher, a transaction over several write partitions is still one event.
 //!
 //! Needs `DOCSTORE_TEST_DSN` (see tests/source_replication.rs); without it the test says so
 //! and passes vacuously, unless `DOCSTORE_REQUIRE_CLUSTER=1` (a failure
@@ -10,9 +11,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use docstore_core::path::ResourcePath;
 use docstore_sidecar::changelog::Limits;
 use docstore_sidecar::http::sse;
-use docstore_sidecar::matcher::{MatcherConfig, TargetSpec};
+use docstore_sidecar::matcher::{write_partition, MatcherConfig, TargetSpec};
 use docstore_sidecar::pg::{Db, RunAs};
 use docstore_sidecar::session::events::parse_token;
 use docstore_sidecar::session::{
@@ -66,10 +68,14 @@ async fn exec(dsn: &str, sql: &str) {
     client.batch_execute(sql).await.unwrap();
 }
 
-#[test]
-fn streams_snapshot_change_and_resume() {
-    let Some(dsn) = docstore_core::test_env::cluster_dsn("streams_snapshot_change_and_resume")
-    else {
+/// Run `body(dsn, collection, session)` against a session of its own slot (`matcher`: the
+/// matcher's tuning), then drop the slot.
+fn with_session(
+    test: &str,
+    matcher: MatcherConfig,
+    body: impl AsyncFnOnce(String, String, Session),
+) {
+    let Some(dsn) = docstore_core::test_env::cluster_dsn(test) else {
         return;
     };
     let nanos = SystemTime::now()
@@ -95,21 +101,64 @@ fn streams_snapshot_change_and_resume() {
                     queue: 64,
                     replay: 64,
                     limits: Limits::default(),
-                    matcher: MatcherConfig::default(),
+                    matcher,
                     caps: StreamCaps::default(),
                 },
                 Vec::new(),
             );
+            body(dsn.clone(), coll, session).await;
+        })
+    }));
+    // The hub's tasks and connections end with the runtime; then the slot can go.
+    drop(runtime);
+    let cleanup = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    cleanup.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&dsn, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        for _ in 0..100 {
+            let dropped = client
+                .query(
+                    "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
+                     where slot_name = $1 and not active",
+                    &[&slot],
+                )
+                .await
+                .unwrap();
+            if !dropped.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("slot {slot} is still active");
+    });
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn admin() -> Caller {
+    Caller {
+        key: "admin".into(),
+        quota: None,
+        run_as: RunAs::Admin,
+    }
+}
+
+#[test]
+fn streams_snapshot_change_and_resume() {
+    with_session(
+        "streams_snapshot_change_and_resume",
+        MatcherConfig::default(),
+        async |dsn, coll, session| {
             exec(
                 &dsn,
                 &format!("select docstore.set('{coll}/a', '{{\"n\": 1}}')"),
             )
             .await;
-            let caller = Caller {
-                key: "admin".into(),
-                quota: None,
-                run_as: RunAs::Admin,
-            };
+            let caller = admin();
             let targets = vec![
                 TargetRequest {
                     id: "q".into(),
@@ -218,34 +267,116 @@ fn streams_snapshot_change_and_resume() {
                     .unwrap(),
                 Resumed::Unknown(_)
             ));
-        })
-    }));
-    // The hub's tasks and connections end with the runtime; then the slot can go.
-    drop(runtime);
-    let cleanup = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    cleanup.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&dsn, NoTls).await.unwrap();
-        tokio::spawn(connection);
-        for _ in 0..100 {
-            let dropped = client
-                .query(
-                    "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
-                     where slot_name = $1 and not active",
-                    &[&slot],
-                )
+        },
+    );
+}
+
+/// With 2 write x 2 query partitions, a transaction whose documents fall in both write
+/// partitions, followed by targets of both query partitions, still reaches the stream as one
+/// `change` event carrying every target's changes; the next event is the next transaction's.
+#[test]
+fn partitioned_transaction_reaches_a_stream_as_one_event() {
+    let matcher = MatcherConfig {
+        write_partitions: 2,
+        query_partitions: 2,
+        ..MatcherConfig::default()
+    };
+    with_session(
+        "partitioned_transaction_reaches_a_stream_as_one_event",
+        matcher,
+        async |dsn, coll, session| {
+            let names: Vec<String> = (0..8).map(|i| format!("{coll}/d{i}")).collect();
+            let cells: std::collections::HashSet<usize> = names
+                .iter()
+                .map(|n| write_partition(&ResourcePath::parse_document(n).unwrap(), 2))
+                .collect();
+            assert_eq!(
+                cells.len(),
+                2,
+                "the documents must span both write partitions"
+            );
+            let specs = [
+                ("all", format!("select * from /{coll} order by n")),
+                (
+                    "top",
+                    format!("select * from /{coll} order by n desc limit 3"),
+                ),
+                ("even", format!("select * from /{coll} where even = true")),
+                ("count", format!("select count(*) from /{coll}")),
+            ];
+            let mut targets: Vec<TargetRequest> = specs
+                .iter()
+                .map(|(id, q)| TargetRequest {
+                    id: (*id).into(),
+                    spec: TargetSpec::parse_text(q).unwrap(),
+                })
+                .collect();
+            targets.push(TargetRequest {
+                id: "doc".into(),
+                spec: TargetSpec::document(&names[7]).unwrap(),
+            });
+            let mut connection = session
+                .open("(default)", admin(), targets, None)
                 .await
                 .unwrap();
-            if !dropped.is_empty() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("slot {slot} is still active");
-    });
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+            let (kind, _) = data(&next(&mut connection).await);
+            assert_eq!(kind, "snapshot");
+
+            let writes: Vec<String> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    format!(
+                        "{{\"set\": \"{n}\", \"data\": {{\"n\": {i}, \"even\": {}}}}}",
+                        i % 2 == 0
+                    )
+                })
+                .collect();
+            exec(
+                &dsn,
+                &format!("select docstore.commit('[{}]')", writes.join(", ")),
+            )
+            .await;
+            let change = next(&mut connection).await;
+            let (kind, body) = data(&change);
+            assert_eq!(kind, "change", "{body}");
+            let mut ids: Vec<&str> = body["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["target"].as_str().unwrap())
+                .collect();
+            ids.sort_unstable();
+            assert_eq!(ids, ["all", "count", "doc", "even", "top"], "{body}");
+            let added = |target: &str| -> Vec<String> {
+                entry(&body["targets"], target)["changes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["document"]["path"].as_str().unwrap().to_owned())
+                    .collect()
+            };
+            assert_eq!(added("all"), names, "every write, in order: {body}");
+            assert_eq!(added("top"), [&*names[7], &*names[6], &*names[5]]);
+            let even: Vec<&String> = names.iter().step_by(2).collect();
+            assert_eq!(added("even").iter().collect::<Vec<_>>(), even);
+            assert_eq!(added("doc"), [&*names[7]]);
+
+            // Nothing of that transaction comes later: the next event is the next write's.
+            exec(
+                &dsn,
+                &format!("select docstore.set('{coll}/z', '{{\"n\": 100}}')"),
+            )
+            .await;
+            let later = next(&mut connection).await;
+            assert!(later.position > change.position);
+            let (kind, body) = data(&later);
+            assert_eq!(kind, "change");
+            assert_eq!(
+                entry(&body["targets"], "all")["changes"][0]["document"]["path"],
+                format!("{coll}/z"),
+                "{body}"
+            );
+        },
+    );
 }

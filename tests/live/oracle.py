@@ -234,9 +234,16 @@ def random_txn(rng: random.Random, txn_id: str, via: str) -> Txn:
 # The stack: a cluster and a sidecar this campaign may kill and restart
 
 
+def parse_partitions(text: str) -> tuple[int, int]:
+    """`WxQ` (write x query partitions of the sidecar's matcher), e.g. `2x2`."""
+    w, _, q = text.lower().partition("x")
+    return int(w), int(q)
+
+
 class Stack:
-    def __init__(self, workdir_note: list[str]) -> None:
+    def __init__(self, workdir_note: list[str], partitions: tuple[int, int] = (1, 1)) -> None:
         self.binary = sidecar_binary()
+        self.partitions = partitions
         self.cluster = Cluster()
         self.cluster.start()
         as_postgres(
@@ -276,6 +283,8 @@ class Stack:
             "DOCSTORE_ADMIN_KEY": self.admin_key,
             "DOCSTORE_HEARTBEAT_MS": "200",
             "DOCSTORE_LISTEN_QUEUE": "64",
+            "DOCSTORE_MATCH_WRITE_PARTITIONS": str(self.partitions[0]),
+            "DOCSTORE_MATCH_QUERY_PARTITIONS": str(self.partitions[1]),
             "RUST_LOG": os.environ.get("RUST_LOG", "info"),
         }
         for name in ("DOCSTORE_JWKS_FILE", "DOCSTORE_JWT_ISSUER", "DOCSTORE_JWT_AUDIENCE"):
@@ -720,9 +729,15 @@ def campaign_seed() -> int:
 
 class Campaign:
     def __init__(
-        self, seed: int, seconds: float | None = None, streams: int = 6, faults: bool = True
+        self,
+        seed: int,
+        seconds: float | None = None,
+        streams: int = 6,
+        faults: bool = True,
+        partitions: tuple[int, int] = (1, 1),
     ) -> None:
         self.seed = seed
+        self.partitions = partitions
         self.seconds = seconds
         self.rng = random.Random(seed)
         self.n_streams = streams
@@ -1246,7 +1261,7 @@ class Campaign:
     def run(self) -> Campaign:
         keep = bool(os.environ.get("DOCSTORE_KEEP_LOGS"))
         try:
-            self.stack = Stack(self.dirs)
+            self.stack = Stack(self.dirs, self.partitions)
             subs = self.subs = self.make_subscribers()
             # Some documents before the streams open: the first snapshots are not empty.
             seeder = random.Random(self.seed + 7)
@@ -1362,7 +1377,8 @@ class Campaign:
         }
         lines = [
             f"oracle: seed {self.seed} (replay: DOCSTORE_SEED={self.seed}), "
-            f"{time.monotonic() - self.started:.0f} s",
+            f"{time.monotonic() - self.started:.0f} s, matcher partitions "
+            f"{self.partitions[0]}x{self.partitions[1]}",
             f"  streams checked {c('missed check: streams', 0)} of {self.n_streams}, resets seen "
             f"{sum(resets.values())} {resets}, targets compared {c('targets compared', 0)}",
             f"  transactions committed {c('transactions', 0)} (sql statements "
@@ -1423,7 +1439,8 @@ def http_write(w: tuple[str, str, dict | None]) -> dict:
 
 def main() -> int:
     """`oracle.py [SECONDS [SEED]]`: SECONDS 0 or absent runs the short campaign (bounded by
-    counts); a SEED of 0 or absent takes campaign_seed()."""
+    counts); a SEED of 0 or absent takes campaign_seed(). DOCSTORE_ORACLE_PARTITIONS (`WxQ`,
+    default 2x2) sets the sidecar's matcher partitions."""
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 0
     seed = int(sys.argv[2]) if len(sys.argv) > 2 and int(sys.argv[2]) else campaign_seed()
     print(
@@ -1432,7 +1449,8 @@ def main() -> int:
         flush=True,
     )
     faults = os.environ.get("DOCSTORE_ORACLE_FAULTS", "1") != "0"
-    campaign = Campaign(seed, seconds or None, faults=faults).run()
+    partitions = parse_partitions(os.environ.get("DOCSTORE_ORACLE_PARTITIONS") or "2x2")
+    campaign = Campaign(seed, seconds or None, faults=faults, partitions=partitions).run()
     print(campaign.summary(), flush=True)
     problems = campaign.problems_text()
     if problems:

@@ -2,12 +2,20 @@
 scripts/oracle.sh): one campaign per session, bounded by counts, and one test per check, each
 failing on its failures and on covering less than it states. The seed is fresh per run and
 printed at the start and in every failure; DOCSTORE_SEED (or DOCSTORE_ORACLE_SEED) replays
-it. DOCSTORE_ORACLE_SECONDS, when set, repeats the fault plan for that long."""
+it. DOCSTORE_ORACLE_SECONDS, when set, repeats the fault plan for that long. The campaign runs
+once per matcher partitioning: 1x1 (one cell, the inline path) and 2x2 (two write x two query
+partitions, the tasks' path); DOCSTORE_ORACLE_PARTITIONS (e.g. `2x2`) runs only that one."""
 
 import os
 
 import pytest
-from oracle import CHECKS, Campaign, campaign_seed
+from oracle import CHECKS, Campaign, campaign_seed, parse_partitions
+
+PARTITIONS = (
+    [os.environ["DOCSTORE_ORACLE_PARTITIONS"]]
+    if os.environ.get("DOCSTORE_ORACLE_PARTITIONS")
+    else ["1x1", "2x2"]
+)
 
 
 def show(config, text: str) -> None:
@@ -16,12 +24,12 @@ def show(config, text: str) -> None:
         config.pluginmanager.get_plugin("terminalreporter").write_line(text)
 
 
-@pytest.fixture(scope="module")
-def campaign(pytestconfig):
+@pytest.fixture(scope="module", params=PARTITIONS)
+def campaign(pytestconfig, request):
     seed = campaign_seed()
     seconds = float(os.environ.get("DOCSTORE_ORACLE_SECONDS") or 0) or None
-    show(pytestconfig, f"\noracle: seed {seed} (replay: DOCSTORE_SEED={seed})")
-    done = Campaign(seed, seconds).run()
+    show(pytestconfig, f"\noracle: seed {seed} (replay: DOCSTORE_SEED={seed}), {request.param}")
+    done = Campaign(seed, seconds, partitions=parse_partitions(request.param)).run()
     show(pytestconfig, done.summary())
     return done
 

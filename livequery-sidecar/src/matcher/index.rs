@@ -19,6 +19,12 @@
 //! whatever its new values. Single-document targets hold their name for good.
 //!
 //! Candidates are only candidates: the target confirms each with core's `matches`.
+//!
+//! Write partitions (`partition`): the index is cut into one *cell* per write partition. A
+//! query target's placement is in every cell (InvaliDB replicates a query across the write
+//! partitions); a document's holders are only in the cell of the document's write partition,
+//! so a write is looked up in its own cell alone and each cell can be searched by a task of
+//! its own. With one write partition there is one cell: the index as it always was.
 
 use std::collections::{HashMap, HashSet};
 
@@ -27,6 +33,7 @@ use docstore_core::path::{FieldPath, ResourcePath};
 use docstore_core::query::{field_value, FieldOp, Filter, Query, Source, UnaryOp};
 use docstore_core::value::{Map, Value};
 
+use super::partition::write_partition;
 use super::target::Membership;
 use super::TargetId;
 
@@ -87,12 +94,25 @@ impl ScopeIndex {
     }
 }
 
-/// The index of every target of a [`super::Matcher`].
+/// One write partition's share of the index: every placement, the holders of its documents.
 #[derive(Debug, Default)]
-pub(crate) struct PredicateIndex {
+struct Cell {
     scopes: HashMap<Scope, ScopeIndex>,
     holders: HashMap<ResourcePath, HashSet<TargetId>>,
+}
+
+/// The index of every target of one query partition of a [`super::Matcher`], one cell per
+/// write partition.
+#[derive(Debug)]
+pub(crate) struct PredicateIndex {
+    cells: Vec<Cell>,
     placed: HashMap<TargetId, Placement>,
+}
+
+impl Default for PredicateIndex {
+    fn default() -> Self {
+        PredicateIndex::new(1)
+    }
 }
 
 /// Values of an `in` / `array_contains_any` list that can match (null and NaN match nothing
@@ -183,33 +203,57 @@ pub(crate) fn place(query: &Query) -> Placement {
 }
 
 impl PredicateIndex {
+    /// An empty index of `write_partitions` cells (at least one).
+    pub fn new(write_partitions: usize) -> Self {
+        PredicateIndex {
+            cells: (0..write_partitions.max(1))
+                .map(|_| Cell::default())
+                .collect(),
+            placed: HashMap::new(),
+        }
+    }
+
+    /// The cell of the write partition of `path`.
+    fn cell_of(&mut self, path: &ResourcePath) -> &mut Cell {
+        let w = write_partition(path, self.cells.len());
+        &mut self.cells[w]
+    }
+
     /// Place a target (a target is placed once; placing it again replaces the placement).
     pub fn insert(&mut self, id: TargetId, placement: Placement) {
         self.remove(id);
         match &placement {
-            Placement::Equality { scope, field, keys } => {
-                let index = self.scopes.entry(scope.clone()).or_default();
-                let by_value = index.equality.entry(field.clone()).or_default();
-                for key in keys {
-                    by_value.entry(key.clone()).or_default().insert(id);
-                }
-            }
-            Placement::Contains { scope, field, keys } => {
-                let index = self.scopes.entry(scope.clone()).or_default();
-                let by_value = index.contains.entry(field.clone()).or_default();
-                for key in keys {
-                    by_value.entry(key.clone()).or_default().insert(id);
+            Placement::Equality { scope, field, keys }
+            | Placement::Contains { scope, field, keys } => {
+                let contains = matches!(placement, Placement::Contains { .. });
+                for cell in &mut self.cells {
+                    let index = cell.scopes.entry(scope.clone()).or_default();
+                    let keyed = if contains {
+                        &mut index.contains
+                    } else {
+                        &mut index.equality
+                    };
+                    let by_value = keyed.entry(field.clone()).or_default();
+                    for key in keys {
+                        by_value.entry(key.clone()).or_default().insert(id);
+                    }
                 }
             }
             Placement::Residual(scope) => {
-                self.scopes
-                    .entry(scope.clone())
-                    .or_default()
-                    .residual
-                    .insert(id);
+                for cell in &mut self.cells {
+                    cell.scopes
+                        .entry(scope.clone())
+                        .or_default()
+                        .residual
+                        .insert(id);
+                }
             }
             Placement::Document(path) => {
-                self.holders.entry(path.clone()).or_default().insert(id);
+                self.cell_of(path)
+                    .holders
+                    .entry(path.clone())
+                    .or_default()
+                    .insert(id);
             }
         }
         self.placed.insert(id, placement);
@@ -222,23 +266,60 @@ impl PredicateIndex {
         };
         match placement {
             Placement::Equality { scope, field, keys } => {
-                self.remove_keyed(&scope, &field, &keys, id, false);
+                for cell in &mut self.cells {
+                    cell.remove_keyed(&scope, &field, &keys, id, false);
+                }
             }
             Placement::Contains { scope, field, keys } => {
-                self.remove_keyed(&scope, &field, &keys, id, true);
+                for cell in &mut self.cells {
+                    cell.remove_keyed(&scope, &field, &keys, id, true);
+                }
             }
             Placement::Residual(scope) => {
-                if let Some(index) = self.scopes.get_mut(&scope) {
-                    index.residual.remove(&id);
-                    if index.is_empty() {
-                        self.scopes.remove(&scope);
+                for cell in &mut self.cells {
+                    if let Some(index) = cell.scopes.get_mut(&scope) {
+                        index.residual.remove(&id);
+                        if index.is_empty() {
+                            cell.scopes.remove(&scope);
+                        }
                     }
                 }
             }
-            Placement::Document(path) => self.release(id, &path),
+            Placement::Document(path) => self.cell_of(&path).release(id, &path),
         }
     }
 
+    /// Follow a target's changes of held documents.
+    pub fn follow(&mut self, id: TargetId, events: Vec<Membership>) {
+        for event in events {
+            match event {
+                Membership::Hold(path) => {
+                    self.cell_of(&path)
+                        .holders
+                        .entry(path)
+                        .or_default()
+                        .insert(id);
+                }
+                Membership::Release(path) => {
+                    // A single-document target never lets go of its name.
+                    if !matches!(self.placed.get(&id), Some(Placement::Document(p)) if *p == path) {
+                        self.cell_of(&path).release(id, &path);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The targets a write of `path` (new fields `new`, `None` for a delete) may concern,
+    /// appended to `out` (possibly with repeats): looked up in the cell of its write
+    /// partition only.
+    pub fn candidates(&self, path: &ResourcePath, new: Option<&Map>, out: &mut Vec<TargetId>) {
+        let w = write_partition(path, self.cells.len());
+        self.cells[w].candidates(path, new, out);
+    }
+}
+
+impl Cell {
     fn remove_keyed(
         &mut self,
         scope: &Scope,
@@ -282,26 +363,7 @@ impl PredicateIndex {
         }
     }
 
-    /// Follow a target's changes of held documents.
-    pub fn follow(&mut self, id: TargetId, events: Vec<Membership>) {
-        for event in events {
-            match event {
-                Membership::Hold(path) => {
-                    self.holders.entry(path).or_default().insert(id);
-                }
-                Membership::Release(path) => {
-                    // A single-document target never lets go of its name.
-                    if !matches!(self.placed.get(&id), Some(Placement::Document(p)) if *p == path) {
-                        self.release(id, &path);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The targets a write of `path` (new fields `new`, `None` for a delete) may concern,
-    /// appended to `out` (possibly with repeats).
-    pub fn candidates(&self, path: &ResourcePath, new: Option<&Map>, out: &mut Vec<TargetId>) {
+    fn candidates(&self, path: &ResourcePath, new: Option<&Map>, out: &mut Vec<TargetId>) {
         if let Some(ids) = self.holders.get(path) {
             out.extend(ids);
         }

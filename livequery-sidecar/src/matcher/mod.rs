@@ -7,9 +7,10 @@
 //! [`TargetDelta`] per target: Firestore's document changes, a new aggregation row, or
 //! [`TargetDelta::NeedsRequery`] when a sorted query with a limit has used up its slack.
 //!
-//! Modules, in the order a write meets them: `index` (which targets a write can concern),
-//! `target` (what each target keeps and how it changes), `delta` (documents, changes and the
-//! diff of two results).
+//! Modules, in the order a write meets them: `partition` (the query and write partitions a
+//! transaction is matched in), `index` (which targets a write can concern), `target` (what
+//! each target keeps and how it changes), `delta` (documents, changes and the diff of two
+//! results).
 //!
 //! How the session drives it (the hand-off of docs/architecture.md):
 //! 1. [`TargetSpec::fetch_query`] gives the query to run in the target's snapshot (whole
@@ -27,7 +28,6 @@
 //! each transaction's writes by database id (a transaction over two databases is applied to
 //! both matchers before either's deltas are sent).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -38,11 +38,14 @@ use thiserror::Error;
 
 pub mod delta;
 mod index;
+mod partition;
 mod target;
 
 pub use delta::{diff, DocChange, Document, TargetDelta, TargetResult};
 
-use index::{place, Placement, PredicateIndex};
+use index::{place, Placement};
+pub use partition::{query_partition, write_partition};
+use partition::{Batch, Entry, Found, Partition};
 use target::{DocumentTarget, Pending, QueryTarget, Target};
 
 /// A target's id, unique in its [`Matcher`] (the session allocates them).
@@ -136,6 +139,12 @@ pub struct MatcherConfig {
     pub initial_slack: u32,
     /// The slack doubles at each requery, up to this.
     pub max_slack: u32,
+    /// Write partitions: a transaction's writes are looked up in this many index cells, by a
+    /// hash of the document name, each by a task of its own (at least 1).
+    pub write_partitions: u16,
+    /// Query partitions: targets are split into this many sets with their own index, by a
+    /// hash of the target id, each applying a transaction in a task of its own (at least 1).
+    pub query_partitions: u16,
 }
 
 impl Default for MatcherConfig {
@@ -143,7 +152,19 @@ impl Default for MatcherConfig {
         MatcherConfig {
             initial_slack: 16,
             max_slack: 1024,
+            write_partitions: 1,
+            query_partitions: 1,
         }
+    }
+}
+
+impl MatcherConfig {
+    fn writes(&self) -> usize {
+        usize::from(self.write_partitions.max(1))
+    }
+
+    fn queries(&self) -> usize {
+        usize::from(self.query_partitions.max(1))
     }
 }
 
@@ -196,57 +217,19 @@ pub struct MatcherStats {
     pub deltas: u64,
 }
 
+/// The targets of one database and their indexes, in `query_partitions x write_partitions`
+/// cells (the module `partition`; one cell by default).
 #[derive(Debug)]
-struct Entry {
-    target: Target,
-    horizon: Option<Arc<dyn Horizon>>,
-}
-
-/// The targets of one database and their indexes.
-#[derive(Debug, Default)]
 pub struct Matcher {
     config: MatcherConfig,
-    targets: HashMap<TargetId, Entry>,
-    index: PredicateIndex,
+    partitions: Vec<Partition>,
+    /// Transactions and writes (the partitions count the rest).
     stats: MatcherStats,
 }
 
-/// A transaction's writes, the last version of each document in first-write order.
-struct Batch {
-    truncated: bool,
-    writes: Vec<Pending>,
-}
-
-impl Batch {
-    fn coalesce(writes: &[Write]) -> Batch {
-        let mut batch = Batch {
-            truncated: false,
-            writes: Vec::new(),
-        };
-        let mut at: HashMap<ResourcePath, usize> = HashMap::new();
-        for write in writes {
-            let (path, new) = match write {
-                Write::Set(doc) => (&doc.path, Some(doc.clone())),
-                Write::Delete(path) => (path, None),
-                Write::Truncate => {
-                    batch.truncated = true;
-                    batch.writes.clear();
-                    at.clear();
-                    continue;
-                }
-            };
-            match at.get(path) {
-                Some(&i) => batch.writes[i].new = new,
-                None => {
-                    at.insert(path.clone(), batch.writes.len());
-                    batch.writes.push(Pending {
-                        path: path.clone(),
-                        new,
-                    });
-                }
-            }
-        }
-        batch
+impl Default for Matcher {
+    fn default() -> Self {
+        Matcher::new(MatcherConfig::default())
     }
 }
 
@@ -255,8 +238,21 @@ impl Matcher {
     pub fn new(config: MatcherConfig) -> Matcher {
         Matcher {
             config,
-            ..Matcher::default()
+            partitions: (0..config.queries())
+                .map(|_| Partition::new(config.writes()))
+                .collect(),
+            stats: MatcherStats::default(),
         }
+    }
+
+    /// The query partition that owns target `id`.
+    fn owner(&self, id: TargetId) -> &Partition {
+        &self.partitions[query_partition(id, self.partitions.len())]
+    }
+
+    fn owner_mut(&mut self, id: TargetId) -> &mut Partition {
+        let q = query_partition(id, self.partitions.len());
+        &mut self.partitions[q]
     }
 
     /// Its configuration.
@@ -266,17 +262,22 @@ impl Matcher {
 
     /// The number of targets.
     pub fn len(&self) -> usize {
-        self.targets.len()
+        self.partitions.iter().map(|p| p.targets.len()).sum()
     }
 
     /// Whether there are no targets.
     pub fn is_empty(&self) -> bool {
-        self.targets.is_empty()
+        self.partitions.iter().all(|p| p.targets.is_empty())
     }
 
     /// The counters.
     pub fn stats(&self) -> MatcherStats {
-        self.stats
+        let mut stats = self.stats;
+        for p in &self.partitions {
+            stats.targets_tested += p.stats.targets_tested;
+            stats.deltas += p.stats.deltas;
+        }
+        stats
     }
 
     /// Add a target whose initial `rows` were read in the snapshot `horizon` (`None`: every
@@ -294,7 +295,9 @@ impl Matcher {
         rows: Vec<Document>,
         horizon: Option<Arc<dyn Horizon>>,
     ) -> Result<TargetResult, MatcherError> {
-        if self.targets.contains_key(&id) {
+        let config = self.config;
+        let partition = self.owner_mut(id);
+        if partition.targets.contains_key(&id) {
             return Err(MatcherError::DuplicateTarget(id));
         }
         let mut events = Vec::new();
@@ -302,7 +305,7 @@ impl Matcher {
             TargetSpec::Query(query) => {
                 let query = (*query).validate()?;
                 let placement = place(&query);
-                let target = QueryTarget::new(query, rows, &self.config, &mut events)?;
+                let target = QueryTarget::new(query, rows, &config, &mut events)?;
                 (Target::Query(target), placement)
             }
             TargetSpec::Document(path) => {
@@ -318,29 +321,30 @@ impl Matcher {
             }
         };
         let result = target.result();
-        self.index.insert(id, placement);
-        self.index.follow(id, events);
-        self.targets.insert(id, Entry { target, horizon });
+        partition.index.insert(id, placement);
+        partition.index.follow(id, events);
+        partition.targets.insert(id, Entry { target, horizon });
         Ok(result)
     }
 
     /// Remove a target; `false` if there was none.
     pub fn remove_target(&mut self, id: TargetId) -> bool {
-        let Some(entry) = self.targets.remove(&id) else {
+        let partition = self.owner_mut(id);
+        let Some(entry) = partition.targets.remove(&id) else {
             return false;
         };
-        self.index.remove(id);
+        partition.index.remove(id);
         if let Target::Query(mut t) = entry.target {
             let mut events = Vec::new();
             t.release_all(&mut events);
-            self.index.follow(id, events);
+            partition.index.follow(id, events);
         }
         true
     }
 
     /// The current visible result of a target.
     pub fn result(&self, id: TargetId) -> Option<TargetResult> {
-        self.targets.get(&id).map(|e| e.target.result())
+        self.owner(id).targets.get(&id).map(|e| e.target.result())
     }
 
     /// The query to run for a query target's rows now (after [`TargetDelta::NeedsRequery`]:
@@ -349,7 +353,7 @@ impl Matcher {
     /// # Errors
     /// [`MatcherError::UnknownTarget`], [`MatcherError::NotAQuery`].
     pub fn fetch_query(&self, id: TargetId) -> Result<Query, MatcherError> {
-        match self.targets.get(&id).map(|e| &e.target) {
+        match self.owner(id).targets.get(&id).map(|e| &e.target) {
             Some(Target::Query(t)) => Ok(t.fetch_query()),
             Some(Target::Document(_)) => Err(MatcherError::NotAQuery(id)),
             None => Err(MatcherError::UnknownTarget(id)),
@@ -358,7 +362,7 @@ impl Matcher {
 
     /// Whether a query target waits for [`Matcher::requeried`].
     pub fn awaiting_requery(&self, id: TargetId) -> bool {
-        matches!(self.targets.get(&id).map(|e| &e.target), Some(Target::Query(t)) if t.awaiting_requery())
+        matches!(self.owner(id).targets.get(&id).map(|e| &e.target), Some(Target::Query(t)) if t.awaiting_requery())
     }
 
     /// Give a query target the rows of [`Matcher::fetch_query`] read in the snapshot
@@ -374,7 +378,8 @@ impl Matcher {
         rows: Vec<Document>,
         horizon: Option<Arc<dyn Horizon>>,
     ) -> Result<Option<TargetDelta>, MatcherError> {
-        let entry = self
+        let partition = self.owner_mut(id);
+        let entry = partition
             .targets
             .get_mut(&id)
             .ok_or(MatcherError::UnknownTarget(id))?;
@@ -383,10 +388,10 @@ impl Matcher {
         };
         let mut events = Vec::new();
         let delta = target.requeried(rows, &mut events);
-        self.index.follow(id, events);
+        partition.index.follow(id, events);
         let delta = delta?;
         entry.horizon = horizon;
-        self.stats.deltas += u64::from(delta.is_some());
+        partition.stats.deltas += u64::from(delta.is_some());
         Ok(delta)
     }
 
@@ -394,12 +399,12 @@ impl Matcher {
     /// them), sorted.
     pub fn candidates(&self, write: &Write) -> Vec<TargetId> {
         let mut out = Vec::new();
-        match write {
-            Write::Set(doc) => self
-                .index
-                .candidates(&doc.path, Some(&doc.fields), &mut out),
-            Write::Delete(path) => self.index.candidates(path, None, &mut out),
-            Write::Truncate => out.extend(self.targets.keys()),
+        for p in &self.partitions {
+            match write {
+                Write::Set(doc) => p.index.candidates(&doc.path, Some(&doc.fields), &mut out),
+                Write::Delete(path) => p.index.candidates(path, None, &mut out),
+                Write::Truncate => out.extend(p.targets.keys()),
+            }
         }
         out.sort_unstable();
         out.dedup();
@@ -408,69 +413,52 @@ impl Matcher {
 
     /// Apply one committed transaction (xid `xid`, its writes in commit order) to every
     /// target whose horizon does not see it: the deltas, sorted by target id.
+    ///
+    /// With more than one partition, the cells filter and the query partitions apply as
+    /// tasks of rayon's pool (module `partition`); the call returns when all are done.
     pub fn apply(&mut self, xid: u32, writes: &[Write]) -> Vec<(TargetId, TargetDelta)> {
-        let batch = Batch::coalesce(writes);
-        let mut per_target: HashMap<TargetId, Vec<usize>> = HashMap::new();
-        if batch.truncated {
-            let all: Vec<usize> = (0..batch.writes.len()).collect();
-            for id in self.targets.keys() {
-                per_target.insert(*id, all.clone());
-            }
-        } else {
-            let mut found = Vec::new();
-            for (i, w) in batch.writes.iter().enumerate() {
-                found.clear();
-                self.index
-                    .candidates(&w.path, w.new.as_ref().map(|d| &*d.fields), &mut found);
-                for id in &found {
-                    let list = per_target.entry(*id).or_default();
-                    if list.last() != Some(&i) {
-                        list.push(i);
-                    }
-                }
-            }
-        }
-        let mut ids: Vec<TargetId> = per_target.keys().copied().collect();
-        ids.sort_unstable();
+        let w = self.config.writes();
+        let batch = Batch::coalesce(writes, w);
         self.stats.transactions += 1;
         self.stats.writes += u64::try_from(batch.writes.len()).unwrap_or(u64::MAX);
-        let mut out = Vec::new();
-        for id in ids {
-            let writes: Vec<&Pending> = per_target
-                .get(&id)
-                .map(|list| list.iter().map(|&i| &batch.writes[i]).collect())
-                .unwrap_or_default();
-            if let Some(delta) = self.apply_one(id, xid, batch.truncated, &writes) {
-                out.push((id, delta));
+        if let [only] = self.partitions.as_mut_slice() {
+            if w == 1 {
+                let found = if batch.truncated {
+                    Vec::new()
+                } else {
+                    vec![only.filter(0, &batch)]
+                };
+                return only.apply(xid, &batch, found);
             }
         }
+        use rayon::prelude::*;
+        let batch = &batch;
+        let mut out: Vec<(TargetId, TargetDelta)> = self
+            .partitions
+            .par_iter_mut()
+            .flat_map_iter(|p| {
+                let found: Vec<Found> = if batch.truncated {
+                    Vec::new()
+                } else {
+                    let shared: &Partition = p;
+                    (0..w)
+                        .into_par_iter()
+                        .map(|cell| shared.filter(cell, batch))
+                        .collect()
+                };
+                p.apply(xid, batch, found)
+            })
+            .collect();
+        out.sort_unstable_by_key(|(id, _)| *id);
         out
     }
 
     /// Apply one committed transaction to one target only (a retained transaction handed off
     /// to a new or requeried target), unless its horizon sees it.
     pub fn apply_to(&mut self, id: TargetId, xid: u32, writes: &[Write]) -> Option<TargetDelta> {
-        let batch = Batch::coalesce(writes);
+        let batch = Batch::coalesce(writes, 1);
         let writes: Vec<&Pending> = batch.writes.iter().collect();
-        self.apply_one(id, xid, batch.truncated, &writes)
-    }
-
-    fn apply_one(
-        &mut self,
-        id: TargetId,
-        xid: u32,
-        truncated: bool,
-        writes: &[&Pending],
-    ) -> Option<TargetDelta> {
-        let entry = self.targets.get_mut(&id)?;
-        if entry.horizon.as_ref().is_some_and(|h| h.sees(xid)) {
-            return None;
-        }
-        self.stats.targets_tested += 1;
-        let mut events = Vec::new();
-        let delta = entry.target.apply(truncated, writes, &mut events);
-        self.index.follow(id, events);
-        self.stats.deltas += u64::from(delta.is_some());
-        delta
+        self.owner_mut(id)
+            .apply_one(id, xid, batch.truncated, &writes)
     }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Hub, Phase, SnapshotHorizon, Stream, TargetState, TxnWrites};
-use crate::matcher::{Document, Horizon, TargetId};
+use crate::matcher::{Document, Horizon, Matcher, TargetId};
 use crate::pg::snapshot::ReadPoint;
 use crate::pg::RunAs;
 use crate::session::events::{self, At, ResetReason};
@@ -284,7 +284,11 @@ impl Hub {
                 message: format!("a stream holds at most {cap} targets (--max-targets-per-stream)"),
             });
         }
-        let matcher = self.matchers.entry(stream.database.clone()).or_default();
+        let config = self.settings.matcher;
+        let matcher = self
+            .matchers
+            .entry(stream.database.clone())
+            .or_insert_with(|| Matcher::new(config));
         let mut added = Vec::new();
         let mut failure = None;
         for (request, rows) in targets {

@@ -853,7 +853,11 @@ impl Hub {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        let matcher = self.matchers.entry(stream.database.clone()).or_default();
+        let config = self.settings.matcher;
+        let matcher = self
+            .matchers
+            .entry(stream.database.clone())
+            .or_insert_with(|| Matcher::new(config));
         for (name, rows) in rows {
             let Some(t) = stream.targets.get_mut(&name) else {
                 continue;
