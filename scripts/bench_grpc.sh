@@ -19,7 +19,9 @@
 # Environment: DOCSTORE_SIDECAR_BIN (default target/release/docstore-sidecar, built if
 # missing), BENCH_LOADGEN (the load generator's executable; default: built by cargo),
 # BENCH_SECONDS (default 8), BENCH_CLIENTS (32), BENCH_THREADS (2: the load
-# generator's and pgbench's threads).
+# generator's and pgbench's threads), BENCH_GRPC_CONNECTIONS (0: one HTTP/2 connection per
+# gRPC client, as HTTP has one HTTP/1 connection per client; 1: all gRPC clients multiplexed
+# on one connection, as one SDK client object does).
 # Prints a Markdown table per round and the medians (BENCHMARKS.md, "gRPC front end"); raw
 # output in target/bench-grpc/.
 source "$(dirname "$0")/lib.sh"
@@ -29,6 +31,7 @@ ROUNDS="${1:-3}"
 SECONDS_PER_RUN="${BENCH_SECONDS:-8}"
 CLIENTS="${BENCH_CLIENTS:-32}"
 THREADS="${BENCH_THREADS:-2}"
+GRPC_CONNECTIONS="${BENCH_GRPC_CONNECTIONS:-0}"
 DB=docstore_bench_grpc
 TARGET="${CARGO_TARGET_DIR:-${ROOT}/target}"
 SIDECAR_BIN="${DOCSTORE_SIDECAR_BIN:-${TARGET}/release/docstore-sidecar}"
@@ -97,7 +100,7 @@ pgbench_run() { # op, name -> "tps p50 p99" (latencies from pgbench's per-transa
 loadgen_run() { # kind, name -> "calls/s p50 p99 errors"
   "${LOADGEN}" --kind "$1" --grpc "127.0.0.1:${grpc_port}" --http "${http_addr}" \
     --token "${admin_key}" --doc "${BENCH_DOC}" --clients "${CLIENTS}" \
-    --seconds "${SECONDS_PER_RUN}" --threads "${THREADS}" > "${OUT}/$2.out" 2> "${OUT}/$2.err" ||
+    --seconds "${SECONDS_PER_RUN}" --threads "${THREADS}" --grpc-connections "${GRPC_CONNECTIONS}" > "${OUT}/$2.out" 2> "${OUT}/$2.err" ||
     { cat "${OUT}/$2.err" >&2; die "load generator $2 failed"; }
   awk '{ printf "%s %s %s %s", $1, $2, $3, $4 }' "${OUT}/$2.out"
 }
@@ -124,7 +127,7 @@ for round in $(seq 1 "${ROUNDS}"); do
 done
 
 {
-  echo "Sidecar ${SIDECAR_BIN##*/} (pool 32, live queries off), ${CLIENTS} clients, ${SECONDS_PER_RUN} s per run, ${ROUNDS} rounds; cores: $(nproc); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "Sidecar ${SIDECAR_BIN##*/} (pool 32, live queries off), ${CLIENTS} clients (gRPC connections: $([ "${GRPC_CONNECTIONS}" = 0 ] && echo "one per client" || echo "${GRPC_CONNECTIONS}")), ${SECONDS_PER_RUN} s per run, ${ROUNDS} rounds; cores: $(nproc); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "| round | operation | gRPC calls/s (p50 / p99 ms) | HTTP requests/s (p50 / p99 ms) | pgbench tps (p50 / p99 ms) | gRPC / HTTP | gRPC / SQL | HTTP / SQL |"
   echo "|---|---|---|---|---|---|---|---|"

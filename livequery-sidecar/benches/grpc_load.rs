@@ -2,7 +2,9 @@
 //! for S seconds each send one kind of call, one at a time, and the run prints its rate and
 //! latency percentiles. The same program drives both transports so that the client's own cost
 //! is alike on both sides (tonic's client over HTTP/2 for gRPC, hyper's HTTP/1 client for HTTP,
-//! one connection per client either way, as wrk opens them).
+//! one connection per client either way by default, as wrk opens them). `--grpc-connections
+//! N` spreads the gRPC clients over N HTTP/2 connections instead (1: every call multiplexed on
+//! one connection, as one SDK client object does).
 //!
 //! Kinds: `grpc-get` (GetDocument of a random one of `bench/d1..d{docs}`), `grpc-batch`
 //! (BatchGetDocuments of 10 consecutive ones), `grpc-commit` (Commit of one set of the ~1 KB
@@ -58,6 +60,9 @@ struct Args {
     doc: String,
     #[arg(long, default_value_t = 32)]
     clients: usize,
+    /// HTTP/2 connections the gRPC clients share, round robin (0: one per client).
+    #[arg(long, default_value_t = 0)]
+    grpc_connections: usize,
     #[arg(long, default_value_t = 10)]
     seconds: u64,
     /// Documents `bench/d1..` that exist.
@@ -117,9 +122,20 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> Result<String, String> {
     let args = std::sync::Arc::new(args);
+    let connections = match args.grpc_connections {
+        0 => args.clients,
+        n => n.min(args.clients),
+    };
+    let mut channels = Vec::new();
+    if args.kind.starts_with("grpc-") {
+        for _ in 0..connections {
+            channels.push(connect(&args).await?);
+        }
+    }
     let mut clients = Vec::new();
     for i in 0..args.clients {
-        let client = Client::open(&args, i as u64).await?;
+        let channel = channels.get(i % connections.max(1)).cloned();
+        let client = Client::open(&args, i as u64, channel).await?;
         clients.push(client);
     }
     // Every client's first call must succeed.
@@ -197,7 +213,7 @@ enum Kind {
 }
 
 impl Client {
-    async fn open(args: &Args, seed: u64) -> Result<Client, String> {
+    async fn open(args: &Args, seed: u64, channel: Option<Channel>) -> Result<Client, String> {
         let kind = match args.kind.as_str() {
             "grpc-get" => Kind::GrpcGet,
             "grpc-batch" => Kind::GrpcBatch,
@@ -228,12 +244,7 @@ impl Client {
         let token = MetadataValue::try_from(format!("Bearer {}", args.token))
             .map_err(|e| format!("--token is not ASCII: {e}"))?;
         let (grpc, http) = if grpc_side {
-            let channel = Channel::from_shared(format!("http://{}", args.grpc))
-                .map_err(|e| e.to_string())?
-                .tcp_nodelay(true)
-                .connect()
-                .await
-                .map_err(|e| format!("gRPC connect to {}: {e}", args.grpc))?;
+            let channel = channel.ok_or("no gRPC connection")?;
             (Some(FirestoreClient::new(channel)), None)
         } else {
             let stream = tokio::net::TcpStream::connect(args.http)
@@ -386,6 +397,16 @@ impl Client {
             ))
         }
     }
+}
+
+/// One HTTP/2 connection to the gRPC front end.
+async fn connect(args: &Args) -> Result<Channel, String> {
+    Channel::from_shared(format!("http://{}", args.grpc))
+        .map_err(|e| e.to_string())?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(|e| format!("gRPC connect to {}: {e}", args.grpc))
 }
 
 fn now_nanos() -> u64 {

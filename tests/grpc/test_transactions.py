@@ -29,15 +29,17 @@ def as_user(db: firestore.Client, stack, sub: str) -> list[tuple[str, str]]:
     ]
 
 
+@pytest.mark.parametrize(("threads", "rounds"), [(4, 5), (8, 12)])
 def test_transactional_increments_from_several_threads_end_exact(
-    monkeypatch, coll, firestore_emulator_host
+    monkeypatch, coll, firestore_emulator_host, threads, rounds
 ):
-    """Each attempt reads the counter in its transaction (locking it) and writes it + 1: no
-    update is lost, whatever the interleaving."""
+    """Each attempt reads the counter in its transaction (locking it first, then reading) and
+    writes it + 1: no update is lost, whatever the interleaving, and no read is ABORTED
+    (Python's SDK does not retry a failed read): 8 threads starved a reader that read first
+    and locked after, retried a bounded number of times."""
     db = sdk_client(monkeypatch, firestore_emulator_host)
     ref = db.collection(coll).document("counter")
     ref.set({"n": 0})
-    threads, rounds = 4, 5
     failures = []
 
     @firestore.transactional

@@ -532,17 +532,26 @@ pub async fn rollback(
     Ok(())
 }
 
-/// How often a read of a read-write transaction is tried again when a document it read
+/// How often a query of a read-write transaction is tried again when a document it read
 /// changed before it was locked; then it is ABORTED. Every waiter of a contended document
 /// fails its lock when the holder commits and only one wins the next round, so a reader can
-/// lose several rounds in a row: 8 starved readers of a counter incremented from 4 threads
-/// (Python's SDK does not retry an ABORTED read). Locking a point read's paths before reading
-/// them (Postgres' lock queue is fair) would need no bound.
+/// lose several rounds in a row. Point reads (GetDocument, BatchGetDocuments) lock first and
+/// read after, in Postgres' fair lock queue, and need no bound ([`read_locked`]).
 const LOCK_ATTEMPTS: usize = 64;
 
 /// A document read, to lock: its path and the precondition that it is as read
 /// (`{"updateTime": t}`, or `{"exists": false}` when it was missing).
 type Lock = (String, Json);
+
+/// The `docstore.commit` entries that lock `paths` and check nothing: a `verify` without a
+/// precondition each.
+fn lock_entries(paths: &[String]) -> String {
+    let items: Vec<Json> = paths
+        .iter()
+        .map(|path| serde_json::json!({ "verify": path }))
+        .collect();
+    Json::Array(items).to_string()
+}
 
 /// The `docstore.commit` entries that lock `locks`: a `verify` each.
 fn verify_entries(locks: &[Lock]) -> String {
@@ -564,14 +573,6 @@ fn as_read(update_time: &PgTime) -> Result<Json, ServiceError> {
         )))
     })?;
     Ok(serde_json::json!({ "updateTime": time }))
-}
-
-/// The lock of a document read at `path` (`None`: missing).
-fn lock_of(path: String, document: Option<&Document>) -> Result<Lock, ServiceError> {
-    Ok(match document {
-        Some(doc) => (path, as_read(&doc.update_time)?),
-        None => (path, serde_json::json!({ "exists": false })),
-    })
 }
 
 /// Whether `error` is pg_docstore's failed precondition (55000 raised by the extension): a
@@ -632,18 +633,19 @@ impl Read<'_> {
         })
     }
 
-    /// The locks of what it found.
-    fn locks(&self, found: &Found) -> Result<Vec<Lock>, ServiceError> {
-        match (self, found) {
-            (Read::One { path, .. }, Found::One(doc)) => {
-                Ok(vec![lock_of(path.to_string(), doc.as_ref())?])
-            }
-            (Read::Many { paths, .. }, Found::Many(read)) => paths
-                .iter()
-                .zip(&read.documents)
-                .map(|(path, doc)| lock_of(path.to_string(), doc.as_ref()))
-                .collect(),
-            (_, Found::Rows(rows)) => rows
+    /// The paths of a point read (`None`: a query, whose documents are known once it ran).
+    fn paths(&self) -> Option<Vec<String>> {
+        match self {
+            Read::One { path, .. } => Some(vec![path.to_string()]),
+            Read::Many { paths, .. } => Some(paths.iter().map(ToString::to_string).collect()),
+            Read::Query(_) => None,
+        }
+    }
+
+    /// The locks of what a query found (a point read locks before it reads).
+    fn locks(found: &Found) -> Result<Vec<Lock>, ServiceError> {
+        match found {
+            Found::Rows(rows) => rows
                 .iter()
                 .filter_map(|row| match row {
                     ResultRow::Document {
@@ -652,20 +654,26 @@ impl Read<'_> {
                     ResultRow::Aggregation { .. } => None,
                 })
                 .collect(),
-            _ => Ok(Vec::new()),
+            Found::One(_) | Found::Many(_) => Ok(Vec::new()),
         }
     }
 }
 
-/// Run `read` in transaction `tx`; in a read-write one, then lock what it read with the
-/// precondition that each document is still as read. A document changed in between (a
+/// Run `read` in transaction `tx`, locking what it reads in a read-write one.
+///
+/// A point read (one document or several by name) locks its documents first, as a write
+/// would (the extension's `verify` without a precondition, in name order), then reads them:
+/// a reader of a document another transaction holds queues behind it in Postgres' lock queue,
+/// which is fair, and then reads its outcome; no retry is needed.
+///
+/// A query cannot know its documents before it runs: it reads, then locks what it read with
+/// the precondition that each document is still as read. A document changed in between (a
 /// concurrent transaction held it and committed) fails the lock: the read and the lock are
 /// rolled back to a savepoint and tried again, now after that commit, at most
-/// [`LOCK_ATTEMPTS`] times. So a reader of a document another transaction holds waits for it
-/// and then reads its outcome.
+/// [`LOCK_ATTEMPTS`] times.
 ///
 /// # Errors
-/// The read's errors; ABORTED when the documents kept changing.
+/// The read's errors; ABORTED when a query's documents kept changing.
 async fn read_locked(
     tx: &RequestTx,
     read_only: bool,
@@ -675,6 +683,16 @@ async fn read_locked(
     if read_only {
         return read.run(tx, database).await;
     }
+    if let Some(mut paths) = read.paths() {
+        paths.sort_unstable();
+        paths.dedup();
+        for chunk in paths.chunks(LOCKS_PER_STATEMENT) {
+            pg_documents::commit(tx, &lock_entries(chunk))
+                .await
+                .map_err(held_error)?;
+        }
+        return read.run(tx, database).await;
+    }
     let client = tx.client().map_err(held_error)?;
     for _ in 0..LOCK_ATTEMPTS {
         client
@@ -682,7 +700,7 @@ async fn read_locked(
             .await
             .map_err(|e| held_error(PgError::from(e)))?;
         let found = read.run(tx, database).await?;
-        let locks = read.locks(&found)?;
+        let locks = Read::locks(&found)?;
         let mut locked = Ok(());
         for chunk in locks.chunks(LOCKS_PER_STATEMENT) {
             locked = pg_documents::commit(tx, &verify_entries(chunk))

@@ -3,8 +3,9 @@
 //! `{"create": path, "data": {..}}`, `{"set": path, "data": {..}, "merge": bool}`,
 //! `{"update": path, "fields": {..}}`, `{"delete": path}`, each with an optional
 //! `"precondition": {"exists": bool} | {"updateTime": "<RFC 3339>"}`, and
-//! `{"verify": path, "precondition": {..}}` (precondition required): a check that writes
-//! nothing, what a transaction sends for a document it read but does not write.
+//! `{"verify": path, "precondition": {..}}`: a check that writes nothing, what a transaction
+//! sends for a document it read but does not write; without a precondition it only locks the
+//! document (what a held transaction takes before a point read).
 //!
 //! [`parse`] reads it into [`Write`]s; the extension and the sidecar both call it, so the SQL
 //! argument and the HTTP body are the same thing read by the same code.
@@ -194,11 +195,8 @@ pub fn parse_write(item: &Json) -> Result<Write, WriteError> {
             mutate(WriteKind::Set { merge }, body("data")?)?
         }
         "update" => mutate(WriteKind::Update, body("fields")?)?,
-        "verify" => {
-            // A verify without a precondition would check nothing.
-            body("precondition")?;
-            Operation::Verify
-        }
+        // Without a precondition a verify checks nothing: it only locks the document.
+        "verify" => Operation::Verify,
         _ => Operation::Delete,
     };
     let precondition = obj

@@ -87,13 +87,20 @@ fn the_limit_is_500_writes() {
 }
 
 #[test]
+fn a_verify_without_precondition_is_a_lock() {
+    let writes = parse(&json!([{"verify": "c/f"}])).unwrap();
+    assert!(matches!(writes[0].operation, Operation::Verify));
+    assert_eq!(writes[0].precondition, None);
+    assert_eq!(writes[0].path.to_string(), "c/f");
+}
+
+#[test]
 fn malformed_writes_name_their_index_and_fault() {
     let precondition =
         r#"a precondition is {"exists": true|false} or {"updateTime": "<RFC 3339 time>"}"#;
     let verb = r#"name exactly one of "create", "set", "update", "delete", "verify" with the document path"#;
     let cases: Vec<(Json, String)> = vec![
         (json!({"set": "pc/a"}), "commit() takes a JSON array of writes".into()),
-        (json!([{"verify": "pc/a"}]), r#"write 0: a verify write needs "precondition""#.into()),
         (
             json!([{"verify": "pc/a", "precondition": {"exists": true}, "data": {}}]),
             r#"write 0: unexpected key "data" in a verify write"#.into(),

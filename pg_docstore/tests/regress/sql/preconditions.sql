@@ -56,8 +56,11 @@ select sqlstate_of($$select docstore.commit('[
 select sqlstate_of($$select docstore.commit('[
   {"set": "pc/twice", "data": {}},
   {"verify": "pc/twice", "precondition": {"exists": false}}]')$$) as verify_sees_the_batch_fails;
+-- a verify without a precondition only locks (an existing and a missing document): nothing
+-- is checked or written
+select jsonb_array_length(docstore.commit('[{"verify": "pc/a"}, {"verify": "pc/nothing"}]')->'updateTimes') as locked_only;
+select docstore.get('pc/nothing') is null as nothing_written;
 -- malformed verify entries
-select sqlstate_of($$select docstore.commit('[{"verify": "pc/a"}]')$$);
 select sqlstate_of($$select docstore.commit('[{"verify": "pc/a", "precondition": {"exists": true}, "data": {}}]')$$);
 select sqlstate_of($$select docstore.commit('[{"verify": "pc", "precondition": {"exists": true}}]')$$);
 select sqlstate_of($$select docstore.commit('[{"verify": "pc/a", "precondition": {"updateTime": "soon"}}]')$$);
