@@ -120,6 +120,25 @@ class Cluster:
         except subprocess.CalledProcessError:
             pass
 
+    def restart(self, mode: str, timeout: int = 60) -> None:
+        """`pg_ctl restart -m <mode>`: `immediate` (a crash: recovery at start) or `fast` (a
+        clean shutdown, which waits for a connected walsender to be confirmed)."""
+        as_postgres(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                str(timeout),
+                "restart",
+            ]
+        )
+
     def url(self, database: str = "docstore") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 

@@ -310,23 +310,7 @@ class Stack:
             self.proc.wait()
 
     def restart_postgres(self, mode: str = "immediate") -> None:
-        """`pg_ctl restart -m <mode>`: `immediate` (a crash: recovery at start) or `fast`
-        (a clean shutdown, which waits for the sidecar's walsender to be confirmed)."""
-        as_postgres(
-            [
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(self.cluster.data),
-                "-l",
-                str(self.cluster.log),
-                "-m",
-                mode,
-                "-w",
-                "-t",
-                str(BOUND),
-                "restart",
-            ]
-        )
+        self.cluster.restart(mode, BOUND)
 
     def metric(self, name: str, label: str) -> float:
         try:

@@ -110,8 +110,6 @@ def test_a_fast_shutdown_is_not_held_up_by_the_sidecar(live_stack):
     sidecar now answers such a keepalive by confirming all it received."""
     import subprocess
 
-    from conftest import PG_BIN, as_postgres
-
     s = live_stack
     s.sql("select docstore.set('shutdown/a', '{\"n\": 1}')")
     out: list = []
@@ -124,21 +122,7 @@ def test_a_fast_shutdown_is_not_held_up_by_the_sidecar(live_stack):
     reader.start()
     wait_for(out, lambda ev: ev[0] == "snapshot", "first snapshot")
     try:
-        as_postgres(
-            [
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(s.cluster.data),
-                "-l",
-                str(s.cluster.log),
-                "-m",
-                "fast",
-                "-w",
-                "-t",
-                str(BOUND),
-                "restart",
-            ]
-        )
+        s.cluster.restart("fast", BOUND)
     except subprocess.CalledProcessError as e:
         # Bring it back for whatever runs next, then fail.
         s.restart_postgres()

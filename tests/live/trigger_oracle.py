@@ -57,7 +57,7 @@ import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from conftest import PG_BIN, Cluster, as_postgres, free_port, sidecar_binary  # noqa: E402
+from conftest import Cluster, free_port, sidecar_binary  # noqa: E402
 
 DB = "(default)"
 COMMIT = f"/v1/databases/{DB}:commit"
@@ -371,21 +371,7 @@ class Stack:
             self.killed_at = time.time()
 
     def restart_postgres(self, mode: str) -> None:
-        as_postgres(
-            [
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(self.cluster.data),
-                "-l",
-                str(self.cluster.log),
-                "-m",
-                mode,
-                "-w",
-                "-t",
-                str(BOUND),
-                "restart",
-            ]
-        )
+        self.cluster.restart(mode, BOUND)
 
     def close(self, keep: bool) -> None:
         if self.proc is not None and self.proc.poll() is None:
