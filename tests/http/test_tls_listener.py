@@ -23,7 +23,7 @@ from conftest import free_port, sidecar_binary
 from google.cloud.firestore_v1.services.firestore import FirestoreClient
 from google.cloud.firestore_v1.services.firestore.transports import FirestoreGrpcTransport
 from google.cloud.firestore_v1.types import Document, Value, Write
-from test_tls_pg import make_ca, openssl
+from test_tls_pg import make_ca, make_server_cert
 
 LISTEN = "/v1/databases/(default):listen"
 
@@ -34,16 +34,7 @@ def certs(stack) -> Path:
     directory = Path(stack.cluster.dir) / "listener-tls"
     directory.mkdir(exist_ok=True)
     make_ca(directory, "ca")
-    (directory / "san.cnf").write_text("subjectAltName = IP:127.0.0.1, DNS:localhost\n")
-    openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", "server.key", "-out", "server.csr", cwd=directory,
-    )  # fmt: skip
-    openssl(
-        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "san.cnf", "-out", "server.crt",
-        cwd=directory,
-    )  # fmt: skip
+    make_server_cert(directory)
     return directory
 
 

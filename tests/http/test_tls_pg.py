@@ -36,6 +36,20 @@ def make_ca(directory: Path, name: str) -> None:
     )  # fmt: skip
 
 
+def make_server_cert(directory: Path) -> None:
+    """`server.crt` / `server.key` for 127.0.0.1 (and localhost), signed by `ca` (make_ca)."""
+    (directory / "san.cnf").write_text("subjectAltName = IP:127.0.0.1, DNS:localhost\n")
+    openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", "server.key", "-out", "server.csr", cwd=directory,
+    )  # fmt: skip
+    openssl(
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "san.cnf", "-out", "server.crt",
+        cwd=directory,
+    )  # fmt: skip
+
+
 def reload(stack) -> None:
     stack.sql("select pg_reload_conf()")
 
@@ -47,16 +61,7 @@ def tls(stack):
     directory.mkdir(exist_ok=True)
     make_ca(directory, "ca")
     make_ca(directory, "other-ca")
-    (directory / "san.cnf").write_text("subjectAltName = IP:127.0.0.1, DNS:localhost\n")
-    openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", "server.key", "-out", "server.csr", cwd=directory,
-    )  # fmt: skip
-    openssl(
-        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "san.cnf", "-out", "server.crt",
-        cwd=directory,
-    )  # fmt: skip
+    make_server_cert(directory)
     # Readable by the postgres user, which copies them into its data directory.
     for path in (directory, *directory.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
