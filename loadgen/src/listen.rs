@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
 use hyper::header;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
@@ -208,10 +209,7 @@ pub async fn run_stream(
     }
     let tcp = socket.connect(endpoint.addr).await?;
     tcp.set_nodelay(true)?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .map_err(LoadError::http)?;
-    tokio::spawn(connection);
+    let mut sender = http1(tcp).await?;
     let body = json!({
         "targets": targets
             .iter()
@@ -272,6 +270,18 @@ pub async fn run_stream(
     Ok(log)
 }
 
+/// An HTTP/1.1 client connection over `tcp`, its connection task spawned.
+///
+/// # Errors
+/// The handshake failed.
+pub async fn http1(tcp: TcpStream) -> Result<SendRequest<Full<Bytes>>, LoadError> {
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .map_err(LoadError::http)?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
 /// `GET /metrics` of the sidecar: the value of each unlabelled sample named in `names`.
 ///
 /// # Errors
@@ -280,11 +290,7 @@ pub async fn scrape(
     endpoint: &Endpoint,
     names: &[&str],
 ) -> Result<Vec<(String, Option<f64>)>, LoadError> {
-    let tcp = TcpStream::connect(endpoint.addr).await?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .map_err(LoadError::http)?;
-    tokio::spawn(connection);
+    let mut sender = http1(TcpStream::connect(endpoint.addr).await?).await?;
     let request = Request::get("/metrics")
         .header(header::HOST, endpoint.addr.to_string())
         .body(Full::new(Bytes::new()))

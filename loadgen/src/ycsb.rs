@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{header, Method, Request};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::listen::Endpoint;
+use crate::listen::{self, Endpoint};
 use crate::LoadError;
 
 /// Which YCSB core workload.
@@ -102,10 +101,7 @@ pub async fn run(endpoint: &Endpoint, plan: &Plan) -> Result<Outcome, LoadError>
     for c in 0..connections {
         let tcp = TcpStream::connect(endpoint.addr).await?;
         tcp.set_nodelay(true)?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-            .await
-            .map_err(LoadError::http)?;
-        tokio::spawn(connection);
+        let sender = listen::http1(tcp).await?;
         tasks.push(tokio::spawn(connection_loop(
             endpoint.clone(),
             plan.clone(),
