@@ -2,7 +2,9 @@
 //! kind, `id:` the resume token `<stream>.<position>`, `data:` one line of JSON. Documents are
 //! typed JSON (`docstore_core::typed_json`) with their update time.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, Weak};
 
 use docstore_core::typed_json::map_to_string;
 use docstore_core::value::Map;
@@ -71,9 +73,54 @@ pub fn document_json(out: &mut String, doc: &Document) {
         out,
         "{{\"path\":{},\"data\":{},\"updateTime\":\"{}\"}}",
         Json::String(doc.path.to_string()),
-        map_to_string(&doc.fields),
+        RENDERED.fields_json(&doc.fields),
         doc.update_time.to_rfc3339()
     );
+}
+
+/// The typed JSON of document versions being sent, by their shared fields: one decoded version
+/// is one `Arc<Map>` that every target showing it holds (`matcher::Document::fields`), so a
+/// change that reaches 10,000 streams (a fan-out) is rendered once instead of once per stream.
+/// Keyed by the allocation's address and checked by a weak reference, so an address reused by
+/// a later version is never mistaken for the earlier one; entries of dropped versions are
+/// swept when the map grows.
+static RENDERED: Rendered = Rendered {
+    entries: Mutex::new(None),
+};
+
+struct Rendered {
+    entries: Mutex<Option<RenderedEntries>>,
+}
+
+/// A rendering by the address of its fields, with a weak reference to check it by.
+type RenderedEntries = HashMap<usize, (Weak<Map>, Arc<str>)>;
+
+/// Entries kept before the sweep of dropped versions.
+const RENDERED_SWEEP: usize = 4096;
+
+impl Rendered {
+    fn fields_json(&self, fields: &Arc<Map>) -> Arc<str> {
+        let key = Arc::as_ptr(fields) as usize;
+        if let Ok(guard) = self.entries.lock() {
+            if let Some((weak, text)) = guard.as_ref().and_then(|m| m.get(&key)) {
+                if weak.strong_count() > 0 {
+                    return Arc::clone(text);
+                }
+            }
+        }
+        let text: Arc<str> = map_to_string(fields).into();
+        if let Ok(mut guard) = self.entries.lock() {
+            let map = guard.get_or_insert_with(HashMap::new);
+            if map.len() >= RENDERED_SWEEP {
+                map.retain(|_, (weak, _)| weak.strong_count() > 0);
+                if map.len() >= RENDERED_SWEEP {
+                    map.clear();
+                }
+            }
+            map.insert(key, (Arc::downgrade(fields), Arc::clone(&text)));
+        }
+        text
+    }
 }
 
 fn target_key(out: &mut String, target: &str) {
@@ -168,6 +215,19 @@ mod tests {
     use crate::source::Lsn;
     use docstore_core::path::ResourcePath;
     use docstore_core::value::{Timestamp, Value};
+
+    #[test]
+    fn rendered_fields_follow_the_version_not_the_address() {
+        // Versions dropped and allocated again (addresses reused after each sweep): every
+        // rendering is its own version's.
+        for i in 0..10_000 {
+            let mut m = Map::new();
+            m.insert("n".into(), Value::Integer(i));
+            let fields = Arc::new(m);
+            assert_eq!(&*RENDERED.fields_json(&fields), map_to_string(&fields));
+            assert_eq!(&*RENDERED.fields_json(&fields), map_to_string(&fields));
+        }
+    }
 
     #[test]
     fn change_events_are_one_line_of_json() {
