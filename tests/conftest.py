@@ -11,17 +11,19 @@ Environment:
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import secrets
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import jwt
@@ -248,18 +250,75 @@ class Stack:
         )
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
+def wait_healthy(
+    url: str,
+    proc: subprocess.Popen,
+    log: Path,
+    timeout: float = 60,
+    error: type[Exception] = RuntimeError,
+) -> None:
+    """Wait until the sidecar `proc` answers 200 on /healthz; raise `error` (the caller's own
+    exception type: the campaigns catch theirs) with the end of its log when it exits or does
+    not get healthy within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the sidecar exited with {proc.returncode}: {log.read_text()}")
+            raise error(f"the sidecar exited with {proc.returncode}: {log_tail(log)}")
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"the sidecar did not become healthy: {log.read_text()}")
+    raise error(f"the sidecar did not become healthy: {log_tail(log)}")
+
+
+def serve_posts(
+    port: int, respond: Callable[[bytes, dict[str, str]], tuple[int, bytes] | None]
+) -> http.server.ThreadingHTTPServer:
+    """A local HTTP endpoint on 127.0.0.1:`port` (the write triggers' target in tests), served
+    by daemon threads: each POST's body and lower-cased headers go to `respond`, which returns
+    the (status, body) to answer, or None to drop the connection unanswered. Stop it with
+    `stop_server`."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            answer = respond(raw, {k.lower(): v for k, v in self.headers.items()})
+            if answer is None:
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            status, body = answer
+            with contextlib.suppress(OSError):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop_server(server: http.server.ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+def log_tail(log: Path, chars: int = 4000) -> str:
+    """The end of a process's log file (all of it when short), for an error message."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError as e:
+        return f"(no log at {log}: {e})"
+    return text if len(text) <= chars else f"...{text[-chars:]}"
 
 
 @pytest.fixture(scope="session")

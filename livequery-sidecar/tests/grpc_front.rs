@@ -7,6 +7,8 @@
 //! says so and passes vacuously, unless `DOCSTORE_REQUIRE_CLUSTER=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -1311,33 +1313,7 @@ fn listen_streams_targets_over_grpc() {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(listen_scenarios(&dsn, &slot, &coll));
     }));
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        for _ in 0..100 {
-            let dropped = client
-                .query(
-                    "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
-                     where slot_name = $1 and not active",
-                    &[&slot],
-                )
-                .await
-                .unwrap();
-            let left = client
-                .query(
-                    "select 1 from pg_replication_slots where slot_name = $1",
-                    &[&slot],
-                )
-                .await
-                .unwrap();
-            if !dropped.is_empty() || left.is_empty() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-    });
+    runtime.block_on(support::drop_slot_when_idle(&dsn, &slot));
     drop(runtime);
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);

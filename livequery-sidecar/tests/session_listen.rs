@@ -9,6 +9,8 @@
 //! then). It creates and finally drops a slot of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use docstore_core::path::ResourcePath;
@@ -115,25 +117,7 @@ fn with_session(
         .enable_all()
         .build()
         .unwrap();
-    cleanup.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&dsn, NoTls).await.unwrap();
-        tokio::spawn(connection);
-        for _ in 0..100 {
-            let dropped = client
-                .query(
-                    "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
-                     where slot_name = $1 and not active",
-                    &[&slot],
-                )
-                .await
-                .unwrap();
-            if !dropped.is_empty() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("slot {slot} is still active");
-    });
+    cleanup.block_on(support::drop_slot_when_idle(&dsn, &slot));
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }

@@ -30,8 +30,10 @@ from conftest import (
     ROOT,
     Cluster,
     free_port,
+    serve_posts,
     sidecar_binary,
     sidecar_login,
+    stop_server,
     wait_healthy,
 )
 
@@ -76,43 +78,21 @@ class Endpoint:
         return f"http://127.0.0.1:{self.port}/hook"
 
     def start(self) -> None:
-        endpoint = self
+        self.server = serve_posts(self.port, self.respond)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length)
-                request = {
-                    "raw": raw,
-                    "body": json.loads(raw),
-                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                }
-                # Decided before it is listed: the answer marks failures (`ok`).
-                status, body, delay = endpoint.answer(request)
-                with endpoint.lock:
-                    endpoint.requests.append(request)
-                if delay:
-                    time.sleep(delay)
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def respond(self, raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        request = {"raw": raw, "body": json.loads(raw), "headers": headers}
+        # Decided before it is listed: the answer marks failures (`ok`).
+        status, body, delay = self.answer(request)
+        with self.lock:
+            self.requests.append(request)
+        if delay:
+            time.sleep(delay)
+        return status, body
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            stop_server(self.server)
             self.server = None
 
     def of(self, trigger: str) -> list[dict[str, Any]]:

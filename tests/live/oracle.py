@@ -56,7 +56,14 @@ import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from conftest import PG_BIN, Cluster, as_postgres, free_port, sidecar_binary  # noqa: E402
+from conftest import (  # noqa: E402
+    PG_BIN,
+    Cluster,
+    as_postgres,
+    free_port,
+    sidecar_binary,
+    wait_healthy,
+)
 
 DB = "(default)"
 LISTEN = f"/v1/databases/{DB}:listen"
@@ -292,17 +299,7 @@ class Stack:
         self.proc = subprocess.Popen(
             [str(self.binary)], env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT
         )
-        deadline = time.monotonic() + BOUND
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise OracleFailure(f"the sidecar exited with {self.proc.returncode}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise OracleFailure("the sidecar did not become healthy")
+        wait_healthy(self.url, self.proc, self.log, BOUND, OracleFailure)
 
     def kill_sidecar(self) -> None:
         if self.proc is not None:

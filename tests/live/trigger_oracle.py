@@ -44,7 +44,6 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -57,7 +56,14 @@ import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from conftest import Cluster, free_port, sidecar_binary  # noqa: E402
+from conftest import (  # noqa: E402
+    Cluster,
+    free_port,
+    serve_posts,
+    sidecar_binary,
+    stop_server,
+    wait_healthy,
+)
 
 DB = "(default)"
 COMMIT = f"/v1/databases/{DB}:commit"
@@ -257,57 +263,33 @@ class Endpoint:
         return behaviour, delay
 
     def start(self) -> None:
-        endpoint = self
+        self.server = serve_posts(self.port, self.respond)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                body = json.loads(raw)
-                behaviour, delay = endpoint.arrive(body)
-                if behaviour == "close":
-                    self.close_connection = True
-                    try:
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
-                    return
-                if behaviour == "fail":
-                    self.reply(500, b"")
-                    return
-                time.sleep(TIMEOUT_MS / 1000 + 0.3 if behaviour == "slow" else delay)
-                answer = b""
-                if body["trigger"] == "eo":
-                    doc = "counters/" + body["params"]["id"]
-                    answer = json.dumps(
-                        {
-                            "writes": [
-                                {"update": doc, "fields": {"n": {"$increment": 1}}},
-                                {"update": TOTAL, "fields": {"n": {"$increment": 1}}},
-                            ]
-                        }
-                    ).encode()
-                self.reply(200, answer)
-
-            def reply(self, status: int, body: bytes) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def respond(self, raw: bytes, _headers: dict[str, str]) -> tuple[int, bytes] | None:
+        body = json.loads(raw)
+        behaviour, delay = self.arrive(body)
+        if behaviour == "close":
+            return None
+        if behaviour == "fail":
+            return 500, b""
+        time.sleep(TIMEOUT_MS / 1000 + 0.3 if behaviour == "slow" else delay)
+        answer = b""
+        if body["trigger"] == "eo":
+            doc = "counters/" + body["params"]["id"]
+            answer = json.dumps(
+                {
+                    "writes": [
+                        {"update": doc, "fields": {"n": {"$increment": 1}}},
+                        {"update": TOTAL, "fields": {"n": {"$increment": 1}}},
+                    ]
+                }
+            ).encode()
+        return 200, answer
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            stop_server(self.server)
+            self.server = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,17 +334,7 @@ class Stack:
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + BOUND
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise Abort(f"the sidecar exited with {self.proc.returncode}; see {log}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise Abort("the sidecar did not become healthy")
+        wait_healthy(self.url, self.proc, log, BOUND, Abort)
 
     def kill_sidecar(self) -> None:
         if self.proc is not None:
