@@ -91,6 +91,30 @@ select pg_temp.err($$select * from docstore.get_document_at('h/b', now())$$);
 select pg_temp.err($$select * from docstore.run_query_at('{"from": [{"collectionId": "h"}]}', now())$$);
 select pg_temp.err($$select count(*) from docstore.entity_versions$$);
 rollback;
+-- With rules, a client's read at a time is decided on the document as it was: the get rule
+-- allows alice's notes only, and notes/n was alice's before bob took it; a query's list rule
+-- decides the query (here: alice's notes only).
+select docstore.set_rules($$rules_version = '2';
+service cloud.firestore { match /databases/{database}/documents {
+  match /notes/{id} {
+    allow get: if resource == null || resource.data.owner == request.auth.uid;
+    allow list: if request.auth.uid == 'alice';
+  } } }$$, 'hist');
+select docstore.set('notes/n', '{"owner": "alice"}') as t9 \gset
+select docstore.set('notes/n', '{"owner": "bob"}') is not null;
+begin;
+select set_config('docstore.auth', '{"sub": "alice"}', true);
+set local role docstore_client;
+select data from docstore.get_document_at('notes/n', :'t9');
+select pg_temp.err($$select * from docstore.get_document('notes/n')$$);
+select path, data from docstore.run_query_at('{"from": [{"collectionId": "notes"}]}', :'t9');
+rollback;
+begin;
+select set_config('docstore.auth', '{"sub": "bob"}', true);
+set local role docstore_client;
+select pg_temp.err(format($$select * from docstore.get_document_at('notes/n', %L)$$, :'t9'));
+select pg_temp.err(format($$select * from docstore.run_query_at('{"from": [{"collectionId": "notes"}]}', %L)$$, :'t9'));
+rollback;
 -- Dropping the database drops its versions.
 select docstore.drop_database('hist');
 select count(*) from docstore.entity_versions where database_id = 'hist';
