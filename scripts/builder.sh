@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The background index builder: an index created over an existing collection becomes READY
-# with no CALL, and a dropped one disappears. Needs the extension in shared_preload_libraries
+# with no CALL, and a dropped one disappears; and its workers purge expired document versions. Needs the extension in shared_preload_libraries
 # (`make up` sets it). Usage: scripts/builder.sh [documents (default 5000)]
 source "$(dirname "$0")/lib.sh"
 DOCS="${1:-5000}"
@@ -42,6 +42,16 @@ id="$(sql "select docstore.create_index('bld', '[{\"field\": \"b\"}, {\"field\":
 sql "call docstore.build_indexes()" >/dev/null
 [ "$(sql "select state from docstore.list_indexes() where id = ${id}")" = READY ] || die "CALL returned before index ${id} was READY"
 check_passed "CALL docstore.build_indexes() returned with index ${id} READY"
+# The same worker purges document versions past their retention (docs/storage.md, "Version
+# history"): two versions aged past the hour go, one inside it stays. A new index wakes the
+# workers at once (the sweep every 60 s would too).
+sql "select docstore.set('ver/a', '{\"n\": 1}'), docstore.set('ver/a', '{\"n\": 2}'), docstore.set('ver/a', '{\"n\": 3}'), docstore.set('ver/a', '{\"n\": 4}')" >/dev/null
+sql "update docstore.entity_versions set superseded_time = superseded_time - interval '2 hours' where path = 'ver/a' and superseded_time < (select max(superseded_time) from docstore.entity_versions where path = 'ver/a')" >/dev/null
+[ "$(sql "select count(*) from docstore.entity_versions where path = 'ver/a'")" = 3 ] || die "expected 3 versions of ver/a"
+sql "select docstore.create_index('ver', '[{\"field\": \"n\"}, {\"field\": \"m\"}]')" >/dev/null
+wait_for "select count(*) from docstore.entity_versions where path = 'ver/a'" 1
+[ "$(sql "select data->>'n' from docstore.entity_versions where path = 'ver/a'")" = 3 ] || die "the version inside the retention was purged"
+check_passed "versions past their retention purged with no CALL, the one inside it kept"
 problems="$(sql "select count(*) from docstore.check_indexes()")"
 [ "${problems}" = 0 ] || die "check_indexes reports ${problems} problems"
 check_passed "check_indexes is clean"

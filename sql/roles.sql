@@ -24,7 +24,8 @@ grant execute on all functions in schema docstore to docstore_client;
 -- Managing databases is for administrators (the extension's owner and superusers), as is
 -- creating indexes (which needs the rights on docstore.indexes that clients lack).
 revoke execute on function docstore.create_database(text), docstore.drop_database(text),
-    docstore.set_database_options(text, bigint, boolean)
+    docstore.set_database_options(text, bigint, boolean),
+    docstore.set_version_retention(text, interval), docstore.purge_versions(bigint)
     from public, docstore_client;
 
 -- Development mode's databases (docs/grpc.md, "Names"): a sidecar run with --dev-mode creates a

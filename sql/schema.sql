@@ -97,9 +97,36 @@ create table docstore.databases (
     id                     text collate "C" primary key,
     created_at             timestamptz not null default now(),
     max_query_results      bigint check (max_query_results > 0),
-    auto_composite_indexes boolean not null default false
+    auto_composite_indexes boolean not null default false,
+    -- How long superseded document versions are kept for reads at a past read_time
+    -- (docstore.set_version_retention; 0: none kept); since when the history is complete.
+    version_retention      interval not null default interval '1 hour'
+                           check (version_retention >= interval '0'),
+    versions_since         timestamptz not null default now()
 );
 insert into docstore.databases (id) values ('(default)');
+
+-- Superseded versions of documents, for reads at a past read_time (docs/storage.md, "Version
+-- history"): written by the write path in the writing transaction (the row an update replaced
+-- or a delete removed, with the commit time that ended it), purged past the database's
+-- version_retention. A version was the document from update_time (inclusive) to
+-- superseded_time (exclusive).
+create table docstore.entity_versions (
+    database_id     text collate "C" not null,
+    name            bytea not null,
+    parent          bytea not null,
+    collection_id   text collate "C" not null,
+    path            text collate "C" not null,
+    data            jsonb not null,
+    create_time     timestamptz not null,
+    update_time     timestamptz not null,
+    superseded_time timestamptz not null
+);
+-- A document's versions (point reads at a time).
+create index entity_versions_by_name on docstore.entity_versions (database_id, name, superseded_time);
+-- The versions live at a time T are among those superseded after T: one range (reads at T),
+-- and the expired ones are one range too (the purge).
+create index entity_versions_by_time on docstore.entity_versions (database_id, superseded_time);
 
 -- Ad-hoc SQL over the documents of the session's database, with the rights of the caller
 -- (security_invoker: row-level security on entities applies to whoever reads the view).
@@ -114,8 +141,51 @@ select e.path,
 from docstore.entities e
 where e.database_id = docstore.current_database_id();
 
+-- A database's version retention (docs/storage.md, "Version history"): how long superseded
+-- versions are kept for reads at a past read_time; 0 keeps none (a read_time before the newest
+-- commit is then refused). Turning it on starts the history now: earlier times stay unreadable.
+-- Waits for the transactions writing documents (SHARE on entities), so every write that commits
+-- after the history's start keeps its versions. Administrators only (sql/roles.sql).
+create function docstore.set_version_retention(id text, retention interval) returns void
+language plpgsql as $$
+begin
+    if retention is null or retention < interval '0' then
+        raise exception using errcode = '22023',
+            message = 'version_retention must be an interval of 0 or more';
+    end if;
+    lock table docstore.entities in share mode;
+    update docstore.databases d
+       set version_retention = retention,
+           versions_since = case when d.version_retention = interval '0'
+                                 then clock_timestamp() else d.versions_since end
+     where d.id = set_version_retention.id;
+    if not found then
+        raise exception using errcode = '22023',
+            message = format('database ''%s'' is not in docstore.databases (docstore.create_database)', id);
+    end if;
+end $$;
+
+-- Delete the versions past their database's retention, at most max_rows per database (one range
+-- of entity_versions_by_time each): bounded work, which the background worker repeats every
+-- minute (docs/storage.md, "Version history"). Returns how many were deleted.
+create function docstore.purge_versions(max_rows bigint default 10000) returns bigint
+language sql as $$
+    with expired as (
+        select x.row from docstore.databases d
+        cross join lateral (
+            select e.ctid as row from docstore.entity_versions e
+            where e.database_id = d.id
+              and e.superseded_time < clock_timestamp() - d.version_retention
+            order by e.superseded_time limit max_rows) x),
+    gone as (
+        delete from docstore.entity_versions
+        where ctid = any(array(select row from expired)) returning 1)
+    select count(*) from gone
+$$;
+
 comment on table docstore.entities is 'pg_docstore documents (write through docstore.set/update/commit, never directly)';
 comment on table docstore.index_entries is 'pg_docstore index entries (maintained by every docstore write)';
+comment on table docstore.entity_versions is 'pg_docstore superseded document versions, kept for version_retention (maintained by every docstore write)';
 comment on view docstore.documents is 'The documents of the current docstore database (SET docstore.database)';
 
 -- Backups: the tables of an extension are not dumped unless registered, so pg_dump would write

@@ -334,3 +334,137 @@ begin
     perform docstore.set_database_options(id, null, auto_composite_indexes => true);
 end $$;
 revoke execute on function docstore.create_database_for_dev(text) from public, docstore_client;
+
+-- Version history for reads at a past read_time (docs/storage.md, "Version history"): the
+-- per-database retention (1 hour by default; the history of an upgraded database starts at
+-- the upgrade), the versions table, its setter and purge, and the reads at a time.
+-- (Added without a default, then filled, as auto_composite_indexes above.)
+alter table docstore.databases
+    add column version_retention interval check (version_retention >= interval '0'),
+    add column versions_since timestamptz;
+update docstore.databases set version_retention = interval '1 hour', versions_since = now();
+alter table docstore.databases
+    alter column version_retention set default interval '1 hour',
+    alter column version_retention set not null,
+    alter column versions_since set default now(),
+    alter column versions_since set not null;
+-- Superseded versions of documents, for reads at a past read_time (docs/storage.md, "Version
+-- history"): written by the write path in the writing transaction (the row an update replaced
+-- or a delete removed, with the commit time that ended it), purged past the database's
+-- version_retention. A version was the document from update_time (inclusive) to
+-- superseded_time (exclusive).
+create table docstore.entity_versions (
+    database_id     text collate "C" not null,
+    name            bytea not null,
+    parent          bytea not null,
+    collection_id   text collate "C" not null,
+    path            text collate "C" not null,
+    data            jsonb not null,
+    create_time     timestamptz not null,
+    update_time     timestamptz not null,
+    superseded_time timestamptz not null
+);
+-- A document's versions (point reads at a time).
+create index entity_versions_by_name on docstore.entity_versions (database_id, name, superseded_time);
+-- The versions live at a time T are among those superseded after T: one range (reads at T),
+-- and the expired ones are one range too (the purge).
+create index entity_versions_by_time on docstore.entity_versions (database_id, superseded_time);
+comment on table docstore.entity_versions is 'pg_docstore superseded document versions, kept for version_retention (maintained by every docstore write)';
+
+-- A database's version retention (docs/storage.md, "Version history"): how long superseded
+-- versions are kept for reads at a past read_time; 0 keeps none (a read_time before the newest
+-- commit is then refused). Turning it on starts the history now: earlier times stay unreadable.
+-- Waits for the transactions writing documents (SHARE on entities), so every write that commits
+-- after the history's start keeps its versions. Administrators only (sql/roles.sql).
+create function docstore.set_version_retention(id text, retention interval) returns void
+language plpgsql as $$
+begin
+    if retention is null or retention < interval '0' then
+        raise exception using errcode = '22023',
+            message = 'version_retention must be an interval of 0 or more';
+    end if;
+    lock table docstore.entities in share mode;
+    update docstore.databases d
+       set version_retention = retention,
+           versions_since = case when d.version_retention = interval '0'
+                                 then clock_timestamp() else d.versions_since end
+     where d.id = set_version_retention.id;
+    if not found then
+        raise exception using errcode = '22023',
+            message = format('database ''%s'' is not in docstore.databases (docstore.create_database)', id);
+    end if;
+end $$;
+
+-- Delete the versions past their database's retention, at most max_rows per database (one range
+-- of entity_versions_by_time each): bounded work, which the background worker repeats every
+-- minute (docs/storage.md, "Version history"). Returns how many were deleted.
+create function docstore.purge_versions(max_rows bigint default 10000) returns bigint
+language sql as $$
+    with expired as (
+        select x.row from docstore.databases d
+        cross join lateral (
+            select e.ctid as row from docstore.entity_versions e
+            where e.database_id = d.id
+              and e.superseded_time < clock_timestamp() - d.version_retention
+            order by e.superseded_time limit max_rows) x),
+    gone as (
+        delete from docstore.entity_versions
+        where ctid = any(array(select row from expired)) returning 1)
+    select count(*) from gone
+$$;
+revoke execute on function docstore.set_version_retention(text, interval),
+    docstore.purge_versions(bigint) from public, docstore_client;
+-- pg_docstore::api::history::get_document_at
+CREATE  FUNCTION docstore."get_document_at"(
+	"path" TEXT, /* &str */
+	"read_time" timestamp with time zone /* TimestampWithTimeZone */
+) RETURNS TABLE (
+	"data" jsonb,  /* JsonbOut */
+	"create_time" timestamp with time zone,  /* TimestampWithTimeZone */
+	"update_time" timestamp with time zone  /* TimestampWithTimeZone */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'get_document_at_wrapper';
+
+-- pg_docstore::api::history::run_query_at
+CREATE  FUNCTION docstore."run_query_at"(
+	"structured" jsonb, /* TypedJsonb */
+	"read_time" timestamp with time zone /* TimestampWithTimeZone */
+) RETURNS TABLE (
+	"path" TEXT,  /* String */
+	"data" jsonb,  /* JsonbOut */
+	"update_time" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'run_query_at_wrapper';
+
+-- pg_docstore::api::history::list_documents_at
+CREATE  FUNCTION docstore."list_documents_at"(
+	"collection" TEXT, /* &str */
+	"read_time" timestamp with time zone /* TimestampWithTimeZone */
+) RETURNS TABLE (
+	"path" TEXT,  /* String */
+	"data" jsonb,  /* JsonbOut */
+	"create_time" timestamp with time zone,  /* TimestampWithTimeZone */
+	"update_time" timestamp with time zone  /* TimestampWithTimeZone */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'list_documents_at_wrapper';
+
+-- pg_docstore::api::history::child_ids_at
+CREATE  FUNCTION docstore."child_ids_at"(
+	"parent" TEXT, /* &str */
+	"read_time" timestamp with time zone /* TimestampWithTimeZone */
+) RETURNS TABLE (
+	"id" TEXT,  /* String */
+	"direct" bool  /* bool */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'child_ids_at_wrapper';
+grant execute on function docstore.get_document_at(text, timestamptz),
+    docstore.run_query_at(jsonb, timestamptz), docstore.list_documents_at(text, timestamptz),
+    docstore.child_ids_at(text, timestamptz) to docstore_client;

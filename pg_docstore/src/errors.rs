@@ -12,6 +12,7 @@
 //! | not found | P0002 |
 //! | already exists | 23505 |
 //! | failed precondition | 55000 |
+//! | read at a time older than the version history | 55000 |
 //! | contention (REPEATABLE READ conflict) | 40001 |
 //! | too large (document, nesting, index entries, a client query over max_query_results) | 54000 |
 //! | query syntax | 42601 (message has line and column) |
@@ -78,6 +79,10 @@ pub enum DocstoreError {
     IndexNotFound { id: i32 },
     #[error("precondition failed for {path}: {reason}")]
     PreconditionFailed { path: String, reason: String },
+    /// A read at a time the database's version history does not cover (docs/storage.md,
+    /// "Version history").
+    #[error("{0}")]
+    HistoryUnavailable(String),
     #[error("document {path} was created by a concurrent transaction")]
     Contention { path: String },
     #[error("write {index}: {error}")]
@@ -139,7 +144,9 @@ impl DocstoreError {
             | DocstoreError::IndexExists { .. }
             | DocstoreError::DatabaseExists { .. }
             | DocstoreError::TriggerExists { .. } => ErrorKind::AlreadyExists,
-            DocstoreError::PreconditionFailed { .. } => ErrorKind::FailedPrecondition,
+            DocstoreError::PreconditionFailed { .. } | DocstoreError::HistoryUnavailable(_) => {
+                ErrorKind::FailedPrecondition
+            }
             DocstoreError::Rules(e) => e.error_kind(),
             DocstoreError::PermissionDenied(_) => ErrorKind::PermissionDenied,
             DocstoreError::ResultTooLarge(_) => ErrorKind::TooLarge,
@@ -284,6 +291,7 @@ mod tests {
                 "55000",
             ),
             (DocstoreError::Contention { path: "c/d".into() }, "40001"),
+            (DocstoreError::HistoryUnavailable("x".into()), "55000"),
             (
                 DocstoreError::AutoIndexBlocked {
                     error: PlanError::MissingIndex {

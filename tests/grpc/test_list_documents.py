@@ -1,7 +1,7 @@
 """ListDocuments and ListCollectionIds through Google's Python SDK (docs/grpc.md, "What is
 supported"): a collection's documents in name order with the "missing" ones (no document, but a
-subcollection below that id) in their place, paged, and reads at a read_time: a current one is
-served, one in the past is FAILED_PRECONDITION (pg_docstore keeps no version history)."""
+subcollection below that id) in their place, paged, and reads at a read_time: the listing as it
+was then, from the version history; one older than the history is FAILED_PRECONDITION."""
 
 import datetime
 
@@ -78,18 +78,27 @@ def test_reads_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
     db = sdk_client(monkeypatch, firestore_emulator_host)
     doc = db.collection(coll).document("p")
     written = doc.collection("kids").document("k").set({})
-    # At the newest commit (this write's time): a current listing (docs/grpc.md, "Transactions
-    # and read times").
-    now = written.update_time
-    assert [c.id for c in doc.collections(read_time=now)] == ["kids"]
-    assert [r.id for r in db.collection(coll).list_documents(read_time=now)] == ["p"]
+    # At the newest commit (this write's time): the current listing (docs/grpc.md,
+    # "Transactions and read times").
+    then = written.update_time
+    assert [c.id for c in doc.collections(read_time=then)] == ["kids"]
+    assert [r.id for r in db.collection(coll).list_documents(read_time=then)] == ["p"]
+    # Later writes: a listing at that time is still the listing as it was (the version history).
+    doc.collection("pets").document("q").set({})
+    db.collection(coll).document("o").set({"n": 1})
+    doc.collection("kids").document("k").delete()
+    assert [c.id for c in doc.collections()] == ["pets"]
+    assert [c.id for c in doc.collections(read_time=then)] == ["kids"]
+    assert [r.id for r in db.collection(coll).list_documents(read_time=then)] == ["p"]
+    assert [r.id for r in db.collection(coll).list_documents()] == ["o", "p"]
     future = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(minutes=5)
     with pytest.raises(exceptions.InvalidArgument) as raised:
         list(doc.collections(read_time=future))
     assert "in the future" in str(raised.value)
-    past = datetime.datetime.now(tz=datetime.UTC) - datetime.timedelta(seconds=30)
+    # Older than the history (the retention is an hour, and the database is younger than two).
+    past = datetime.datetime.now(tz=datetime.UTC) - datetime.timedelta(hours=2)
     with pytest.raises(exceptions.FailedPrecondition) as raised:
         list(doc.collections(read_time=past))
-    assert "version history" in str(raised.value)
+    assert "version history" in str(raised.value) or "version retention" in str(raised.value)
     with pytest.raises(exceptions.FailedPrecondition):
         list(db.collection(coll).list_documents(read_time=past))

@@ -1,7 +1,7 @@
 """Transactions and read times over gRPC (docs/grpc.md, "Transactions and read times"), through
 Google's Python SDK as an app uses them: `@firestore.transactional` retrying on ABORTED, read-only
 transactions at one snapshot, rollback, ids that belong to their caller, `new_transaction` on a
-read, and reads at a `read_time` (a current read, or FAILED_PRECONDITION: no history is kept)."""
+read, and reads at a `read_time` (from the version history; FAILED_PRECONDITION older than it)."""
 
 import datetime
 import threading
@@ -207,8 +207,10 @@ def test_a_read_with_new_transaction_answers_its_id(monkeypatch, coll, firestore
 
 
 def test_reads_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
-    """A read time at or after the newest commit is a current read, answered at that time; an
-    older one is FAILED_PRECONDITION naming the missing history; a future one INVALID_ARGUMENT."""
+    """A read at a read time reads the documents as they were then (the version history,
+    docs/grpc.md "Transactions and read times"), answered at that time, in or outside a
+    read-only transaction; one older than the history is FAILED_PRECONDITION; a future one
+    INVALID_ARGUMENT."""
     db = sdk_client(monkeypatch, firestore_emulator_host)
     ref = db.collection(coll).document("a")
     ref.set({"v": 1})
@@ -220,23 +222,57 @@ def test_reads_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
     assert coll in [c.id for c in db.collections(read_time=read_time)]
 
     ref.set({"v": 2})
-    reads = [
-        lambda: ref.get(read_time=read_time),
-        lambda: list(db.collection(coll).stream(read_time=read_time)),
-        lambda: db.collection(coll).count().get(read_time=read_time),
-        lambda: list(db.collections(read_time=read_time)),
-        lambda: db._firestore_api.begin_transaction(
+    other = db.collection(coll).document("b")
+    other.set({"v": 5})
+    assert ref.get().get("v") == 2
+    snap = ref.get(read_time=read_time)
+    assert snap.get("v") == 1 and snap.read_time == read_time
+    assert not other.get(read_time=read_time).exists
+    assert [s.get("v") for s in db.collection(coll).stream(read_time=read_time)] == [1]
+    query = db.collection(coll).where(filter=firestore.FieldFilter("v", ">=", 1))
+    assert [s.get("v") for s in query.stream(read_time=read_time)] == [1]
+    assert [s.get("v") for s in query.stream()] == [2, 5]
+    assert db.collection(coll).count().get(read_time=read_time)[0][0].value == 1
+    assert db.collection(coll).sum("v").get(read_time=read_time)[0][0].value == 1
+    # A deleted document reads as it was before its delete.
+    ref.delete()
+    assert ref.get(read_time=read_time).get("v") == 1
+    # A read-only transaction at that time reads the same.
+    api = db._firestore_api
+    begun = api.begin_transaction(
+        request={
+            "database": db._database_string,
+            "options": {"read_only": {"read_time": read_time}},
+        },
+        metadata=db._rpc_metadata,
+    )
+    got = list(
+        api.batch_get_documents(
             request={
                 "database": db._database_string,
-                "options": {"read_only": {"read_time": read_time}},
+                "documents": [ref._document_path, other._document_path],
+                "transaction": begun.transaction,
             },
             metadata=db._rpc_metadata,
-        ),
+        )
+    )
+    assert got[0].found.fields["v"].integer_value == 1 and got[1].missing
+    api.rollback(
+        request={"database": db._database_string, "transaction": begun.transaction},
+        metadata=db._rpc_metadata,
+    )
+
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=2)
+    reads = [
+        lambda: ref.get(read_time=past),
+        lambda: list(db.collection(coll).stream(read_time=past)),
+        lambda: db.collection(coll).count().get(read_time=past),
+        lambda: list(db.collections(read_time=past)),
     ]
     for read in reads:
         with pytest.raises(exceptions.FailedPrecondition) as raised:
             read()
-        assert "keeps no version history" in str(raised.value)
+        assert "version history" in str(raised.value) or "version retention" in str(raised.value)
 
     future = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)
     with pytest.raises(exceptions.InvalidArgument) as raised:

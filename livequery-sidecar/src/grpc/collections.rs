@@ -2,8 +2,8 @@
 //! server SDKs), paged: a page holds at most `page_size` ids (0: all), its
 //! `next_page_token` is the last id it holds when more follow, and a request with that token
 //! starts after it (ids are sorted, so a token is a position). ListDocuments: the documents
-//! of a collection, paged the same way by document id. At a `read_time`: a current listing,
-//! checked after it as the reads are (`service::read_time`).
+//! of a collection, paged the same way by document id. At a `read_time`: the listing as it was
+//! then (the extension's `child_ids_at` and `list_documents_at`).
 
 use docstore_core::proto::{timestamp_from_proto, DatabaseName};
 use docstore_core::Code;
@@ -18,13 +18,13 @@ use crate::service::caller::Caller;
 use crate::service::collections::{
     list_collection_ids as service_list, list_documents as service_list_documents,
 };
-use crate::service::{read_time, Service};
+use crate::service::Service;
 
 /// ListCollectionIds under `parent` (`None`: the root).
 ///
 /// # Errors
 /// PERMISSION_DENIED for a caller other than the admin, INVALID_ARGUMENT for a negative page
-/// size, FAILED_PRECONDITION for a `read_time` before the newest commit, database errors.
+/// size, FAILED_PRECONDITION for a `read_time` older than the version history, database errors.
 ///
 /// # Cancel safety
 /// As `service::collections::list_collection_ids`.
@@ -44,13 +44,9 @@ pub async fn list_collection_ids(
     let size = usize::try_from(request.page_size)
         .map_err(|_| invalid_argument("page_size must not be negative"))?;
     let segments = parent.map(|p| p.segments().to_vec()).unwrap_or_default();
-    let ids = service_list(service, caller, &db.database, &segments)
+    let ids = service_list(service, caller, &db.database, &segments, read_time)
         .await
         .map_err(from_service)?;
-    if let Some(t) = read_time {
-        // A current listing, checked after it (docs/grpc.md, "Transactions and read times").
-        read_time::check(service, t).await.map_err(from_service)?;
-    }
     let (collection_ids, next_page_token) = page(ids, String::as_str, &request.page_token, size);
     Ok(wire::ListCollectionIdsResponse {
         collection_ids,
@@ -66,7 +62,8 @@ pub async fn list_collection_ids(
 /// # Errors
 /// INVALID_ARGUMENT for a missing or bad `collection_id`, a negative page size, an `order_by`
 /// other than the name, a bad mask; UNIMPLEMENTED in a transaction; FAILED_PRECONDITION for a
-/// `read_time` in the past; PERMISSION_DENIED for a caller other than the admin.
+/// `read_time` older than the version history; PERMISSION_DENIED for a caller other than the
+/// admin.
 ///
 /// # Cancel safety
 /// As `service::collections::list_documents`.
@@ -115,13 +112,10 @@ pub async fn list_documents(
         &db.database,
         &collection,
         request.show_missing,
+        read_time,
     )
     .await
     .map_err(from_service)?;
-    if let Some(t) = read_time {
-        // A current listing, checked after it (docs/grpc.md, "Transactions and read times").
-        read_time::check(service, t).await.map_err(from_service)?;
-    }
     let (rest, next_page_token) = page(listed, |l| &l.id, &request.page_token, size);
     let documents = rest
         .iter()

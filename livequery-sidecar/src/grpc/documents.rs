@@ -1,8 +1,8 @@
 //! GetDocument and BatchGetDocuments: the reads of `GET .../documents/{path}`
 //! (http/documents.rs) and `:batchGet` (http/batch_get.rs), through the same `pg::documents`
 //! functions, with the same rules methods; only the rendering is protobuf. In a transaction
-//! they are the held transaction's reads, at a `read_time` a current read checked after it
-//! ([`super::transactions`]).
+//! they are the held transaction's reads, at a `read_time` the documents as they were then
+//! (the extension's `get_document_at`, [`super::transactions`]).
 
 use docstore_core::proto::{document_to_proto, timestamp_to_proto, DatabaseName};
 use docstore_core::query::evaluate::project;
@@ -42,22 +42,30 @@ pub async fn get_document(
     let consistency = Consistency::of_get(request.consistency_selector.as_ref())?;
     let mask = mask(request.mask.as_ref())?;
     let reading = Reading::start(service, caller, db, consistency).await?;
-    let read = match &reading.transaction {
-        Some(id) => service_transactions::get(service, caller, &db.database, id, path).await,
-        None => service_documents::get(service, caller, &db.database, path).await,
+    let read = match (&reading.transaction, reading.read_time) {
+        (Some(id), _) => service_transactions::get(service, caller, &db.database, id, path).await,
+        // The document as it was then (docs/grpc.md, "Transactions and read times").
+        (None, Some(t)) => service_batch_get::batch_get(
+            service,
+            caller,
+            &db.database,
+            std::slice::from_ref(path),
+            Some(t),
+        )
+        .await
+        .and_then(|read| {
+            read.documents.into_iter().flatten().next().ok_or_else(|| {
+                ServiceError::not_found(format!("document \"{path}\" does not exist"))
+            })
+        }),
+        (None, None) => service_documents::get(service, caller, &db.database, path).await,
     };
     match read {
-        Ok(doc) => {
-            reading.finish(service).await?;
-            render(db, path, &doc, mask.as_deref())
-        }
-        Err(e) if e.code == Code::NotFound => {
-            reading.finish(service).await?;
-            Err(status(
-                Code::NotFound,
-                format!("document \"{}\" does not exist", db.document_name(path)),
-            ))
-        }
+        Ok(doc) => render(db, path, &doc, mask.as_deref()),
+        Err(e) if e.code == Code::NotFound => Err(status(
+            Code::NotFound,
+            format!("document \"{}\" does not exist", db.document_name(path)),
+        )),
         Err(e) => Err(from_service(e)),
     }
 }
@@ -93,10 +101,13 @@ pub async fn batch_get(
         Some(id) => {
             service_transactions::batch_get(service, caller, &db.database, id, &paths).await
         }
-        None => service_batch_get::batch_get(service, caller, &db.database, &paths).await,
+        None => {
+            service_batch_get::batch_get(service, caller, &db.database, &paths, reading.read_time)
+                .await
+        }
     }
     .map_err(from_service)?;
-    let read_time = match reading.finish(service).await? {
+    let read_time = match reading.finish() {
         Some(asked) => asked,
         None => timestamp_to_proto(Timestamp::parse_rfc3339(&read.read_time).ok_or_else(|| {
             decode_error(&format!("read time {} is not RFC 3339", read.read_time))

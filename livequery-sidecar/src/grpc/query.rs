@@ -3,8 +3,8 @@
 //! with its document and the read time; a query without rows answers one response with the
 //! read time only, as Firestore does.
 //!
-//! In a transaction a query is the held transaction's query, at a `read_time` a current
-//! query checked after it ([`super::transactions`]). Not yet: `explain_options`
+//! In a transaction a query is the held transaction's query, at a `read_time` the query over
+//! the documents as they were then (the extension's `run_query_at`). Not yet: `explain_options`
 //! (UNIMPLEMENTED).
 //! A document's `create_time` is its update time (the query's rows carry no create time).
 
@@ -69,7 +69,7 @@ pub async fn run_query(
         });
     }
     rows.commit().await.map_err(from_service)?;
-    if let Some(asked) = reading.finish(service).await? {
+    if let Some(asked) = reading.finish() {
         read_time = asked;
         for answer in &mut answers {
             answer.read_time = Some(asked);
@@ -96,8 +96,16 @@ async fn rows(
     consistency: Consistency,
     structured: serde_json::Value,
 ) -> Result<(QueryRows, Reading), Status> {
-    let query = Query::Structured(structured.to_string());
     let reading = Reading::start(service, caller, db, consistency).await?;
+    let query = match reading.read_time {
+        // The documents as they were then: the extension's version history (docs/grpc.md,
+        // "Transactions and read times").
+        Some(t) => Query::StructuredAt {
+            text: structured.to_string(),
+            read_time: t.to_rfc3339(),
+        },
+        None => Query::Structured(structured.to_string()),
+    };
     let rows = match &reading.transaction {
         Some(id) => service_transactions::query(service, caller, &db.database, id, &query).await,
         None => run(service, caller, &db.database, &query).await,
@@ -174,7 +182,7 @@ pub async fn run_aggregation_query(
         None => return Err(status(Code::Internal, "an aggregation answered no row")),
     };
     rows.commit().await.map_err(from_service)?;
-    let read_time = reading.finish(service).await?.unwrap_or(read_time);
+    let read_time = reading.finish().unwrap_or(read_time);
     let ResultRow::Aggregation { data } = row else {
         return Err(status(Code::Internal, "an aggregation answered a document"));
     };

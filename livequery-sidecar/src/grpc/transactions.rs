@@ -17,7 +17,7 @@ use tonic::Status;
 use super::error::{from_proto, from_service};
 use crate::service::caller::Caller;
 use crate::service::transactions::{self as service_transactions, bytes_of_text, text_of_bytes};
-use crate::service::{read_time, Service};
+use crate::service::Service;
 
 use wire::transaction_options::{read_only, Mode};
 
@@ -157,28 +157,19 @@ impl Reading {
         })
     }
 
-    /// After the read: check that it answered for the read time asked (FAILED_PRECONDITION
-    /// when a later commit exists), and give the read time to answer (`None`: the read's
-    /// own).
-    ///
-    /// # Errors
-    /// As `service::read_time::check`.
-    pub async fn finish(&self, service: &Service) -> Result<Option<ProtoTimestamp>, Status> {
-        match self.read_time {
-            Some(t) => {
-                read_time::check(service, t).await.map_err(from_service)?;
-                Ok(Some(timestamp_to_proto(t)))
-            }
-            None => Ok(None),
-        }
+    /// After the read: the read time to answer (`None`: the read's own). A read at a
+    /// `read_time` read the documents as they were then (the extension's `*_at` functions,
+    /// which refuse a time older than the version history).
+    pub fn finish(&self) -> Option<ProtoTimestamp> {
+        self.read_time.map(timestamp_to_proto)
     }
 }
 
 /// Begin a transaction of `caller` on `db` with `options` (none: read-write); its id's text.
 ///
 /// # Errors
-/// RESOURCE_EXHAUSTED over a bound; FAILED_PRECONDITION for a read-only one at a read time
-/// before the newest commit; INVALID_ARGUMENT for a bad read time.
+/// RESOURCE_EXHAUSTED over a bound; INVALID_ARGUMENT for a bad read time or one in the future
+/// (one older than the version history fails the transaction's reads: FAILED_PRECONDITION).
 async fn begin_text(
     service: &Service,
     caller: &Caller,

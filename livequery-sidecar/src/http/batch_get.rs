@@ -29,7 +29,9 @@ pub async fn batch_get(
     let batch = body::BatchGet::parse(&post.body)?;
     let caller = post.caller();
     let read = match &batch.transaction {
-        None => service_batch_get(&state.service, &caller, &database, &batch.documents).await?,
+        None => {
+            service_batch_get(&state.service, &caller, &database, &batch.documents, None).await?
+        }
         Some(id) => {
             transactions::batch_get(&state.service, &caller, &database, id, &batch.documents)
                 .await?

@@ -30,7 +30,8 @@ pub async fn list_collection_ids(
     collections::may_list(&caller)?;
     let list = body::ListCollectionIds::parse(&post.body)?;
     let ids =
-        collections::list_collection_ids(&state.service, &caller, &database, &list.parent).await?;
+        collections::list_collection_ids(&state.service, &caller, &database, &list.parent, None)
+            .await?;
     let out = serde_json::json!({ "collectionIds": ids });
     Ok(json_response(StatusCode::OK, out.to_string()))
 }

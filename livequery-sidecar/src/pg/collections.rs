@@ -113,3 +113,60 @@ pub async fn ids_with_descendants(
     }
     Ok(ids)
 }
+
+/// The children of `parent` (a document or collection path; empty: the root) as they were at
+/// `at` (RFC 3339): the extension's `child_ids_at` (docs/storage.md, "Version history"), each
+/// id with whether a document was directly in it. Sorted by id bytes.
+///
+/// # Errors
+/// Postgres errors (55000 for a time older than the version history, 22023 for one in the
+/// future).
+///
+/// # Cancel safety
+/// A read; the caller's [`RequestTx`] decides.
+pub async fn child_ids_at(
+    tx: &RequestTx,
+    parent: &[String],
+    at: &str,
+) -> Result<Vec<(String, bool)>, PgError> {
+    let client = tx.client()?;
+    let stmt = client
+        .prepare_cached("select id, direct from docstore.child_ids_at($1, $2::text::timestamptz)")
+        .await?;
+    let rows = client.query(&stmt, &[&parent.join("/"), &at]).await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect()
+}
+
+/// [`documents_in`] as they were at `at` (RFC 3339): the extension's `list_documents_at`.
+///
+/// # Errors
+/// As [`child_ids_at`].
+///
+/// # Cancel safety
+/// A read; the caller's [`RequestTx`] decides.
+pub async fn documents_in_at(
+    tx: &RequestTx,
+    collection: &ResourcePath,
+    at: &str,
+) -> Result<Vec<Document>, PgError> {
+    let client = tx.client()?;
+    let stmt = client
+        .prepare_cached(
+            "select path, data, create_time, update_time \
+             from docstore.list_documents_at($1, $2::text::timestamptz)",
+        )
+        .await?;
+    let rows = client.query(&stmt, &[&collection.to_string(), &at]).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Document {
+                path: row.try_get(0)?,
+                data: row.try_get(1)?,
+                create_time: row.try_get(2)?,
+                update_time: row.try_get(3)?,
+            })
+        })
+        .collect()
+}

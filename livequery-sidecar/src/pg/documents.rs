@@ -125,6 +125,42 @@ pub async fn read_many(
         let texts: Vec<String> = paths.iter().map(ResourcePath::to_string).collect();
         client.query(&stmt, &[&texts]).await?
     };
+    many_of(paths, &rows)
+}
+
+/// A read of many documents as they were at a time (`$2`, RFC 3339): the extension's
+/// `get_document_at` per path, which decides a client's read by the `get` rule on the document
+/// as it was. The answer's read time is that time.
+const READ_MANY_AT_SQL: &str =
+    "select d.data, d.create_time, d.update_time, $2::text::timestamptz \
+     from unnest($1::text[]) with ordinality as u(path, i) \
+     left join lateral docstore.get_document_at(u.path, $2::text::timestamptz) d on true \
+     order by u.i";
+
+/// [`read_many`] of `paths` as they were at `at` (RFC 3339), from the version history
+/// (docs/storage.md, "Version history"), as whoever the request's transaction runs as.
+///
+/// # Errors
+/// Postgres errors (55000 for a time older than the version history, 22023 for one in the
+/// future, 42501 when the `get` rule denies a path); an answer of the wrong size.
+///
+/// # Cancel safety
+/// As [`read`].
+pub async fn read_many_at(
+    tx: &RequestTx,
+    paths: &[ResourcePath],
+    at: &str,
+) -> Result<ReadMany, PgError> {
+    let client = tx.client()?;
+    let stmt = client.prepare_cached(READ_MANY_AT_SQL).await?;
+    let texts: Vec<String> = paths.iter().map(ResourcePath::to_string).collect();
+    let rows = client.query(&stmt, &[&texts, &at]).await?;
+    many_of(paths, &rows)
+}
+
+/// The answer of a read of many documents: a row per path, in order, the read time in the
+/// fourth column.
+fn many_of(paths: &[ResourcePath], rows: &[Row]) -> Result<ReadMany, PgError> {
     if rows.len() != paths.len() {
         return Err(PgError::Decode(format!(
             "{} rows for {} documents",

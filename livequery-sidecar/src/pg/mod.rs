@@ -205,21 +205,6 @@ impl Db {
         Ok(())
     }
 
-    /// The newest commit time of the instance (`docstore.last_commit_time()`; `None`: not
-    /// known, the library is not preloaded).
-    ///
-    /// # Errors
-    /// No connection, or the query failed.
-    ///
-    /// # Cancel safety
-    /// One autocommit statement: dropped mid-way, nothing is left behind.
-    pub async fn last_commit_time(&self) -> Result<Option<types::PgTime>, PgError> {
-        let single = self.single().await?;
-        let stmt = single.prepare(LAST_COMMIT_TIME_SQL).await?;
-        let row = single.client().query_one(&stmt, &[]).await?;
-        Ok(row.try_get(0)?)
-    }
-
     /// Sizes of the pool.
     pub fn status(&self) -> PoolStatus {
         let s = self.pool.status();

@@ -17,6 +17,9 @@ pub enum QueryInput<'a> {
     Sql(&'a str),
     /// A structured query, as JSON text.
     Structured(&'a str),
+    /// A structured query over the documents as they were at a time (RFC 3339): the
+    /// extension's `run_query_at` (docs/storage.md, "Version history").
+    StructuredAt(&'a str, &'a str),
 }
 
 /// One result row: a document, or (empty path, no update time) an aggregation.
@@ -43,20 +46,33 @@ pub enum ResultRow {
 /// transaction when the stream is dropped.
 pub async fn start(tx: &RequestTx, input: QueryInput<'_>) -> Result<RowStream, PgError> {
     let client = tx.client()?;
-    let (sql, param): (&str, &(dyn ToSql + Sync)) = match &input {
+    let json;
+    let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = match &input {
         QueryInput::Sql(text) => (
             "select (r).path, (r).data, (r).update_time \
              from (select docstore.query($1) as r offset 0) q",
-            text,
+            vec![text],
         ),
-        QueryInput::Structured(json) => (
-            "select (r).path, (r).data, (r).update_time \
-             from (select docstore.run_query($1::jsonb) as r offset 0) q",
-            &JsonText(json),
-        ),
+        QueryInput::Structured(text) => {
+            json = JsonText(text);
+            (
+                "select (r).path, (r).data, (r).update_time \
+                 from (select docstore.run_query($1::jsonb) as r offset 0) q",
+                vec![&json],
+            )
+        }
+        QueryInput::StructuredAt(text, at) => {
+            json = JsonText(text);
+            (
+                "select (r).path, (r).data, (r).update_time \
+                 from (select docstore.run_query_at($1::jsonb, $2::text::timestamptz) as r \
+                 offset 0) q",
+                vec![&json, at],
+            )
+        }
     };
     let stmt = client.prepare_cached(sql).await?;
-    Ok(client.query_raw(&stmt, [param]).await?)
+    Ok(client.query_raw(&stmt, params).await?)
 }
 
 /// Decode one row of [`start`]'s stream.
@@ -94,7 +110,8 @@ pub async fn explain(tx: &RequestTx, input: QueryInput<'_>, run: bool) -> Result
                 .await?;
             client.query_one(&stmt, &[text, &run]).await?
         }
-        QueryInput::Structured(json) => {
+        // The plan of a query at a time is that of the query (the time reads no index).
+        QueryInput::Structured(json) | QueryInput::StructuredAt(json, _) => {
             let stmt = client
                 .prepare_cached("select docstore.explain($1::jsonb, $2)")
                 .await?;

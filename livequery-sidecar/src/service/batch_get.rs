@@ -2,7 +2,7 @@
 //! transaction. A user's read of each path is a `get` decided by the rules, as a single get's
 //! (one denied path fails the call with PERMISSION_DENIED).
 
-use docstore_core::ResourcePath;
+use docstore_core::{ResourcePath, Timestamp};
 
 use super::caller::Caller;
 use super::context::RulesMethod;
@@ -20,10 +20,13 @@ pub struct BatchRead {
     pub documents: Vec<Option<Document>>,
 }
 
-/// Read `paths` (1 or more) at one snapshot.
+/// Read `paths` (1 or more) at one snapshot; with `at`, each as it was at that time (the
+/// extension's `get_document_at`: docs/storage.md, "Version history"), answered with that
+/// read time.
 ///
 /// # Errors
-/// The rules' denial of a path, database errors.
+/// The rules' denial of a path, database errors (FAILED_PRECONDITION for a time older than the
+/// version history, INVALID_ARGUMENT for one in the future).
 ///
 /// # Cancel safety
 /// Dropped mid-way, the transaction is cancelled and its connection discarded.
@@ -32,15 +35,18 @@ pub async fn batch_get(
     caller: &Caller,
     database: &str,
     paths: &[ResourcePath],
+    at: Option<Timestamp>,
 ) -> Result<BatchRead, ServiceError> {
     let run_as = caller.run_as(RulesMethod::Get, database, "", None);
     // `begin`, the settings and the read go out together (one round trip).
     let (tx, read) = service
         .db
         .begin_snapshot_with(database, &run_as, async |tx: &RequestTx| {
-            pg_documents::read_many(tx, database, &run_as, paths)
-                .await
-                .map_err(ServiceError::from)
+            match at {
+                Some(t) => pg_documents::read_many_at(tx, paths, &t.to_rfc3339()).await,
+                None => pg_documents::read_many(tx, database, &run_as, paths).await,
+            }
+            .map_err(ServiceError::from)
         })
         .await?;
     tx.commit().await?;

@@ -2,7 +2,7 @@
 //! one document directly under the parent; and the documents of a collection (ListDocuments).
 //! Admin only, as in Firestore, where only server SDKs list collections and documents.
 
-use docstore_core::{Code, ResourcePath};
+use docstore_core::{Code, ResourcePath, Timestamp};
 
 use super::caller::{Caller, Principal};
 use super::error::ServiceError;
@@ -26,10 +26,12 @@ pub fn may_list(caller: &Caller) -> Result<(), ServiceError> {
     }
 }
 
-/// The collection ids directly under `parent` (its segments; empty: the root).
+/// The collection ids directly under `parent` (its segments; empty: the root); with `at`, as
+/// they were at that time (docs/storage.md, "Version history").
 ///
 /// # Errors
-/// PERMISSION_DENIED for a caller other than the admin ([`may_list`]), database errors.
+/// PERMISSION_DENIED for a caller other than the admin ([`may_list`]), database errors
+/// (FAILED_PRECONDITION for a time older than the version history).
 ///
 /// # Cancel safety
 /// Dropped mid-way, the transaction is cancelled and its connection discarded.
@@ -38,14 +40,23 @@ pub async fn list_collection_ids(
     caller: &Caller,
     database: &str,
     parent: &[String],
+    at: Option<Timestamp>,
 ) -> Result<Vec<String>, ServiceError> {
     may_list(caller)?;
     let (tx, ids) = service
         .db
         .begin_with(database, &RunAs::Admin, async |tx: &RequestTx| {
-            pg_collections::child_collection_ids(tx, database, parent)
-                .await
-                .map_err(ServiceError::from)
+            match at {
+                Some(t) => pg_collections::child_ids_at(tx, parent, &t.to_rfc3339())
+                    .await
+                    .map(|ids| {
+                        ids.into_iter()
+                            .filter_map(|(id, direct)| direct.then_some(id))
+                            .collect()
+                    }),
+                None => pg_collections::child_collection_ids(tx, database, parent).await,
+            }
+            .map_err(ServiceError::from)
         })
         .await?;
     tx.commit().await?;
@@ -62,10 +73,12 @@ pub struct Listed {
 
 /// The documents directly in `collection`, in name order (the byte order of their ids); with
 /// `show_missing`, also the ids that do not exist but have descendants, in their place. One
-/// snapshot of the database (a REPEATABLE READ transaction).
+/// snapshot of the database (a REPEATABLE READ transaction); with `at`, as they were at that
+/// time (docs/storage.md, "Version history").
 ///
 /// # Errors
-/// PERMISSION_DENIED for a caller other than the admin ([`may_list`]), database errors.
+/// PERMISSION_DENIED for a caller other than the admin ([`may_list`]), database errors
+/// (FAILED_PRECONDITION for a time older than the version history).
 ///
 /// # Cancel safety
 /// Dropped mid-way, the transaction is cancelled and its connection discarded.
@@ -75,16 +88,27 @@ pub async fn list_documents(
     database: &str,
     collection: &ResourcePath,
     show_missing: bool,
+    at: Option<Timestamp>,
 ) -> Result<Vec<Listed>, ServiceError> {
     may_list(caller)?;
+    let at = at.map(Timestamp::to_rfc3339);
     let (tx, (documents, with_descendants)) = service
         .db
         .begin_snapshot_with(database, &RunAs::Admin, async |tx: &RequestTx| {
-            let documents = pg_collections::documents_in(tx, database, collection).await?;
-            let with_descendants = if show_missing {
-                pg_collections::ids_with_descendants(tx, database, collection).await?
-            } else {
-                Vec::new()
+            let documents = match &at {
+                Some(t) => pg_collections::documents_in_at(tx, collection, t).await?,
+                None => pg_collections::documents_in(tx, database, collection).await?,
+            };
+            let with_descendants = match (&at, show_missing) {
+                (_, false) => Vec::new(),
+                (Some(t), true) => pg_collections::child_ids_at(tx, collection.segments(), t)
+                    .await?
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect(),
+                (None, true) => {
+                    pg_collections::ids_with_descendants(tx, database, collection).await?
+                }
             };
             Ok::<_, ServiceError>((documents, with_descendants))
         })

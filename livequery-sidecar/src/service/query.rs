@@ -29,6 +29,9 @@ pub enum Query {
     Text(String),
     /// A structured query, as JSON text.
     Structured(String),
+    /// A structured query over the documents as they were at `read_time` (RFC 3339), from the
+    /// version history (docs/storage.md, "Version history").
+    StructuredAt { text: String, read_time: String },
     /// The documents of a collection in name order, at most `page_size`.
     Collection {
         path: ResourcePath,
@@ -143,6 +146,13 @@ pub async fn run(
                 .unwrap_or(Json::Null),
             QueryInput::Structured(text),
         ),
+        Query::StructuredAt { text, read_time } => (
+            String::new(),
+            serde_json::from_str::<Json>(text)
+                .map(|q| structured_query_info(&q))
+                .unwrap_or(Json::Null),
+            QueryInput::StructuredAt(text, read_time),
+        ),
         Query::Collection { path, page_size } => {
             let mut structured = serde_json::json!({
                 "from": [{"collectionId": path.last()}],
@@ -230,7 +240,7 @@ pub async fn explain(
     let input = match query {
         Query::Text(text) => QueryInput::Sql(text),
         Query::Structured(text) => QueryInput::Structured(text),
-        Query::Collection { .. } => {
+        Query::Collection { .. } | Query::StructuredAt { .. } => {
             return Err(ServiceError::invalid_argument(
                 "explain takes a query in the text dialect or the structured form",
             ))

@@ -1,42 +1,31 @@
-//! Reads at a `read_time` (Firestore's consistency selector, docs/grpc.md "Transactions and
-//! read times"). pg_docstore keeps no version history: a read at time `t` is served as a
-//! current read when no commit of the instance has a time after `t`, and refused otherwise.
+//! The read time of a held read-only transaction (Firestore's `read_only.read_time`,
+//! docs/grpc.md "Transactions and read times"), judged against its snapshot: a time at or
+//! after the newest commit is the snapshot's own, an earlier one needs the version history
+//! (the transaction's reads then use the extension's `*_at` functions, which refuse a time
+//! older than the history: docs/storage.md, "Version history"). Reads at a `read_time`
+//! outside a transaction go to those functions directly.
 //!
 //! The newest commit time is `docstore.last_commit_time()`: the extension's shared-memory
 //! record of the last time it assigned (one atomic load; the server's start time when no
-//! commit was made since). It is asked after the read, so a commit that could have changed
-//! what the read saw has already advanced it: the read was at `t` exactly when that time is at
-//! or before `t`. Times are instance-wide, so a commit in another database also makes an
-//! older `t` unreadable (refused, never answered wrongly).
+//! commit was made since). It is asked inside the transaction, after its snapshot, so a commit
+//! that could have changed what the snapshot sees has already advanced it. Times are
+//! instance-wide, so a commit in another database also makes an older time a past one.
 
 use docstore_core::{Code, Timestamp};
 
 use super::error::ServiceError;
-use super::Service;
 use crate::pg::types::PgTime;
 
-/// How long a read time stays readable: none (no history is kept).
-const RETENTION: &str = "pg_docstore keeps no version history: a read_time is readable only \
-     while no later commit exists";
-
-/// Check that a read just made answers for `read_time`.
-///
-/// # Errors
-/// FAILED_PRECONDITION when a commit after `read_time` exists (or the newest commit time is
-/// not known: the library is not preloaded); INVALID_ARGUMENT for a time after both the clock and the newest commit;
-/// database errors.
-///
-/// # Cancel safety
-/// A single autocommit statement: dropping the future leaves nothing behind.
-pub async fn check(service: &Service, read_time: Timestamp) -> Result<(), ServiceError> {
-    judge(read_time, service.db.last_commit_time().await?)
-}
+/// Why a read time is not the snapshot's.
+const RETENTION: &str = "a read at it needs the version history";
 
 /// Whether a read whose snapshot was taken before the newest commit time `latest` was read
 /// answers for `read_time`.
 ///
 /// # Errors
-/// As [`check`].
+/// FAILED_PRECONDITION when a commit after `read_time` exists (or the newest commit time is
+/// not known: the library is not preloaded): the caller reads from the version history
+/// instead; INVALID_ARGUMENT for a time after both the clock and the newest commit.
 pub fn judge(read_time: Timestamp, latest: Option<PgTime>) -> Result<(), ServiceError> {
     let Some(latest) = latest.and_then(|t| Timestamp::from_postgres_micros(t.0)) else {
         return Err(ServiceError::new(
@@ -96,11 +85,7 @@ mod tests {
         let newest = at(1_700_000_000_000_000);
         let e = judge(at(newest.micros() - 1), pg(newest)).unwrap_err();
         assert_eq!(e.code, Code::FailedPrecondition);
-        assert!(
-            e.message.contains("keeps no version history"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.contains("version history"), "{}", e.message);
         let e = judge(newest, None).unwrap_err();
         assert_eq!(e.code, Code::FailedPrecondition);
         assert!(

@@ -113,6 +113,9 @@ struct Held {
     quota: Option<String>,
     database: String,
     read_only: bool,
+    /// A read-only transaction's read time (RFC 3339): its reads read the documents as they
+    /// were then (the extension's `*_at` functions).
+    read_time: std::sync::OnceLock<String>,
     started: Instant,
     last_used: Mutex<Instant>,
     /// The transaction (`None` while it is being opened, or once ended). Its lock serializes
@@ -278,6 +281,7 @@ impl Transactions {
             quota,
             database: database.to_owned(),
             read_only,
+            read_time: std::sync::OnceLock::new(),
             started: now,
             last_used: Mutex::new(now),
             tx,
@@ -451,12 +455,13 @@ fn held_error(error: PgError) -> ServiceError {
 }
 
 /// Begin a held transaction of `caller` in `database`; its id. A read-only one may read at
-/// `read_time`: its snapshot, taken at the begin, must then answer for that time
-/// ([`super::read_time::check`]).
+/// `read_time`: a time at or after the newest commit is its snapshot's, taken at the begin
+/// ([`super::read_time::judge`]); an earlier one is read from the version history by each of
+/// its reads (the extension's `*_at` functions), which refuse a time older than it.
 ///
 /// # Errors
-/// RESOURCE_EXHAUSTED over a bound; NOT_FOUND for an unknown database; FAILED_PRECONDITION for
-/// a `read_time` before the newest commit; database errors.
+/// RESOURCE_EXHAUSTED over a bound; NOT_FOUND for an unknown database; INVALID_ARGUMENT for a
+/// `read_time` in the future; database errors.
 ///
 /// # Cancel safety
 /// Dropped mid-way, the half-open transaction is rolled back and its slot freed.
@@ -495,10 +500,18 @@ pub async fn begin(
     }
     if let Some(read_time) = read_time {
         // Read in the transaction: its snapshot is taken first, so a commit after it has
-        // advanced the newest commit time read.
+        // advanced the newest commit time read. A time before it is read from the version
+        // history by each read (which refuses a time older than the history).
         let checked = match tx.last_commit_time().await {
             Ok(latest) => super::read_time::judge(read_time, latest),
             Err(e) => Err(ServiceError::from(e)),
+        };
+        let checked = match checked {
+            Err(e) if e.code == Code::FailedPrecondition => {
+                let _ = taken.held.read_time.set(read_time.to_rfc3339());
+                Ok(())
+            }
+            other => other,
         };
         if let Err(e) = checked {
             if let Err(r) = tx.rollback().await {
@@ -608,7 +621,16 @@ enum Found {
 }
 
 impl Read<'_> {
-    async fn run(&self, tx: &RequestTx, database: &str) -> Result<Found, ServiceError> {
+    /// Run the read; with `at` (RFC 3339), over the documents as they were then.
+    async fn run(
+        &self,
+        tx: &RequestTx,
+        database: &str,
+        at: Option<&str>,
+    ) -> Result<Found, ServiceError> {
+        if let Some(at) = at {
+            return self.run_at(tx, at).await;
+        }
         Ok(match self {
             Read::One { run_as, path } => Found::One(
                 pg_documents::read_as(tx, database, run_as, path)
@@ -620,15 +642,31 @@ impl Read<'_> {
                     .await
                     .map_err(held_error)?,
             ),
-            Read::Query(input) => {
-                let stream = pg_query::start(tx, *input).await.map_err(held_error)?;
-                let mut stream = Box::pin(stream);
-                let mut rows = Vec::new();
-                while let Some(row) = futures_util::StreamExt::next(&mut stream).await {
-                    let row = row.map_err(|e| held_error(PgError::from(e)))?;
-                    rows.push(pg_query::decode(&row).map_err(held_error)?);
-                }
-                Found::Rows(rows)
+            Read::Query(input) => query_rows(tx, *input).await?,
+        })
+    }
+
+    /// [`Read::run`] at a time: the extension's `get_document_at` and `run_query_at`.
+    async fn run_at(&self, tx: &RequestTx, at: &str) -> Result<Found, ServiceError> {
+        Ok(match self {
+            Read::One { path, .. } => {
+                let read = pg_documents::read_many_at(tx, std::slice::from_ref(*path), at)
+                    .await
+                    .map_err(held_error)?;
+                Found::One(read.documents.into_iter().flatten().next())
+            }
+            Read::Many { paths, .. } => Found::Many(
+                pg_documents::read_many_at(tx, paths, at)
+                    .await
+                    .map_err(held_error)?,
+            ),
+            Read::Query(QueryInput::Structured(text) | QueryInput::StructuredAt(text, _)) => {
+                query_rows(tx, QueryInput::StructuredAt(text, at)).await?
+            }
+            Read::Query(QueryInput::Sql(_)) => {
+                return Err(ServiceError::invalid_argument(
+                    "a query in the text dialect takes no read time",
+                ))
             }
         })
     }
@@ -659,6 +697,18 @@ impl Read<'_> {
     }
 }
 
+/// All the rows of query `input`, read in `tx`.
+async fn query_rows(tx: &RequestTx, input: QueryInput<'_>) -> Result<Found, ServiceError> {
+    let stream = pg_query::start(tx, input).await.map_err(held_error)?;
+    let mut stream = Box::pin(stream);
+    let mut rows = Vec::new();
+    while let Some(row) = futures_util::StreamExt::next(&mut stream).await {
+        let row = row.map_err(|e| held_error(PgError::from(e)))?;
+        rows.push(pg_query::decode(&row).map_err(held_error)?);
+    }
+    Ok(Found::Rows(rows))
+}
+
 /// Run `read` in transaction `tx`, locking what it reads in a read-write one.
 ///
 /// A point read (one document or several by name) locks its documents first, as a write
@@ -679,9 +729,10 @@ async fn read_locked(
     read_only: bool,
     database: &str,
     read: &Read<'_>,
+    at: Option<&str>,
 ) -> Result<Found, ServiceError> {
     if read_only {
-        return read.run(tx, database).await;
+        return read.run(tx, database, at).await;
     }
     if let Some(mut paths) = read.paths() {
         paths.sort_unstable();
@@ -691,7 +742,7 @@ async fn read_locked(
                 .await
                 .map_err(held_error)?;
         }
-        return read.run(tx, database).await;
+        return read.run(tx, database, None).await;
     }
     let client = tx.client().map_err(held_error)?;
     for _ in 0..LOCK_ATTEMPTS {
@@ -699,7 +750,7 @@ async fn read_locked(
             .batch_execute("savepoint docstore_read")
             .await
             .map_err(|e| held_error(PgError::from(e)))?;
-        let found = read.run(tx, database).await?;
+        let found = read.run(tx, database, None).await?;
         let locks = Read::locks(&found)?;
         let mut locked = Ok(());
         for chunk in locks.chunks(LOCKS_PER_STATEMENT) {
@@ -744,9 +795,10 @@ async fn read_in(
     read: Read<'_>,
 ) -> Result<Found, ServiceError> {
     let taken = service.transactions.take(caller, database, text).await?;
+    let at = taken.held.read_time.get().cloned();
     in_taken(service, taken, async |tx: &RequestTx, read_only: bool| {
         set_call(tx, run_as).await.map_err(held_error)?;
-        read_locked(tx, read_only, database, &read).await
+        read_locked(tx, read_only, database, &read, at.as_deref()).await
     })
     .await
 }
@@ -851,6 +903,11 @@ pub async fn query(
         Query::Collection { .. } => {
             return Err(ServiceError::invalid_argument(
                 "a collection listing takes no transaction",
+            ))
+        }
+        Query::StructuredAt { .. } => {
+            return Err(ServiceError::invalid_argument(
+                "a query reads in a transaction or at a read_time, not both",
             ))
         }
     };

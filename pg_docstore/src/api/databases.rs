@@ -63,6 +63,7 @@ fn drop_database(id: &str) -> Result<bool, ErrorReport> {
         // under the rules of the one dropped.
         for table in [
             "entities",
+            "entity_versions",
             "index_entries",
             "indexes",
             "field_exemptions",

@@ -58,37 +58,53 @@ fn read_authorized(path: &str) -> Result<Option<(StoredJsonb, i64, i64)>, Docsto
             // A client: the database's `get` rule decides (read as the owner, so the `list`
             // policy on entities does not hide the document first).
             let _owner = crate::pg::owner::AsOwner::new(client)?;
-            let ruleset = crate::rules::client_ruleset(&database)?;
             let found = entities::read(client, &database, &name)?;
-            let stored = match &found {
-                Some((data, _, _)) => Some(Document {
-                    path: path.clone(),
-                    data: entities::stored_fields(&data.text())?,
-                }),
+            let fields = match &found {
+                Some((data, _, _)) => Some(entities::stored_fields(&data.text())?),
                 None => None,
             };
-            let request = crate::rules::request(
-                Method::Get,
-                &database,
-                &path,
-                None,
-                crate::pg::time::transaction_start(),
-            )?;
-            let lookups = crate::rules::Lookups {
-                database: &database,
-                batch: std::collections::HashMap::new(),
-            };
-            crate::rules::decide(
-                &ruleset,
-                &request,
-                stored.as_ref(),
-                &lookups,
-                &mut Budget::single(),
-            )?;
+            decide_get(&database, &path, fields)?;
             return Ok(found);
         }
         entities::read(client, &database, &name)
     })
+}
+
+/// The `get` rule of `database` deciding a client's read of the document `path`, whose fields
+/// are `fields` (`None`: it does not exist, `resource` = null). Call as the owner.
+///
+/// # Errors
+/// [`DocstoreError::PermissionDenied`] (42501) when it denies, also for a database without
+/// rules.
+pub(crate) fn decide_get(
+    database: &str,
+    path: &ResourcePath,
+    fields: Option<docstore_core::value::Map>,
+) -> Result<(), DocstoreError> {
+    let ruleset = crate::rules::client_ruleset(database)?;
+    let stored = fields.map(|data| Document {
+        path: path.clone(),
+        data,
+    });
+    let request = crate::rules::request(
+        Method::Get,
+        database,
+        path,
+        None,
+        crate::pg::time::transaction_start(),
+    )?;
+    let lookups = crate::rules::Lookups {
+        database,
+        batch: std::collections::HashMap::new(),
+    };
+    crate::rules::decide(
+        &ruleset,
+        &request,
+        stored.as_ref(),
+        &lookups,
+        &mut Budget::single(),
+    )?;
+    Ok(())
 }
 
 /// The document's data in typed JSON, or NULL when it does not exist. For a client

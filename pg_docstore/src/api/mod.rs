@@ -2,6 +2,7 @@
 
 mod databases;
 mod documents;
+mod history;
 pub(crate) mod indexes;
 mod query;
 mod rules;

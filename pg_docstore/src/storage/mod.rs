@@ -6,3 +6,4 @@ pub mod databases;
 pub mod entities;
 pub mod entries;
 pub mod scan;
+pub mod versions;

@@ -30,6 +30,7 @@ use crate::pg::commit_clock;
 use crate::pg::jsonb::JsonbDatum;
 use crate::pg::time::to_timestamp;
 use crate::storage::entities::{self, Data, Keys, Stored};
+use crate::storage::versions;
 use crate::storage::{catalog, entries};
 
 /// A condition on the document's state before the write.
@@ -270,6 +271,10 @@ pub fn commit(
     if slots.values().any(|s| s.written) {
         entities::lock_for_write();
     }
+    // A replaced or deleted version is kept when the database keeps a version history
+    // (docs/storage.md, "Version history"), in this transaction, before its row changes.
+    let history = slots.values().any(|s| s.written && s.stored.is_some())
+        && versions::retention(client, database)?.keeps();
     let mut configs: HashMap<String, IndexConfig> = HashMap::new();
     let mut names: Vec<&Vec<u8>> = slots.keys().collect();
     names.sort();
@@ -293,6 +298,9 @@ pub fn commit(
             Some(fields) => document_entries(&slot.path, fields, config)?,
             None => Vec::new(),
         };
+        if history && slot.stored.is_some() {
+            versions::archive(client, database, name, commit_time)?;
+        }
         match (&slot.stored, &slot.current) {
             (None, None) => {}
             (Some(_), None) => entities::delete(client, database, name, &old)?,

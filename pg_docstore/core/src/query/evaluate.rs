@@ -1,6 +1,7 @@
 //! A naive evaluator: filter, sort, offset, limit, project and aggregate a slice of documents
-//! in memory. It is the oracle the planner's differential tests compare against, never the
-//! way queries are served.
+//! in memory. It is the oracle the planner's differential tests compare against, and serves
+//! queries at a past read time (the extension's `run_query_at`, over the documents as they
+//! were: docs/storage.md, "Version history"); current queries are served by the planner.
 
 use crate::path::{FieldPath, ResourcePath};
 use crate::value::{Map, Value};

@@ -1,4 +1,5 @@
-//! A database's worker: runs the pending index builds and drops of one database, then exits.
+//! A database's worker: purges the expired document versions of one database (docs/storage.md,
+//! "Version history"), runs its pending index builds and drops, then exits.
 
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
 use pgrx::prelude::*;
@@ -15,10 +16,18 @@ pub extern "C-unwind" fn docstore_build_worker(arg: pg_sys::Datum) {
         return;
     };
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    let installed = BackgroundWorker::transaction(|| {
+        Spi::get_one::<bool>(
+            "select exists (select from pg_catalog.pg_extension where extname = 'pg_docstore')",
+        )
+    });
+    if !matches!(installed, Ok(Some(true))) {
+        return;
+    }
+    purge_versions();
     let enabled = BackgroundWorker::transaction(|| {
         Spi::get_one::<bool>(
-            "select exists (select from pg_catalog.pg_extension where extname = 'pg_docstore') \
-                    and pg_catalog.current_setting('docstore.auto_build_indexes')::pg_catalog.bool",
+            "select pg_catalog.current_setting('docstore.auto_build_indexes')::pg_catalog.bool",
         )
     });
     if !matches!(enabled, Ok(Some(true))) {
@@ -65,3 +74,37 @@ pub extern "C-unwind" fn docstore_build_worker(arg: pg_sys::Datum) {
         }
     }
 }
+
+/// Delete the versions past their retention, one bounded batch per transaction, until a batch
+/// finds fewer than a whole one (the launcher starts a worker per database every
+/// [`super::SWEEP`]). A database whose extension predates the history has no
+/// `purge_versions`: nothing to do.
+fn purge_versions() {
+    let exists = BackgroundWorker::transaction(|| {
+        Spi::get_one::<bool>(
+            "select pg_catalog.to_regprocedure('docstore.purge_versions(bigint)') is not null",
+        )
+    });
+    if !matches!(exists, Ok(Some(true))) {
+        return;
+    }
+    while !BackgroundWorker::sigterm_received() {
+        let purged = BackgroundWorker::transaction(|| {
+            Spi::get_one_with_args::<i64>(
+                "select docstore.purge_versions($1)",
+                &[PURGE_BATCH.into()],
+            )
+        });
+        match purged {
+            Ok(Some(n)) if n >= PURGE_BATCH => continue,
+            Ok(_) => return,
+            Err(e) => {
+                pgrx::warning!("docstore version purge: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// The most versions of one database a purge transaction deletes.
+const PURGE_BATCH: i64 = 10_000;
