@@ -344,3 +344,34 @@ def test_max_query_results_caps_a_client_query(stack, client):
         assert len(r.json()) == 3
     finally:
         stack.sql("select docstore.drop_database(%s)", db)
+
+
+def test_limited_sum_and_avg_take_the_smallest_values_of_their_field(stack, client, coll):
+    # Firestore's order for a limited sum/avg: its field's (the field's index serves it), only
+    # documents holding the field; python-firestore's system tests check the same.
+    for name, p in [("a", 5), ("b", 0), ("c", 3), ("e", "text"), ("f", 1)]:
+        stack.sql(
+            "select docstore.set(%s, jsonb_build_object('p', %s::jsonb))",
+            f"{coll}/{name}",
+            json.dumps(p),
+        )
+    stack.sql("select docstore.set(%s, '{\"q\": 1}')", f"{coll}/d")
+    body = {
+        "structuredAggregationQuery": {
+            "structuredQuery": {"from": [{"collectionId": coll}], "limit": 3},
+            "aggregations": [
+                {"alias": "s", "sum": {"field": {"fieldPath": "p"}}},
+                {"alias": "a", "avg": {"field": {"fieldPath": "p"}}},
+                {"alias": "n", "count": {}},
+            ],
+        }
+    }
+    r = client.post(RUN, headers=stack.admin, json={"structuredQuery": body})
+    assert r.status_code == 200, r.text
+    assert r.json() == [{"aggregation": {"s": 4, "a": 4 / 3, "n": 3}}]
+    # Without a limit every document counts, the one without p too.
+    r = client.post(
+        RUN, headers=stack.admin, json={"sql": f"select sum(p) as s, count(*) as n from /{coll}"}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json() == [{"aggregation": {"s": 9, "n": 6}}]

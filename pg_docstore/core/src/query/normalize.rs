@@ -59,8 +59,14 @@ impl Query {
     }
 
     /// The order the query runs in (Firestore's normalisation): the explicit orders, then
-    /// every inequality field not already ordered (in field-path order), then `__name__`;
-    /// the added ones take the direction of the last explicit order (ascending if none).
+    /// every inequality field not already ordered (in field-path order), then, in a limited
+    /// (or offset) aggregation query, the fields of its `sum`s and `avg`s not already ordered
+    /// (in the order they are aggregated), then `__name__` (unless ordered explicitly); the
+    /// added ones take the direction of the last explicit order (ascending if none).
+    ///
+    /// The aggregated fields are Firestore's: the index of the aggregated field serves a
+    /// `sum`/`avg`, so a limited one aggregates the documents in that field's order (the
+    /// smallest values first) and, as any order does, only those that hold the field.
     pub fn normalized_order(&self) -> Vec<Order> {
         let mut order = self.order_by.clone();
         let direction = order
@@ -84,9 +90,32 @@ impl Query {
                 .map(|field| Order::new(field, direction)),
         );
         if !explicit.iter().any(|f| f.is_document_id()) {
+            for field in self.windowed_aggregate_fields() {
+                if !order.iter().any(|o| &o.field == field) {
+                    order.push(Order::new(field.clone(), direction));
+                }
+            }
             order.push(Order::new(document_id(), direction));
         }
         order
+    }
+
+    /// The fields of the `sum`s and `avg`s of an aggregation query with a limit or an offset,
+    /// in the order they are aggregated (see [`Query::normalized_order`]); none otherwise.
+    fn windowed_aggregate_fields(&self) -> Vec<&FieldPath> {
+        let Some(aggregations) = self.aggregations() else {
+            return Vec::new();
+        };
+        if self.limit.is_none() && self.offset == 0 {
+            return Vec::new();
+        }
+        aggregations
+            .iter()
+            .filter_map(|a| match &a.function {
+                AggregateFunction::Sum(field) | AggregateFunction::Avg(field) => Some(field),
+                AggregateFunction::Count { .. } => None,
+            })
+            .collect()
     }
 }
 
