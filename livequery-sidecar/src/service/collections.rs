@@ -95,7 +95,7 @@ pub async fn list_documents(
 
 /// The listing of `documents` (in name order) and `with_descendants` (sorted ids): each id once,
 /// in byte order, a document where one exists.
-fn merge(documents: Vec<Document>, with_descendants: Vec<String>) -> Vec<Listed> {
+pub(super) fn merge(documents: Vec<Document>, with_descendants: Vec<String>) -> Vec<Listed> {
     let mut out: Vec<Listed> = documents
         .into_iter()
         .map(|doc| Listed {

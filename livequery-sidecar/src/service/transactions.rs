@@ -34,11 +34,13 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::batch_get::BatchRead;
 use super::caller::{Caller, Principal};
+use super::collections::{self as service_collections, Listed};
 use super::commit::Committed;
 use super::context::{structured_query_info, text_query_info, RulesMethod};
 use super::error::ServiceError;
 use super::query::{Query, QueryRows};
 use super::Service;
+use crate::pg::collections as pg_collections;
 use crate::pg::documents::{self as pg_documents, Document, ReadMany};
 use crate::pg::query::{self as pg_query, QueryInput, ResultRow};
 use crate::pg::types::{PgTime, RawJson};
@@ -598,6 +600,12 @@ enum Read<'a> {
         paths: &'a [ResourcePath],
     },
     Query(QueryInput<'a>),
+    /// ListDocuments: the documents directly in `collection` (with `show_missing`, also the
+    /// ids without a document that have descendants).
+    Listing {
+        collection: &'a ResourcePath,
+        show_missing: bool,
+    },
 }
 
 /// What a [`Read`] read.
@@ -605,6 +613,7 @@ enum Found {
     One(Option<Document>),
     Many(ReadMany),
     Rows(Vec<ResultRow>),
+    Listing(Vec<Listed>),
 }
 
 impl Read<'_> {
@@ -630,6 +639,22 @@ impl Read<'_> {
                 }
                 Found::Rows(rows)
             }
+            Read::Listing {
+                collection,
+                show_missing,
+            } => {
+                let documents = pg_collections::documents_in(tx, database, collection)
+                    .await
+                    .map_err(held_error)?;
+                let with_descendants = if *show_missing {
+                    pg_collections::ids_with_descendants(tx, database, collection)
+                        .await
+                        .map_err(held_error)?
+                } else {
+                    Vec::new()
+                };
+                Found::Listing(service_collections::merge(documents, with_descendants))
+            }
         })
     }
 
@@ -638,7 +663,7 @@ impl Read<'_> {
         match self {
             Read::One { path, .. } => Some(vec![path.to_string()]),
             Read::Many { paths, .. } => Some(paths.iter().map(ToString::to_string).collect()),
-            Read::Query(_) => None,
+            Read::Query(_) | Read::Listing { .. } => None,
         }
     }
 
@@ -653,6 +678,12 @@ impl Read<'_> {
                     } => Some(as_read(update_time).map(|p| (path.clone(), p))),
                     ResultRow::Aggregation { .. } => None,
                 })
+                .collect(),
+            // The documents listed; a missing one (descendants only) is not read, not locked.
+            Found::Listing(listed) => listed
+                .iter()
+                .filter_map(|l| l.document.as_ref())
+                .map(|doc| as_read(&doc.update_time).map(|p| (doc.path.clone(), p)))
                 .collect(),
             Found::One(_) | Found::Many(_) => Ok(Vec::new()),
         }
@@ -860,6 +891,32 @@ pub async fn query(
         return Err(unexpected());
     };
     Ok(QueryRows::buffered(rows))
+}
+
+/// ListDocuments of `collection` in transaction `text` (the admin's only, as outside one:
+/// [`service_collections::may_list`]). In a read-write transaction the documents listed are
+/// then locked as a query's are (read again when one changed in between); a read-only one
+/// lists its snapshot.
+///
+/// # Errors
+/// PERMISSION_DENIED for a caller other than the admin; as [`query`].
+pub async fn list_documents(
+    service: &Service,
+    caller: &Caller,
+    database: &str,
+    text: &str,
+    collection: &ResourcePath,
+    show_missing: bool,
+) -> Result<Vec<Listed>, ServiceError> {
+    service_collections::may_list(caller)?;
+    let read = Read::Listing {
+        collection,
+        show_missing,
+    };
+    match read_in(service, caller, database, text, &RunAs::Admin, read).await? {
+        Found::Listing(listed) => Ok(listed),
+        _ => Err(unexpected()),
+    }
 }
 
 /// Apply `writes` (`docstore.commit`'s JSON array text) in transaction `text`, read back
