@@ -102,3 +102,63 @@ def test_reads_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
     assert "version history" in str(raised.value) or "version retention" in str(raised.value)
     with pytest.raises(exceptions.FailedPrecondition):
         list(db.collection(coll).list_documents(read_time=past))
+
+
+def test_list_documents_in_a_transaction(monkeypatch, stack, coll, firestore_emulator_host):
+    """ListDocuments with `transaction` reads in the held transaction: in a read-write one the
+    documents listed stay locked until it ends (as a query's, docs/grpc.md), a read-only one
+    reads its snapshot and locks nothing."""
+    import psycopg
+    from google.cloud.firestore_v1.types import firestore as types
+
+    db = sdk_client(monkeypatch, firestore_emulator_host)
+    api, database = db._firestore_api, db._database_string
+    for i in range(2):
+        db.collection(coll).document(f"d{i}").set({"i": i})
+    db.collection(coll).document("gone").collection("s").document("t").set({})
+    parent = f"{database}/documents"
+
+    def listing(transaction, **extra):
+        request = types.ListDocumentsRequest(
+            parent=parent, collection_id=coll, transaction=transaction, **extra
+        )
+        return list(api.list_documents(request=request, metadata=db._rpc_metadata))
+
+    def locked(doc_id):
+        try:
+            stack.sql(
+                "select 1 from docstore.entities where database_id = '(default)' "
+                "and path = %s for update nowait",
+                f"{coll}/{doc_id}",
+            )
+            return False
+        except psycopg.errors.LockNotAvailable:
+            return True
+
+    rw = api.begin_transaction(request={"database": database}, metadata=db._rpc_metadata)
+    docs = listing(rw.transaction, show_missing=True)
+    assert [d.name.rsplit("/", 1)[1] for d in docs] == ["d0", "d1", "gone"]
+    assert docs[0].fields["i"].integer_value == 0
+    assert locked("d0") and locked("d1")
+    api.rollback(
+        request={"database": database, "transaction": rw.transaction},
+        metadata=db._rpc_metadata,
+    )
+    assert not locked("d0")
+
+    ro = api.begin_transaction(
+        request={"database": database, "options": {"read_only": {}}},
+        metadata=db._rpc_metadata,
+    )
+    # Its snapshot is taken by its first read; a document written after it is not listed.
+    first = listing(ro.transaction)
+    db.collection(coll).document("d2").set({"i": 2})
+    snapshot = listing(ro.transaction)
+    assert snapshot == first
+    assert [d.name.rsplit("/", 1)[1] for d in snapshot] == ["d0", "d1"]
+    assert not locked("d0")
+
+    # An unknown id: INVALID_ARGUMENT, as for every read in a transaction.
+    with pytest.raises(exceptions.InvalidArgument) as raised:
+        listing(b"\x00" * 16)
+    assert "invalid or expired" in str(raised.value)

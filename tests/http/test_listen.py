@@ -513,6 +513,15 @@ def test_bad_input_is_refused_before_the_stream_opens(stack, client, coll):
         },
     )
     assert r.status_code == 400 and "twice" in r.json()["message"]
+    # A kindless query (every collection, docs/query.md) runs once but is not a live target.
+    kindless = {"from": [{"collectionId": "", "allDescendants": True}]}
+    r = client.post(
+        LISTEN,
+        headers=stack.admin,
+        json={"targets": [{"id": "x", "structuredQuery": kindless}]},
+    )
+    assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT", r.text
+    assert "cannot be listened to" in r.json()["message"]
 
 
 def test_access_token_authenticates_event_source_clients(stack, client, coll):

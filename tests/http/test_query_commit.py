@@ -344,3 +344,94 @@ def test_max_query_results_caps_a_client_query(stack, client):
         assert len(r.json()) == 3
     finally:
         stack.sql("select docstore.drop_database(%s)", db)
+
+
+def test_limited_sum_and_avg_take_the_smallest_values_of_their_field(stack, client, coll):
+    # Firestore's order for a limited sum/avg: its field's (the field's index serves it), only
+    # documents holding the field; python-firestore's system tests check the same.
+    for name, p in [("a", 5), ("b", 0), ("c", 3), ("e", "text"), ("f", 1)]:
+        stack.sql(
+            "select docstore.set(%s, jsonb_build_object('p', %s::jsonb))",
+            f"{coll}/{name}",
+            json.dumps(p),
+        )
+    stack.sql("select docstore.set(%s, '{\"q\": 1}')", f"{coll}/d")
+    body = {
+        "structuredAggregationQuery": {
+            "structuredQuery": {"from": [{"collectionId": coll}], "limit": 3},
+            "aggregations": [
+                {"alias": "s", "sum": {"field": {"fieldPath": "p"}}},
+                {"alias": "a", "avg": {"field": {"fieldPath": "p"}}},
+                {"alias": "n", "count": {}},
+            ],
+        }
+    }
+    r = client.post(RUN, headers=stack.admin, json={"structuredQuery": body})
+    assert r.status_code == 200, r.text
+    assert r.json() == [{"aggregation": {"s": 4, "a": 4 / 3, "n": 3}}]
+    # Without a limit every document counts, the one without p too.
+    r = client.post(
+        RUN, headers=stack.admin, json={"sql": f"select sum(p) as s, count(*) as n from /{coll}"}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json() == [{"aggregation": {"s": 9, "n": 6}}]
+
+
+def kindless(parent=None, **members):
+    query = {"from": [{"collectionId": "", "allDescendants": True}], **members}
+    if parent:
+        query["parent"] = parent
+    return {"structuredQuery": query}
+
+
+def test_kindless_query_returns_every_document_under_its_parent_in_name_order(stack, client, coll):
+    paths = [
+        f"{coll}/B",
+        f"{coll}/B/s/x",
+        f"{coll}/_z",
+        f"{coll}/m/t/y/u/z",
+        f"{coll}0/q",
+        f"p{coll}/d",
+    ]
+    for p in paths:
+        stack.sql("select docstore.set(%s, '{}')", p)
+    # python-firestore's recursive() of the collection: the whole database between the
+    # positions before every document of `coll` and after every document under it.
+    bounded = kindless(
+        orderBy=[{"field": {"fieldPath": "__name__"}}],
+        startAt={"values": [f"{coll}/__id-9223372036854775808__"], "before": True},
+        endAt={"values": [f"{coll}\u0001/__id-9223372036854775808__"], "before": False},
+    )
+    r = client.post(RUN, headers=stack.admin, json=bounded)
+    assert r.status_code == 200, r.text
+    assert [row["path"] for row in r.json()] == paths[:4]
+    # Under a document: its subcollections' documents, at any depth.
+    r = client.post(RUN, headers=stack.admin, json=kindless(parent=f"{coll}/m"))
+    assert r.status_code == 200, r.text
+    assert [row["path"] for row in r.json()] == [f"{coll}/m/t/y/u/z"]
+    # An aggregation over it counts the same documents.
+    agg = {"structuredAggregationQuery": {**bounded, "aggregations": [{"alias": "n", "count": {}}]}}
+    r = client.post(RUN, headers=stack.admin, json={"structuredQuery": agg})
+    assert r.status_code == 200, r.text
+    assert r.json() == [{"aggregation": {"n": 4}}]
+
+
+def test_kindless_query_bad_shapes_are_refused(stack, client, coll):
+    stack.sql("select docstore.set(%s, '{\"a\": 1}')", f"{coll}/d")
+    name_eq = {
+        "fieldFilter": {"field": {"fieldPath": "__name__"}, "op": "EQUAL", "value": f"{coll}/d"}
+    }
+    for body in (
+        {"structuredQuery": {"from": [{"collectionId": ""}]}},  # no allDescendants
+        kindless(where={"fieldFilter": {"field": {"fieldPath": "a"}, "op": "EQUAL", "value": 1}}),
+        kindless(orderBy=[{"field": {"fieldPath": "a"}}]),
+        kindless(where=name_eq),
+        kindless(parent=coll),  # the parent is a collection
+        kindless(startAt={"values": [f"{coll}\u0000/__id-9223372036854775808__"]}),  # U+0000
+    ):
+        r = client.post(RUN, headers=stack.admin, json=body)
+        assert r.status_code == 400, (body, r.text)
+        assert r.json()["code"] == "INVALID_ARGUMENT", (body, r.text)
+    # Queries write nothing: the document is as it was.
+    r = client.get(stack.doc(f"{coll}/d"), headers=stack.admin)
+    assert r.status_code == 200 and r.json()["data"] == {"a": 1}, r.text

@@ -124,6 +124,16 @@ def test_queries_are_checked_against_their_constraints(stack, client, rules):
     r = client.post(run, headers=u1, json={"sql": "select * from /users where __name__ = 'u1'"})
     assert r.status_code == 200, r.text
     assert [row["path"] for row in r.json()] == ["users/u1"]
+    # A query over every collection (kindless: an empty collection id with all descendants)
+    # is for administrators only, under any parent (docs/rules.md).
+    for parent in (None, "users/u1"):
+        query = {"from": [{"collectionId": "", "allDescendants": True}]}
+        if parent:
+            query["parent"] = parent
+        r = client.post(run, headers=u1, json={"structuredQuery": query})
+        assert r.status_code == 403, (parent, r.text)
+        assert r.json()["code"] == "PERMISSION_DENIED"
+        assert "administrators only" in r.json()["message"]
     # The admin key bypasses the rules.
     r = client.post(run, headers=stack.admin, json={"sql": "select * from /users"})
     assert r.status_code == 200, r.text

@@ -6,18 +6,18 @@
 //! then (the extension's `child_ids_at` and `list_documents_at`).
 
 use docstore_core::proto::{timestamp_from_proto, DatabaseName};
-use docstore_core::Code;
 use docstore_core::ResourcePath;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::Status;
 use wire::list_collection_ids_request::ConsistencySelector;
 
 use super::documents::{mask, render};
-use super::error::{from_proto, from_service, invalid_argument, status};
+use super::error::{from_proto, from_service, invalid_argument};
 use crate::service::caller::Caller;
 use crate::service::collections::{
     list_collection_ids as service_list, list_documents as service_list_documents,
 };
+use crate::service::transactions::{self as service_transactions, text_of_bytes};
 use crate::service::Service;
 
 /// ListCollectionIds under `parent` (`None`: the root).
@@ -61,9 +61,10 @@ pub async fn list_collection_ids(
 ///
 /// # Errors
 /// INVALID_ARGUMENT for a missing or bad `collection_id`, a negative page size, an `order_by`
-/// other than the name, a bad mask; UNIMPLEMENTED in a transaction; FAILED_PRECONDITION for a
-/// `read_time` older than the version history; PERMISSION_DENIED for a caller other than the
-/// admin.
+/// other than the name, a bad mask; FAILED_PRECONDITION for a `read_time` older than the
+/// version history; PERMISSION_DENIED for a caller other than the admin; in a transaction
+/// (`transaction`: read in it, its documents locked in a read-write one), the transaction's
+/// errors.
 ///
 /// # Cancel safety
 /// As `service::collections::list_documents`.
@@ -74,17 +75,15 @@ pub async fn list_documents(
     parent: Option<&ResourcePath>,
     request: &wire::ListDocumentsRequest,
 ) -> Result<wire::ListDocumentsResponse, Status> {
-    let read_time = match &request.consistency_selector {
-        Some(wire::list_documents_request::ConsistencySelector::ReadTime(t)) => {
-            Some(timestamp_from_proto(t).map_err(|e| from_proto(&e))?)
+    let (read_time, transaction) = match &request.consistency_selector {
+        Some(wire::list_documents_request::ConsistencySelector::ReadTime(t)) => (
+            Some(timestamp_from_proto(t).map_err(|e| from_proto(&e))?),
+            None,
+        ),
+        Some(wire::list_documents_request::ConsistencySelector::Transaction(id)) => {
+            (None, Some(text_of_bytes(id)))
         }
-        Some(wire::list_documents_request::ConsistencySelector::Transaction(_)) => {
-            return Err(status(
-                Code::Unimplemented,
-                "ListDocuments in a transaction is not implemented by pg_docstore yet (docs/grpc.md)",
-            ));
-        }
-        None => None,
+        None => (None, None),
     };
     if request.collection_id.is_empty() {
         return Err(invalid_argument(
@@ -106,15 +105,30 @@ pub async fn list_documents(
     }
     .map_err(|e| invalid_argument(format!("collection_id: {e}")))?;
     let mask = mask(request.mask.as_ref())?;
-    let listed = service_list_documents(
-        service,
-        caller,
-        &db.database,
-        &collection,
-        request.show_missing,
-        read_time,
-    )
-    .await
+    let listed = match &transaction {
+        Some(text) => {
+            service_transactions::list_documents(
+                service,
+                caller,
+                &db.database,
+                text,
+                &collection,
+                request.show_missing,
+            )
+            .await
+        }
+        None => {
+            service_list_documents(
+                service,
+                caller,
+                &db.database,
+                &collection,
+                request.show_missing,
+                read_time,
+            )
+            .await
+        }
+    }
     .map_err(from_service)?;
     let (rest, next_page_token) = page(listed, |l| &l.id, &request.page_token, size);
     let documents = rest

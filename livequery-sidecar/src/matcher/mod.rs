@@ -99,7 +99,7 @@ impl TargetSpec {
     /// # Errors
     /// [`MatcherError::Query`] when core refuses it.
     pub fn parse_structured(json: &serde_json::Value) -> Result<TargetSpec, MatcherError> {
-        Ok(TargetSpec::Query(Box::new(parse_structured(json)?)))
+        TargetSpec::live(parse_structured(json)?)
     }
 
     /// A target on a query built by hand (validated by core).
@@ -107,7 +107,16 @@ impl TargetSpec {
     /// # Errors
     /// [`MatcherError::Query`] when core refuses it.
     pub fn query(query: Query) -> Result<TargetSpec, MatcherError> {
-        Ok(TargetSpec::Query(Box::new(query.validate()?)))
+        TargetSpec::live(query.validate()?)
+    }
+
+    /// A validated query as a target: a kindless one (every collection, docs/query.md) is
+    /// refused, since writes reach targets through their collection or collection id.
+    fn live(query: Query) -> Result<TargetSpec, MatcherError> {
+        if query.source.is_kindless() {
+            return Err(MatcherError::Kindless);
+        }
+        Ok(TargetSpec::Query(Box::new(query)))
     }
 
     /// A target on the document at `path`.
@@ -186,6 +195,8 @@ pub enum MatcherError {
     RowOutsideTarget { path: String },
     #[error("initial rows name {path} twice")]
     DuplicateRow { path: String },
+    #[error("a query over every collection (an empty collection id) cannot be listened to: a live query needs a collection id")]
+    Kindless,
 }
 
 impl MatcherError {
@@ -193,7 +204,9 @@ impl MatcherError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             MatcherError::Query(e) => e.kind(),
-            MatcherError::Path(_) | MatcherError::DuplicateTarget(_) => ErrorKind::InvalidArgument,
+            MatcherError::Path(_) | MatcherError::DuplicateTarget(_) | MatcherError::Kindless => {
+                ErrorKind::InvalidArgument
+            }
             MatcherError::UnknownTarget(_) => ErrorKind::NotFound,
             MatcherError::NotAQuery(_) => ErrorKind::FailedPrecondition,
             MatcherError::RowOutsideTarget { .. } | MatcherError::DuplicateRow { .. } => {

@@ -240,7 +240,9 @@ impl QueryTarget {
     }
 
     /// The query whose rows a target on `query` starts from: whole documents, no offset, and
-    /// a limit of `offset + limit + slack` of the same kind (none without a limit).
+    /// a limit of `offset + limit + slack` of the same kind (none without a limit), in the
+    /// query's order: a limited (or offset) sum/avg runs in its field's order (docs/query.md,
+    /// section 3), which the fetch, a document query, keeps as explicit orders.
     pub fn fetch_query_for(query: &Query, slack: usize) -> Query {
         let mut fetch = query.clone();
         fetch.selection = Selection::Documents;
@@ -256,6 +258,10 @@ impl QueryTarget {
                 Limit::Last(_) => Limit::Last(n),
             }
         });
+        let order = query.normalized_order();
+        if fetch.normalized_order() != order {
+            fetch.order_by = order;
+        }
         fetch
     }
 

@@ -9,7 +9,7 @@ use super::error::ServiceError;
 use super::Service;
 use crate::pg::collections as pg_collections;
 use crate::pg::documents::Document;
-use crate::pg::{RequestTx, RunAs};
+use crate::pg::{PgError, RequestTx, RunAs};
 
 /// Whether `caller` may list collection ids (the admin key only).
 ///
@@ -92,28 +92,47 @@ pub async fn list_documents(
 ) -> Result<Vec<Listed>, ServiceError> {
     may_list(caller)?;
     let at = at.map(Timestamp::to_rfc3339);
-    let (tx, (documents, with_descendants)) = service
+    let (tx, listed) = service
         .db
         .begin_snapshot_with(database, &RunAs::Admin, async |tx: &RequestTx| {
-            let documents = match &at {
-                Some(t) => pg_collections::documents_in_at(tx, collection, t).await?,
-                None => pg_collections::documents_in(tx, database, collection).await?,
-            };
-            let with_descendants = match (&at, show_missing) {
-                (_, false) => Vec::new(),
-                (Some(t), true) => pg_collections::child_ids_at(tx, collection.segments(), t)
-                    .await?
-                    .into_iter()
-                    .map(|(id, _)| id)
-                    .collect(),
-                (None, true) => {
-                    pg_collections::ids_with_descendants(tx, database, collection).await?
-                }
-            };
-            Ok::<_, ServiceError>((documents, with_descendants))
+            Ok::<_, ServiceError>(
+                listing(tx, database, collection, show_missing, at.as_deref()).await?,
+            )
         })
         .await?;
     tx.commit().await?;
+    Ok(listed)
+}
+
+/// The listing of `collection` in `tx` (also a held transaction's): its documents, as they
+/// were at `at` (RFC 3339) when given, and with `show_missing` the ids without a document
+/// that have descendants.
+///
+/// # Errors
+/// Database errors (55000 for a time older than the version history).
+///
+/// # Cancel safety
+/// A read; the caller's [`RequestTx`] decides.
+pub(super) async fn listing(
+    tx: &RequestTx,
+    database: &str,
+    collection: &ResourcePath,
+    show_missing: bool,
+    at: Option<&str>,
+) -> Result<Vec<Listed>, PgError> {
+    let documents = match at {
+        Some(t) => pg_collections::documents_in_at(tx, collection, t).await?,
+        None => pg_collections::documents_in(tx, database, collection).await?,
+    };
+    let with_descendants = match (at, show_missing) {
+        (_, false) => Vec::new(),
+        (Some(t), true) => pg_collections::child_ids_at(tx, collection.segments(), t)
+            .await?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect(),
+        (None, true) => pg_collections::ids_with_descendants(tx, database, collection).await?,
+    };
     Ok(merge(documents, with_descendants))
 }
 

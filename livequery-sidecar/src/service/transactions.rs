@@ -34,6 +34,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::batch_get::BatchRead;
 use super::caller::{Caller, Principal};
+use super::collections::{self as service_collections, Listed};
 use super::commit::Committed;
 use super::context::{structured_query_info, text_query_info, RulesMethod};
 use super::error::ServiceError;
@@ -611,6 +612,12 @@ enum Read<'a> {
         paths: &'a [ResourcePath],
     },
     Query(QueryInput<'a>),
+    /// ListDocuments: the documents directly in `collection` (with `show_missing`, also the
+    /// ids without a document that have descendants).
+    Listing {
+        collection: &'a ResourcePath,
+        show_missing: bool,
+    },
 }
 
 /// What a [`Read`] read.
@@ -618,6 +625,7 @@ enum Found {
     One(Option<Document>),
     Many(ReadMany),
     Rows(Vec<ResultRow>),
+    Listing(Vec<Listed>),
 }
 
 impl Read<'_> {
@@ -629,7 +637,7 @@ impl Read<'_> {
         at: Option<&str>,
     ) -> Result<Found, ServiceError> {
         if let Some(at) = at {
-            return self.run_at(tx, at).await;
+            return self.run_at(tx, database, at).await;
         }
         Ok(match self {
             Read::One { run_as, path } => Found::One(
@@ -643,11 +651,25 @@ impl Read<'_> {
                     .map_err(held_error)?,
             ),
             Read::Query(input) => query_rows(tx, *input).await?,
+            Read::Listing {
+                collection,
+                show_missing,
+            } => Found::Listing(
+                service_collections::listing(tx, database, collection, *show_missing, None)
+                    .await
+                    .map_err(held_error)?,
+            ),
         })
     }
 
-    /// [`Read::run`] at a time: the extension's `get_document_at` and `run_query_at`.
-    async fn run_at(&self, tx: &RequestTx, at: &str) -> Result<Found, ServiceError> {
+    /// [`Read::run`] at a time: the extension's `get_document_at`, `run_query_at` and
+    /// `list_documents_at`.
+    async fn run_at(
+        &self,
+        tx: &RequestTx,
+        database: &str,
+        at: &str,
+    ) -> Result<Found, ServiceError> {
         Ok(match self {
             Read::One { path, .. } => {
                 let read = pg_documents::read_many_at(tx, std::slice::from_ref(*path), at)
@@ -668,6 +690,14 @@ impl Read<'_> {
                     "a query in the text dialect takes no read time",
                 ))
             }
+            Read::Listing {
+                collection,
+                show_missing,
+            } => Found::Listing(
+                service_collections::listing(tx, database, collection, *show_missing, Some(at))
+                    .await
+                    .map_err(held_error)?,
+            ),
         })
     }
 
@@ -676,7 +706,7 @@ impl Read<'_> {
         match self {
             Read::One { path, .. } => Some(vec![path.to_string()]),
             Read::Many { paths, .. } => Some(paths.iter().map(ToString::to_string).collect()),
-            Read::Query(_) => None,
+            Read::Query(_) | Read::Listing { .. } => None,
         }
     }
 
@@ -691,6 +721,12 @@ impl Read<'_> {
                     } => Some(as_read(update_time).map(|p| (path.clone(), p))),
                     ResultRow::Aggregation { .. } => None,
                 })
+                .collect(),
+            // The documents listed; a missing one (descendants only) is not read, not locked.
+            Found::Listing(listed) => listed
+                .iter()
+                .filter_map(|l| l.document.as_ref())
+                .map(|doc| as_read(&doc.update_time).map(|p| (doc.path.clone(), p)))
                 .collect(),
             Found::One(_) | Found::Many(_) => Ok(Vec::new()),
         }
@@ -917,6 +953,32 @@ pub async fn query(
         return Err(unexpected());
     };
     Ok(QueryRows::buffered(rows))
+}
+
+/// ListDocuments of `collection` in transaction `text` (the admin's only, as outside one:
+/// [`service_collections::may_list`]). In a read-write transaction the documents listed are
+/// then locked as a query's are (read again when one changed in between); a read-only one
+/// lists its snapshot.
+///
+/// # Errors
+/// PERMISSION_DENIED for a caller other than the admin; as [`query`].
+pub async fn list_documents(
+    service: &Service,
+    caller: &Caller,
+    database: &str,
+    text: &str,
+    collection: &ResourcePath,
+    show_missing: bool,
+) -> Result<Vec<Listed>, ServiceError> {
+    service_collections::may_list(caller)?;
+    let read = Read::Listing {
+        collection,
+        show_missing,
+    };
+    match read_in(service, caller, database, text, &RunAs::Admin, read).await? {
+        Found::Listing(listed) => Ok(listed),
+        _ => Err(unexpected()),
+    }
 }
 
 /// Apply `writes` (`docstore.commit`'s JSON array text) in transaction `text`, read back

@@ -13,7 +13,7 @@ use googleapis_tonic_google_firestore_v1::google::firestore::v1::structured_quer
     Direction, FieldReference, Filter, Order,
 };
 use googleapis_tonic_google_firestore_v1::google::firestore::v1::{
-    Cursor, StructuredAggregationQuery, StructuredQuery,
+    value::ValueType, Cursor, StructuredAggregationQuery, StructuredQuery, Value as ProtoValue,
 };
 use serde_json::{json, Map as JsonMap, Value as Json};
 
@@ -148,9 +148,36 @@ fn cursor_json(c: &Cursor, db: &DatabaseName) -> Result<Json, ProtoError> {
     let values = c
         .values
         .iter()
-        .map(|v| value_from_proto(v, db).map(|v| typed_json::to_json(&v)))
+        .map(|v| match position_name(v, db) {
+            Some(name) => Ok(Json::String(name)),
+            None => value_from_proto(v, db).map(|v| typed_json::to_json(&v)),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(json!({"values": values, "before": c.before}))
+}
+
+/// A cursor's reference to `{collection}\0/__id-9223372036854775808__` (python-firestore's
+/// `recursive()` end bound: after every document under `{collection}`) names no document, and
+/// U+0000 is refused in names. Its position is the one before every document of the
+/// collection `{collection}\u{1}` (no name lies between: no name holds U+0000), so it goes to
+/// the query as that name's text, which the cursor normalisation reads as the position
+/// (docs/query.md, "Cursors"). Any other value: `None` (converted as a value, which checks it).
+fn position_name(v: &ProtoValue, db: &DatabaseName) -> Option<String> {
+    let Some(ValueType::ReferenceValue(name)) = &v.value_type else {
+        return None;
+    };
+    let (named, rest) = DatabaseName::split_name(name)?;
+    let path = rest.strip_prefix("/documents/")?;
+    let collection = path
+        .strip_suffix(crate::query::MIN_NUMERIC_ID)?
+        .strip_suffix("\0/")?;
+    if named.database != db.database || collection.contains('\0') {
+        return None;
+    }
+    Some(format!(
+        "{collection}\u{1}/{}",
+        crate::query::MIN_NUMERIC_ID
+    ))
 }
 
 fn filter_json(f: &Filter, db: &DatabaseName) -> Result<Json, ProtoError> {

@@ -497,7 +497,7 @@ fn order(items: &[(&str, Direction)]) -> Vec<Order> {
 #[test]
 fn normalized_order_like_firestore() {
     use Direction::{Ascending as A, Descending as D};
-    let cases: [(&str, Vec<Order>); 12] = [
+    let cases: [(&str, Vec<Order>); 18] = [
         ("select * from c", order(&[("__name__", A)])),
         ("select * from c where a = 1", order(&[("__name__", A)])),
         (
@@ -539,6 +539,25 @@ fn normalized_order_like_firestore() {
         (
             "select * from c order by __name__ desc, a",
             order(&[("__name__", D), ("a", A)]),
+        ),
+        // A limited (or offset) sum/avg runs in the order of its field, as Firestore's.
+        (
+            "select sum(x) from c limit 12",
+            order(&[("x", A), ("__name__", A)]),
+        ),
+        (
+            "select count(*), avg(x), sum(b), sum(x) from c where a > 1 offset 2",
+            order(&[("a", A), ("x", A), ("b", A), ("__name__", A)]),
+        ),
+        (
+            "select avg(x) from c order by x desc limit 3",
+            order(&[("x", D), ("__name__", D)]),
+        ),
+        ("select sum(x) from c", order(&[("__name__", A)])),
+        ("select count(*) from c limit 2", order(&[("__name__", A)])),
+        (
+            "select sum(x) from c order by __name__ limit 2",
+            order(&[("__name__", A)]),
         ),
     ];
     for (text, expected) in cases {
@@ -737,6 +756,16 @@ fn aggregations() {
     assert_eq!(
         result("select count(*) as c, sum(n) as s from c order by n limit 2 offset 1"),
         r#"{"c":2,"s":5}"#
+    );
+    // A limited sum/avg takes the documents in its field's order (Firestore's), only those
+    // holding the field: x is 1.5 (a), 2.5 (d), then the string (b); c and e lack it.
+    assert_eq!(
+        result("select sum(x) as s, count(*) as c from c limit 2"),
+        r#"{"c":2,"s":4.0}"#
+    );
+    assert_eq!(
+        result("select avg(x) as a, count(*) as c from c offset 1"),
+        r#"{"a":2.5,"c":2}"#
     );
     assert!(aggregate(&q("select * from c"), &d).is_empty());
 }

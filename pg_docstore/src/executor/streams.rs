@@ -182,21 +182,25 @@ impl BranchStream {
         batch: i64,
     ) -> Result<Self, DocstoreError> {
         let bounds = collection_bounds(plan, collection);
-        let (source, fixed, under) = if collection.all_descendants {
-            (
-                Source::Group,
-                collection.collection_id.as_bytes().to_vec(),
-                collection.parent.clone(),
-            )
-        } else {
-            let path = match &collection.parent {
-                Some(p) => p.child(&collection.collection_id)?,
-                None => ResourcePath::from_segments(vec![collection.collection_id.clone()])?,
+        let (source, fixed, under) =
+            if collection.all_descendants && collection.collection_id.is_empty() {
+                // Kindless: every document under the parent, which the name ranges hold.
+                (Source::Kindless, Vec::new(), collection.parent.clone())
+            } else if collection.all_descendants {
+                (
+                    Source::Group,
+                    collection.collection_id.as_bytes().to_vec(),
+                    collection.parent.clone(),
+                )
+            } else {
+                let path = match &collection.parent {
+                    Some(p) => p.child(&collection.collection_id)?,
+                    None => ResourcePath::from_segments(vec![collection.collection_id.clone()])?,
+                };
+                let mut fixed = Vec::new();
+                encode_segments(&mut fixed, path.segments());
+                (Source::Collection, fixed, None)
             };
-            let mut fixed = Vec::new();
-            encode_segments(&mut fixed, path.segments());
-            (Source::Collection, fixed, None)
-        };
         Ok(BranchStream::Listing {
             ranges: Ranges::new(source, database, fixed, bounds, collection.backward, batch),
             filter: Listing { under },

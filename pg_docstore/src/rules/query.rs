@@ -35,6 +35,13 @@ pub fn authorize(
     if !caller_writes_as_client() {
         return Ok(None);
     }
+    if query.source.is_kindless() {
+        // Rules decide a list per collection; a query over every collection would need
+        // every matched path's list rule: it is for administrators only (docs/rules.md).
+        return Err(DocstoreError::PermissionDenied(
+            "a query over every collection (an empty collection id with all descendants) is for administrators only: security rules do not allow it to clients".into(),
+        ));
+    }
     // The ruleset and the get()/exists() lookups are read as the owner.
     let owner = AsOwner::new(client)?;
     let ruleset = client_ruleset(database)?;

@@ -23,6 +23,9 @@ pub enum Source {
     Collection,
     /// `entities` of one collection group: `collection_id` fixed (yields name, name).
     Group,
+    /// `entities` of every collection (a kindless query): names in the range only, by the
+    /// primary key (yields name, name).
+    Kindless,
 }
 
 /// Counters for `explain(..., analyze => true)`.
@@ -105,6 +108,14 @@ impl KeyStream {
                  and collection_id = convert_from($5, 'UTF8') \
                  and name >= $2 and name < $3 and ($6 = 0 or name < $3) order by name desc limit $4"
             }
+            (Source::Kindless, false) => {
+                "select name, name from docstore.entities where database_id = $1 and $5 is not null \
+                 and name >= $2 and name < $3 and ($6 = 0 or name > $2) order by name limit $4"
+            }
+            (Source::Kindless, true) => {
+                "select name, name from docstore.entities where database_id = $1 and $5 is not null \
+                 and name >= $2 and name < $3 and ($6 = 0 or name < $3) order by name desc limit $4"
+            }
         }
     }
 
@@ -120,7 +131,7 @@ impl KeyStream {
         // Index entries are read as the extension owner; listings of entities as the caller.
         let _owner = match self.source {
             Source::Entries => Some(crate::pg::owner::AsOwner::new(client)?),
-            Source::Collection | Source::Group => None,
+            Source::Collection | Source::Group | Source::Kindless => None,
         };
         let stmt = plan(client, self.sql(), &[TEXT, BYTEA, BYTEA, INT8, BYTEA, INT8])?;
         let rows = client.select(

@@ -226,7 +226,8 @@ fn list(
             return false;
         };
         if collection.all_descendants {
-            parent.last() == collection.collection_id
+            // A kindless listing (empty collection id) takes every collection.
+            collection.collection_id.is_empty() || parent.last() == collection.collection_id
         } else {
             let expected = match &collection.parent {
                 Some(p) => p.child(&collection.collection_id).ok(),

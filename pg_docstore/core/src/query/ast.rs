@@ -61,6 +61,23 @@ impl Source {
         }
     }
 
+    /// The source of a kindless query under `parent` (`None`: the whole database): every
+    /// document below it, in any collection (Firestore's empty `collection_id` with
+    /// `all_descendants`, python-firestore's `recursive()`).
+    pub fn kindless(parent: Option<ResourcePath>) -> Source {
+        Source {
+            parent,
+            collection_id: String::new(),
+            all_descendants: true,
+        }
+    }
+
+    /// Whether this is a kindless source ([`Source::kindless`]): an empty collection ID with
+    /// `all_descendants`.
+    pub fn is_kindless(&self) -> bool {
+        self.all_descendants && self.collection_id.is_empty()
+    }
+
     /// The collection path of a plain collection query (`None` for a group query, or when
     /// the ID is not a valid segment).
     pub fn collection_path(&self) -> Option<ResourcePath> {
@@ -80,7 +97,7 @@ impl Source {
             return false;
         }
         let collection = &segments[segments.len() - 2];
-        if *collection != self.collection_id {
+        if *collection != self.collection_id && !self.is_kindless() {
             return false;
         }
         let parent = self.parent.as_ref().map_or(&[][..], |p| p.segments());

@@ -43,4 +43,5 @@ pub use print::write_value;
 pub use structured::{parse_structured, parse_structured_str, to_structured};
 pub use text::parse_query;
 
+pub use normalize::MIN_NUMERIC_ID;
 pub(crate) use normalize::{and_product, dnf_size};

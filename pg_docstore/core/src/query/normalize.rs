@@ -50,6 +50,9 @@ impl Query {
             }
         }
         check_offset_and_limit(&self)?;
+        if self.source.is_kindless() {
+            check_kindless(&self)?;
+        }
         match &mut self.selection {
             Selection::Documents => {}
             Selection::Fields(fields) => fields.retain(|f| !f.is_document_id()),
@@ -59,8 +62,14 @@ impl Query {
     }
 
     /// The order the query runs in (Firestore's normalisation): the explicit orders, then
-    /// every inequality field not already ordered (in field-path order), then `__name__`;
-    /// the added ones take the direction of the last explicit order (ascending if none).
+    /// every inequality field not already ordered (in field-path order), then, in a limited
+    /// (or offset) aggregation query, the fields of its `sum`s and `avg`s not already ordered
+    /// (in the order they are aggregated), then `__name__` (unless ordered explicitly); the
+    /// added ones take the direction of the last explicit order (ascending if none).
+    ///
+    /// The aggregated fields are Firestore's: the index of the aggregated field serves a
+    /// `sum`/`avg`, so a limited one aggregates the documents in that field's order (the
+    /// smallest values first) and, as any order does, only those that hold the field.
     pub fn normalized_order(&self) -> Vec<Order> {
         let mut order = self.order_by.clone();
         let direction = order
@@ -84,9 +93,32 @@ impl Query {
                 .map(|field| Order::new(field, direction)),
         );
         if !explicit.iter().any(|f| f.is_document_id()) {
+            for field in self.windowed_aggregate_fields() {
+                if !order.iter().any(|o| &o.field == field) {
+                    order.push(Order::new(field.clone(), direction));
+                }
+            }
             order.push(Order::new(document_id(), direction));
         }
         order
+    }
+
+    /// The fields of the `sum`s and `avg`s of an aggregation query with a limit or an offset,
+    /// in the order they are aggregated (see [`Query::normalized_order`]); none otherwise.
+    fn windowed_aggregate_fields(&self) -> Vec<&FieldPath> {
+        let Some(aggregations) = self.aggregations() else {
+            return Vec::new();
+        };
+        if self.limit.is_none() && self.offset == 0 {
+            return Vec::new();
+        }
+        aggregations
+            .iter()
+            .filter_map(|a| match &a.function {
+                AggregateFunction::Sum(field) | AggregateFunction::Avg(field) => Some(field),
+                AggregateFunction::Count { .. } => None,
+            })
+            .collect()
     }
 }
 
@@ -96,6 +128,28 @@ pub(crate) fn document_id() -> FieldPath {
 }
 
 fn check_source(source: &Source) -> Result<(), QueryError> {
+    if source.collection_id.is_empty() {
+        // A kindless query (every collection under the parent) needs all_descendants.
+        let shown = source
+            .parent
+            .as_ref()
+            .map_or_else(|| "/".to_owned(), ToString::to_string);
+        if !source.all_descendants {
+            return Err(QueryError::InvalidCollection {
+                path: shown,
+                reason: "an empty collection id (a query over every collection under the parent) needs all_descendants".into(),
+            });
+        }
+        if let Some(parent) = &source.parent {
+            if !parent.is_document() {
+                return Err(QueryError::InvalidCollection {
+                    path: shown,
+                    reason: format!("the parent \"{parent}\" is a collection; a collection hangs from a document"),
+                });
+            }
+        }
+        return Ok(());
+    }
     let shown = || match (&source.parent, source.all_descendants) {
         (Some(p), false) => format!("{p}/{}", source.collection_id),
         (None, false) => source.collection_id.clone(),
@@ -117,6 +171,68 @@ fn check_source(source: &Source) -> Result<(), QueryError> {
         .path_under_parent()
         .map_err(|e| invalid(e.to_string()))?;
     Ok(())
+}
+
+/// A kindless query (every collection, [`Source::kindless`]) is a listing of names: only
+/// `<`, `<=`, `>`, `>=` on `__name__`, ordered by `__name__` only (Firestore's kindless
+/// queries take key filters and key order only), no `sum`/`avg` with a limit or offset.
+fn check_kindless(query: &Query) -> Result<(), QueryError> {
+    let invalid = |reason: String| QueryError::InvalidCollection {
+        path: query
+            .source
+            .parent
+            .as_ref()
+            .map_or_else(|| "/".to_owned(), ToString::to_string),
+        reason: format!("a query over every collection (an empty collection id) {reason}"),
+    };
+    if let Some(filter) = &query.filter {
+        for leaf in filter.leaves() {
+            let on_name = matches!(
+                leaf,
+                Filter::Field { field, op: FieldOp::Lt | FieldOp::Le | FieldOp::Gt | FieldOp::Ge, .. }
+                    if field.is_document_id()
+            );
+            if !on_name {
+                return Err(invalid(format!(
+                    "filters on __name__ with <, <=, > or >= only, not {}",
+                    describe_leaf(leaf)
+                )));
+            }
+        }
+    }
+    if let Some(order) = query
+        .normalized_order()
+        .iter()
+        .find(|o| !o.field.is_document_id())
+    {
+        return Err(invalid(format!(
+            "is ordered by __name__ only, not by {}",
+            order.field
+        )));
+    }
+    Ok(())
+}
+
+/// Firestore's smallest numeric document id (`__id<n>__` with `n` the least int64), which
+/// sorts before every other id of its collection.
+pub const MIN_NUMERIC_ID: &str = "__id-9223372036854775808__";
+
+/// A `__name__` cursor position given as `{collection}/__id-9223372036854775808__` (Firestore's
+/// smallest numeric id): the position before every document of `{collection}`, which is the
+/// collection's own path (a name compares after each of its prefixes). `None` for every other
+/// name.
+fn collection_position(name: &str) -> Option<Result<ResourcePath, String>> {
+    let collection = name
+        .strip_prefix('/')
+        .unwrap_or(name)
+        .strip_suffix(MIN_NUMERIC_ID)?
+        .strip_suffix('/')?;
+    let segments: Vec<String> = collection.split('/').map(str::to_owned).collect();
+    Some(match ResourcePath::from_segments(segments) {
+        Ok(path) if !path.is_document() => Ok(path),
+        Ok(_) => Err("it does not name a document".into()),
+        Err(e) => Err(e.to_string()),
+    })
 }
 
 fn is_nan(value: &Value) -> bool {
@@ -480,6 +596,20 @@ fn canonical_cursor(
     }
     for (value, component) in cursor.values.iter_mut().zip(order) {
         if component.field.is_document_id() {
+            let text = match value {
+                Value::String(s) => Some(s.clone()),
+                Value::Reference(path) => Some(path.to_string()),
+                _ => None,
+            };
+            if let Some(position) = text.as_deref().and_then(collection_position) {
+                *value = Value::Reference(position.map_err(|reason| {
+                    QueryError::InvalidDocumentName {
+                        name: text.unwrap_or_default(),
+                        reason,
+                    }
+                })?);
+                continue;
+            }
             let named = name_value(std::mem::replace(value, Value::Null), source)?;
             if !matches!(named, Value::Reference(_)) {
                 return Err(QueryError::InvalidCursor {
