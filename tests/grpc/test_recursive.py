@@ -35,6 +35,24 @@ def test_recursive_query_and_delete(monkeypatch, coll, firestore_emulator_host):
     assert db.document(f"{coll}0/q").get().exists
 
 
+def test_recursive_query_at_a_read_time(monkeypatch, coll, firestore_emulator_host):
+    """recursive() at a read_time answers every document under the collection as it was then
+    (the version history, docs/storage.md), in name order, not the current ones and not
+    nothing."""
+    db = sdk_client(monkeypatch, firestore_emulator_host)
+    paths = seed(db, coll)
+    then = db.document(paths[0]).get().read_time
+    db.document(f"{coll}/B/s/x").delete()
+    db.document(f"{coll}/B").set({"p": "changed"})
+    db.document(f"{coll}/C").set({"p": "new"})
+    old = db.collection(coll).recursive().stream(read_time=then)
+    assert [(s.reference.path, s.get("p")) for s in old] == [(p, p) for p in paths[:4]]
+    nested = db.collection(coll, "B", "s").recursive().stream(read_time=then)
+    assert [s.reference.path for s in nested] == [f"{coll}/B/s/x"]
+    now = [s.reference.path for s in db.collection(coll).recursive().stream()]
+    assert now == [f"{coll}/B", f"{coll}/C", f"{coll}/_z", f"{coll}/m/t/y/u/z"]
+
+
 def run(db, query, parent=None, metadata=None):
     from google.cloud.firestore_v1.types import firestore as types
 

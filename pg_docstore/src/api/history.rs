@@ -10,7 +10,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use docstore_core::encoding::encode_name;
+use docstore_core::encoding::{encode_name, ChildCollections};
 use docstore_core::query::{aggregate, evaluate, result, Query, Selection};
 use docstore_core::value::{Map, Value};
 use docstore_core::ResourcePath;
@@ -71,9 +71,11 @@ fn get_document_at(
 /// A query in the structured JSON form (`run_query`'s argument) over the documents as they
 /// were at `read_time`: the same rows as `run_query` would have answered then (documents,
 /// projections, cursors, offset, limit and aggregations as core evaluates them). A client's
-/// query is decided by its `list` rule first, as `run_query`'s. Cost: every document of the
-/// query's collection (or collection group) then, read and matched in memory; no index is
-/// used or needed. 55000 for a time older than the database's version history, 22023 for a
+/// query is decided by its `list` rule first, as `run_query`'s; a kindless query (an empty
+/// collection id with all descendants: every document under the parent, in name order) is
+/// for administrators, as `run_query`'s. Cost: every document of the query's collection (or
+/// collection group, or everything under the parent of a kindless query) then, read and
+/// matched in memory; no index is used or needed. 55000 for a time older than the database's version history, 22023 for a
 /// time in the future.
 ///
 /// ```sql
@@ -120,6 +122,17 @@ fn query_rows(
         Some(collection) => {
             let key = versions::collection_key(&collection);
             versions::scan_at(client, database, Scope::Collection(&key), at)?
+        }
+        None if source.is_kindless() => {
+            // Every document below the parent (any collection, any depth): the parents in
+            // the range of the parent's child collections, as ListCollectionIds scans them.
+            let under = source
+                .parent
+                .as_ref()
+                .map_or(&[][..], |parent| parent.segments());
+            let scan = ChildCollections::under(under);
+            let (from, to) = (scan.start(), scan.end());
+            versions::scan_at(client, database, Scope::Parents(&from, &to), at)?
         }
         None => versions::scan_at(client, database, Scope::Group(&source.collection_id), at)?,
     };

@@ -35,6 +35,14 @@ select path, data from docstore.run_query_at('{"select": {"fields": [{"fieldPath
 select path, data from docstore.run_query_at('{"structuredAggregationQuery": {"structuredQuery": {"from": [{"collectionId": "h"}]}, "aggregations": [{"alias": "c", "count": {}}, {"alias": "s", "sum": {"field": {"fieldPath": "n"}}}]}}', :'t4');
 select path, data from docstore.run_query_at('{"from": [{"collectionId": "sub", "allDescendants": true}]}', :'t4');
 select path, data from docstore.run_query_at('{"from": [{"collectionId": "sub", "allDescendants": true}]}', :'t6');
+-- A kindless query at a time (every collection, python-firestore's recursive()): every document
+-- under the parent as it was then, in name order, bounded by __name__ cursors.
+select path, data from docstore.run_query_at('{"from": [{"collectionId": "", "allDescendants": true}]}', :'t5');
+select path, data from docstore.run_query_at('{"from": [{"collectionId": "", "allDescendants": true}]}', :'t6');
+select path, data from docstore.run_query_at('{"parent": "h/a", "from": [{"collectionId": "", "allDescendants": true}]}', :'t5');
+select path, data from docstore.run_query_at('{"from": [{"collectionId": "", "allDescendants": true}], "orderBy": [{"field": {"fieldPath": "__name__"}}], "startAt": {"values": ["h/a/sub/__id-9223372036854775808__"], "before": true}, "endAt": {"values": ["h/a/sub\u0001/__id-9223372036854775808__"], "before": false}}', :'t5');
+select path, data from docstore.run_query_at('{"from": [{"collectionId": "", "allDescendants": true}], "where": {"fieldFilter": {"field": {"fieldPath": "__name__"}, "op": "GREATER_THAN", "value": "h/a"}}, "limit": 1}', :'t5');
+select path, data from docstore.run_query_at('{"structuredAggregationQuery": {"structuredQuery": {"from": [{"collectionId": "", "allDescendants": true}]}, "aggregations": [{"alias": "c", "count": {}}]}}', :'t5');
 -- Listings at a time: the documents of a collection, the collections under a document (or the
 -- root) and, under a collection, the ids with descendants.
 select path, data from docstore.list_documents_at('h', :'t3');
@@ -108,6 +116,8 @@ set local role docstore_client;
 select data from docstore.get_document_at('notes/n', :'t9');
 select pg_temp.err($$select * from docstore.get_document('notes/n')$$);
 select path, data from docstore.run_query_at('{"from": [{"collectionId": "notes"}]}', :'t9');
+-- A kindless query at a time is for administrators, as now (42501).
+select pg_temp.err(format($$select * from docstore.run_query_at('{"from": [{"collectionId": "", "allDescendants": true}]}', %L)$$, :'t9'));
 rollback;
 begin;
 select set_config('docstore.auth', '{"sub": "bob"}', true);
