@@ -51,6 +51,26 @@ def test_recursive_query_at_a_read_time(monkeypatch, coll, firestore_emulator_ho
     assert [s.reference.path for s in nested] == [f"{coll}/B/s/x"]
     now = [s.reference.path for s in db.collection(coll).recursive().stream()]
     assert now == [f"{coll}/B", f"{coll}/C", f"{coll}/_z", f"{coll}/m/t/y/u/z"]
+    # The same in a read-only transaction held at that time.
+    api = db._firestore_api
+    begun = api.begin_transaction(
+        request={"database": db._database_string, "options": {"read_only": {"read_time": then}}},
+        metadata=db._rpc_metadata,
+    )
+    from google.cloud.firestore_v1.types import firestore as types
+
+    request = types.RunQueryRequest(
+        parent=f"{db._database_string}/documents/{coll}/B",
+        structured_query={"from_": [{"collection_id": "", "all_descendants": True}]},
+        transaction=begun.transaction,
+    )
+    held = api.run_query(request=request, metadata=db._rpc_metadata)
+    names = [r.document.name.split("/documents/")[1] for r in held if r.document.name]
+    assert names == [f"{coll}/B/s/x"]
+    api.rollback(
+        request={"database": db._database_string, "transaction": begun.transaction},
+        metadata=db._rpc_metadata,
+    )
 
 
 def run(db, query, parent=None, metadata=None):
