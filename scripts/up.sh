@@ -27,7 +27,7 @@ install_rust_tools() {
   fi
   if ! grep -qs "^pg${PG_MAJOR} = \"${PG_CONFIG}\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
     say "pointing pgrx at the system Postgres ${PG_MAJOR}"
-    cargo pgrx init --pg${PG_MAJOR} "${PG_CONFIG}" >/dev/null
+    cargo pgrx init --pg"${PG_MAJOR}" "${PG_CONFIG}" >/dev/null
   fi
 }
 
@@ -114,6 +114,28 @@ start_cluster() {
   fi
 }
 
+# DROP EXTENSION pg_docstore CASCADE, tried again (at most 3 times) when it deadlocks with
+# another session of the database: the background worker the launcher starts for every
+# database when the cluster starts (index builds, version purge), or a user's session. Any
+# other error stops the script.
+drop_extension() {
+  local attempt out
+  for attempt in 1 2 3; do
+    if out="$(PGOPTIONS="-c client_min_messages=warning" "${PSQL[@]}" -d "${DATABASE}" -qc \
+      "drop extension if exists pg_docstore cascade" 2>&1)"; then
+      return 0
+    fi
+    case "${out}" in
+      *"deadlock detected"*)
+        say "dropping the extension deadlocked with another session (attempt ${attempt} of 3; ${PGLOG} names it)"
+        sleep 1
+        ;;
+      *) die "dropping the extension failed: ${out}" ;;
+    esac
+  done
+  die "dropping the extension deadlocked 3 times with other sessions of database ${DATABASE} (${PGLOG} names them): close them and run make up again"
+}
+
 create_database() {
   if [ "$("${PSQL[@]}" -d postgres -Atc "select count(*) from pg_database where datname = '${DATABASE}'")" = 0 ]; then
     "${PSQL[@]}" -d postgres -qc "create database ${DATABASE}"
@@ -127,7 +149,14 @@ create_database() {
   recorded="$(cat "${PGSTATE}/extension.sha256" 2>/dev/null || echo none)"
   if [ "${recorded}" != "${stamp}" ] && [ "${recorded}" != none ]; then
     say "the extension's SQL changed: recreating it in database ${DATABASE} (development builds only)"
-    "${PSQL[@]}" -d "${DATABASE}" -qc "drop extension if exists pg_docstore cascade"
+    # The running sidecar polls the extension's tables: its write-trigger deliverer claims from
+    # docstore.trigger_deliveries joined to docstore.triggers, locking them in the opposite order
+    # to DROP EXTENSION ... CASCADE, and Postgres cancelled the drop as a deadlock. Stop it
+    # first; `scripts/sidecar.sh start` at the end of this script starts it again.
+    if bash "${ROOT}/scripts/sidecar.sh" status >/dev/null; then
+      bash "${ROOT}/scripts/sidecar.sh" stop
+    fi
+    drop_extension
   fi
   "${PSQL[@]}" -d "${DATABASE}" -qc "create extension if not exists pg_docstore" 2>&1 | grep -v NOTICE || true
   echo "${stamp}" > "${PGSTATE}/extension.sha256"
