@@ -1313,8 +1313,13 @@ fn listen_streams_targets_over_grpc() {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(listen_scenarios(&dsn, &slot, &coll));
     }));
-    runtime.block_on(support::drop_slot_when_idle(&dsn, &slot));
+    // The hub's tasks and its replication connection end with the runtime; then the slot can go.
     drop(runtime);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(support::drop_slot_when_idle(&dsn, &slot));
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
