@@ -104,6 +104,7 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         pool_size: 1,
         shared_connections: 0,
         slot: "s".into(),
+        nats_url: None,
         live: false,
         triggers: false,
         trigger_parallel: 16,

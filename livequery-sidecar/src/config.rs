@@ -119,6 +119,13 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_SLOT", default_value = "docstore_sidecar")]
     pub slot: String,
 
+    /// NATS server (`nats://host:port`) with JetStream: the listen streams are registered
+    /// in its key-value bucket `docstore_streams`, so that a client resuming a stream on
+    /// another sidecar process of the same Postgres continues exactly (docs/listen.md,
+    /// "Resuming on another process"). Unset: streams are known to their process only.
+    #[arg(long, env = "DOCSTORE_NATS_URL")]
+    pub nats_url: Option<String>,
+
     /// Serve `:listen` (live queries). Off, no slot is created and `:listen` answers 503.
     #[arg(long, env = "DOCSTORE_LIVE", default_value_t = true, action = clap::ArgAction::Set)]
     pub live: bool,
@@ -373,6 +380,7 @@ impl std::fmt::Debug for Config {
             .field("trigger_max_depth", &self.trigger_max_depth)
             .field("heartbeat_ms", &self.heartbeat_ms)
             .field("listen_grace_seconds", &self.listen_grace_seconds)
+            .field("nats_url", &self.nats_url)
             .field("listen_queue", &self.listen_queue)
             .field("listen_replay", &self.listen_replay)
             .field("statement_timeout_ms", &self.statement_timeout_ms)

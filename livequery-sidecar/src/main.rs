@@ -100,6 +100,14 @@ async fn run(config: Config) -> Result<(), String> {
         }
         let postgres = docstore_sidecar::pg::tls::Postgres::parse(&config.database_url)?;
         postgres.check_replication()?;
+        let registry = match &config.nats_url {
+            Some(url) => Some(
+                docstore_sidecar::session::registry::Registry::connect(url)
+                    .await
+                    .map_err(|e| format!("cannot start: --nats-url {url}: {e}"))?,
+            ),
+            None => None,
+        };
         Some(Session::start(
             db.clone(),
             Settings {
@@ -122,6 +130,7 @@ async fn run(config: Config) -> Result<(), String> {
                 },
             },
             consumers,
+            registry,
         ))
     } else {
         None
