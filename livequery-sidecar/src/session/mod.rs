@@ -31,6 +31,7 @@ use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::{Db, PgError, RunAs};
 use crate::source::{Consumer, Lsn, SourceHealth};
 pub use events::{Frame, ResetReason};
+pub use hub::Feed;
 
 /// Tuning of the live-query session.
 #[derive(Debug, Clone)]
@@ -233,9 +234,20 @@ impl Session {
     /// Start the hub and its upkeep task; `consumers` are the change stream's other consumers
     /// (write triggers), fed and waited for by the hub.
     pub fn start(db: Db, settings: Settings, consumers: Vec<Box<dyn Consumer>>) -> Session {
+        Session::start_with(db, settings, consumers, Feed::Slot)
+    }
+
+    /// [`Session::start`] fed by `feed`: its own slot, or the JetStream stream of an ingest
+    /// (`--role gateway`).
+    pub fn start_with(
+        db: Db,
+        settings: Settings,
+        consumers: Vec<Box<dyn Consumer>>,
+        feed: Feed,
+    ) -> Session {
         let matcher = settings.matcher;
         let health = SourceHealth::new();
-        let commands = hub::spawn(db.clone(), settings, consumers, health.clone());
+        let commands = hub::spawn(db.clone(), settings, consumers, health.clone(), feed);
         Session {
             commands,
             db,
