@@ -32,6 +32,7 @@ use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::{Db, PgError, RunAs};
 use crate::source::{Consumer, Lsn, SourceHealth};
 pub use events::{Frame, ResetReason};
+pub use hub::Feed;
 use registry::{Registry, TargetEntry};
 
 /// Tuning of the live-query session.
@@ -269,6 +270,18 @@ impl Session {
         consumers: Vec<Box<dyn Consumer>>,
         registry: Option<Registry>,
     ) -> Session {
+        Session::start_with(db, settings, consumers, Feed::Slot, registry)
+    }
+
+    /// [`Session::start`] fed by `feed`: its own slot, or the JetStream stream of an ingest
+    /// (`--role gateway`).
+    pub fn start_with(
+        db: Db,
+        settings: Settings,
+        consumers: Vec<Box<dyn Consumer>>,
+        feed: Feed,
+        registry: Option<Registry>,
+    ) -> Session {
         let matcher = settings.matcher;
         let health = SourceHealth::new();
         let (retired, retired_rx) = mpsc::unbounded_channel();
@@ -277,6 +290,7 @@ impl Session {
             settings,
             consumers,
             health.clone(),
+            feed,
             registry.is_some().then_some(retired),
         );
         if let Some(registry) = registry.clone() {

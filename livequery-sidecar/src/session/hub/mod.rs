@@ -16,9 +16,10 @@ use crate::matcher::{Document, Horizon, Matcher, TargetDelta, TargetId, TargetSp
 use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::Db;
 use crate::source::heartbeat::is_heartbeat;
+use crate::source::jetstream::{JetStreamSource, StreamSettings};
 use crate::source::{
-    Backoff, Change, ChangeSource, Consumer, DocumentData, Lsn, ReplicationSettings, SourceEvent,
-    SourceHealth, SupervisedSource, Transaction,
+    Backoff, Change, ChangeSource, Consumer, DocumentData, Lsn, ReplicationSettings, SourceError,
+    SourceEvent, SourceHealth, SupervisedSource, Transaction,
 };
 use docstore_core::path::ResourcePath;
 use docstore_core::value::Timestamp;
@@ -123,8 +124,40 @@ pub enum Internal {
     LookedUp(guarded::LookedUp),
 }
 
+/// Where the hub's committed transactions come from.
+#[derive(Debug, Clone)]
+pub enum Feed {
+    /// Its own replication slot (`--role all`).
+    Slot,
+    /// The JetStream stream an ingest publishes (`--role gateway`): no slot, no slot lag.
+    JetStream(StreamSettings),
+}
+
+/// The hub's change source, as [`Feed`] says.
+enum Source {
+    Slot(Box<SupervisedSource>),
+    JetStream(JetStreamSource),
+}
+
+impl ChangeSource for Source {
+    async fn next_event(&mut self) -> Result<SourceEvent, SourceError> {
+        match self {
+            Source::Slot(s) => s.next_event().await,
+            Source::JetStream(s) => s.next_event().await,
+        }
+    }
+
+    fn confirm(&mut self, lsn: Lsn) {
+        match self {
+            Source::Slot(s) => s.confirm(lsn),
+            Source::JetStream(s) => s.confirm(lsn),
+        }
+    }
+}
+
 struct Hub {
     db: Db,
+    feed: Feed,
     settings: Settings,
     /// The permanent cause the change source fails on (`/healthz`).
     health: SourceHealth,
@@ -168,6 +201,7 @@ pub fn spawn(
     settings: Settings,
     consumers: Vec<Box<dyn Consumer>>,
     health: SourceHealth,
+    feed: Feed,
     retired: Option<mpsc::UnboundedSender<String>>,
 ) -> (mpsc::Sender<Command>, String) {
     let (commands, rx) = mpsc::channel(1024);
@@ -181,7 +215,8 @@ pub fn spawn(
     let instance = format!("{:x}", (nanos as u64) ^ u64::from(std::process::id()) << 40);
     tokio::spawn(upkeep::run(
         settings.postgres.clone(),
-        settings.slot.clone(),
+        // A gateway has no slot: its heartbeats name no slot, and it measures no slot lag.
+        matches!(feed, Feed::Slot).then(|| settings.slot.clone()),
         settings.heartbeat,
         activity_rx,
         Arc::clone(&kick),
@@ -192,6 +227,7 @@ pub fn spawn(
     tokio::spawn(guard::load::poll(db.clone(), internal.clone(), wanted));
     let hub = Hub {
         db,
+        feed,
         health,
         changelog: Changelog::new(settings.limits),
         settings,
@@ -366,12 +402,22 @@ impl Hub {
             .fold(lsn, |lsn, consumer| consumer.confirmable(lsn))
     }
 
-    fn new_source(&self) -> SupervisedSource {
-        SupervisedSource::new(
-            ReplicationSettings::new(self.settings.postgres.clone(), self.settings.slot.clone()),
-            Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
-            self.health.clone(),
-        )
+    /// A new source. One of JetStream starts at the stream's end and reports that as a slot
+    /// creation: streams reset rather than miss what came meanwhile.
+    fn new_source(&self) -> Source {
+        match &self.feed {
+            Feed::Slot => Source::Slot(Box::new(SupervisedSource::new(
+                ReplicationSettings::new(
+                    self.settings.postgres.clone(),
+                    self.settings.slot.clone(),
+                ),
+                Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+                self.health.clone(),
+            ))),
+            Feed::JetStream(settings) => {
+                Source::JetStream(JetStreamSource::start(settings.clone()))
+            }
+        }
     }
 
     fn on_source(&mut self, event: SourceEvent) {
