@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every target of every fuzz crate for N seconds each: docstore-core
 # (pg_docstore/core/fuzz), the rules compiler (rules-compiler/fuzz), the sidecar's pgoutput
-# decoder (livequery-sidecar/fuzz) and its HTTP routes, bodies and authorization
+# decoder and the gateways' JetStream payloads (livequery-sidecar/fuzz) and its HTTP routes, bodies and authorization
 # (livequery-sidecar/fuzz-http).
 #
 #   scripts/fuzz.sh [SECONDS] [FUZZ_DIR ...]   # default 60 seconds per target, every crate

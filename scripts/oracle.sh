@@ -11,9 +11,16 @@
 # behind its stream's other targets (the requery freeze, fixed) instead of failing;
 # DOCSTORE_KEEP_LOGS=1 keeps the cluster and sidecar logs; DOCSTORE_ORACLE_PARTITIONS=WxQ sets the
 # sidecar's matcher partitions (default 2x2: write x query partitions, docs/architecture.md).
+# DOCSTORE_ORACLE_TOPOLOGY=cluster runs the campaign against nats-server, two ingests (one
+# standby) and two gateways (tests/cluster/oracle_stack.py) with the cluster's faults: SIGKILL
+# of the active ingest, of a gateway (its clients resume on the other), of nats-server, and
+# Postgres restarts; every resume goes to the other gateway.
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 [ -x .venv/bin/python ] || bash scripts/venv.sh
+if [ "${DOCSTORE_ORACLE_TOPOLOGY:-}" = cluster ]; then
+  command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || die "nats-server is missing (make up installs it)"
+fi
 cargo build --release --quiet -p docstore-sidecar
 export DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar"
 exec .venv/bin/python tests/live/oracle.py "${1:-600}" "${2:-0}"

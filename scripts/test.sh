@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test, in pyramid order. Expects `make up` to have run (make test does).
-# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|upgrade|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e|sdk|live|oracle|node ...]  (default: all, in this order)
+# Usage: scripts/test.sh [lint|core|rules|pgrx|regress|upgrade|differential|sidecar|isolation|concurrency|builder|bulk|backup|faults|e2e|sdk|live|cluster|oracle|node ...]  (default: all, in this order)
 # Each layer closes with the line `<layer>: N passed, N failed, N skipped`, the run with
 # `total: N passed, N failed, N skipped` (scripts/tally.sh: a skip not on tests/allowed-skips.txt
 # is a failure); the first failing layer ends the run with exit status 1.
@@ -143,7 +143,7 @@ e2e() {
   cargo build --release --quiet -p docstore-sidecar
   # The suite starts this binary; pytest's exit status 5 (no test collected) fails the layer.
   DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
-    .venv/bin/pytest -q tests --ignore=tests/live --ignore=tests/sdk
+    .venv/bin/pytest -q tests --ignore=tests/live --ignore=tests/sdk --ignore=tests/cluster
 }
 
 sdk() {
@@ -169,6 +169,16 @@ live() {
     .venv/bin/pytest -q tests/live
 }
 
+cluster() {
+  say "cluster: the roles ingest and gateway over a real nats-server -js (tests/cluster: every transaction once and whole on each gateway, SIGKILL of the active ingest, a NATS restart, a transaction bigger than max_payload, garbage on the stream; the live-query oracle campaign with SIGKILL of the active ingest, of a gateway and of nats-server and a Postgres restart, every resume on the other gateway) on clusters of their own"
+  [ -x .venv/bin/pytest ] || bash scripts/venv.sh
+  command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] ||
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
+  cargo build --release --quiet -p docstore-sidecar
+  DOCSTORE_SIDECAR_BIN="${CARGO_TARGET_DIR:-${ROOT}/target}/release/docstore-sidecar" \
+    .venv/bin/pytest -q tests/cluster
+}
+
 # A test that fails and is not on tests/allowed-skips.txt (layer oracle) fails the layer; the run
 # takes about 5 minutes (FIRESTORE_SYSTEM_RUN_TIMEOUT bounds it).
 oracle() {
@@ -184,7 +194,7 @@ node() {
 }
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress upgrade differential sidecar isolation concurrency builder bulk backup faults e2e sdk live oracle node)
+[ "${#steps[@]}" -gt 0 ] || steps=(lint core rules pgrx regress upgrade differential sidecar isolation concurrency builder bulk backup faults e2e sdk live cluster oracle node)
 for step in "${steps[@]}"; do
   run_layer "${step}"
 done

@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 
 install_packages() {
-  local wanted=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo build-essential pkg-config libssl-dev curl chromium)
+  local wanted=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang sudo build-essential pkg-config libssl-dev curl chromium nats-server)
   local missing=()
   for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -20,7 +20,7 @@ install_packages() {
 }
 
 install_rust_tools() {
-  command -v cargo >/dev/null || die "cargo is missing: install Rust 1.88 or newer (rustup) first"
+  command -v cargo >/dev/null || die "cargo is missing: install Rust 1.89 or newer (rustup) first"
   if [ "$(cargo pgrx --version 2>/dev/null | awk '{print $2}')" != "${PGRX_VERSION}" ]; then
     say "installing cargo-pgrx ${PGRX_VERSION} (a few minutes, once)"
     cargo install cargo-pgrx --version "=${PGRX_VERSION}" --locked --quiet

@@ -13,6 +13,12 @@ pub mod pgoutput;
 #[path = "../src/source/entities.rs"]
 pub mod entities;
 
+#[path = "../src/source/transaction.rs"]
+pub mod transaction;
+
+#[path = "../src/source/wire.rs"]
+pub mod wire;
+
 use entities::{Change, DocumentData, EntitiesDecoder};
 
 /// What a check reports when a property does not hold.
@@ -22,7 +28,7 @@ pub type Failure = String;
 pub type Check = fn(&[u8]) -> Result<(), Failure>;
 
 /// Every fuzz target, by the name of its binary and of its directory under `fuzz/corpus/`.
-pub const TARGETS: [(&str, Check); 1] = [("pgoutput", check_pgoutput)];
+pub const TARGETS: [(&str, Check); 2] = [("pgoutput", check_pgoutput), ("wire", check_wire)];
 
 /// Split an input into messages: each is a big-endian u16 length and that many bytes (a
 /// short last one takes what is left). One stream, so Relation messages reach the rows.
@@ -79,6 +85,20 @@ pub fn check_pgoutput(data: &[u8]) -> Result<(), Failure> {
                 return Err("an Insert carried unchanged TOAST data".into());
             }
         }
+    }
+    Ok(())
+}
+
+/// A JetStream payload of the gateway (`wire`): refused with an error, or decoded into an
+/// event that encodes to a payload decoding to the same event (nothing is lost or changed on
+/// the way between an ingest and a gateway).
+pub fn check_wire(data: &[u8]) -> Result<(), Failure> {
+    let Ok(event) = wire::decode(data) else {
+        return Ok(());
+    };
+    let again = wire::decode(&wire::encode(&event));
+    if again.as_ref() != Ok(&event) {
+        return Err(format!("{event:?} re-encoded decodes to {again:?}"));
     }
     Ok(())
 }

@@ -119,6 +119,31 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_SLOT", default_value = "docstore_sidecar")]
     pub slot: String,
 
+    /// What this process does (docs/architecture.md, "Processes"). `all`: everything, from its
+    /// own slot, without NATS. `ingest`: owns the slot of --database-url's Postgres database
+    /// (one active per database, chosen by an advisory lock; a second one waits as a standby),
+    /// publishes each committed transaction to the JetStream stream --nats-stream and
+    /// confirms the slot once JetStream has it; it runs the write triggers (--triggers) and
+    /// serves the HTTP API without `:listen`. `gateway`: the HTTP/SSE/gRPC API with live
+    /// queries fed by that stream instead of a slot (it creates none). ingest and gateway
+    /// need --nats-url.
+    #[arg(long, env = "DOCSTORE_ROLE", value_enum, default_value_t = Role::All)]
+    pub role: Role,
+
+    /// The NATS server (`nats://host:port`, JetStream enabled: `nats-server -js`). Needed by
+    /// --role ingest and gateway. With it, every role that serves `:listen` also registers its
+    /// listen streams in the key-value bucket `docstore_streams`, so that a client resuming a
+    /// stream on another process of the same Postgres (another gateway) continues exactly
+    /// (docs/listen.md, "Resuming on another process"). Unset (`--role all` only): streams are
+    /// known to their process only.
+    #[arg(long, env = "DOCSTORE_NATS_URL")]
+    pub nats_url: Option<String>,
+
+    /// The JetStream stream of committed transactions (created by the first process that
+    /// needs it; its subject is `docstore.<NAME>`). One stream per Postgres database.
+    #[arg(long, env = "DOCSTORE_NATS_STREAM", default_value = "DOCSTORE_TX")]
+    pub nats_stream: String,
+
     /// Serve `:listen` (live queries). Off, no slot is created and `:listen` answers 503.
     #[arg(long, env = "DOCSTORE_LIVE", default_value_t = true, action = clap::ArgAction::Set)]
     pub live: bool,
@@ -311,6 +336,17 @@ pub struct Config {
     pub max_transactions: Option<usize>,
 }
 
+/// `--role`: what a process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Everything in one process, fed by its own slot (no NATS).
+    All,
+    /// The slot's reader and the publisher of its transactions to JetStream.
+    Ingest,
+    /// The API and live queries, fed by JetStream.
+    Gateway,
+}
+
 /// Default `--query-write-timeout-ms`: 30 s, as the statement timeout.
 pub const DEFAULT_QUERY_WRITE_TIMEOUT_MS: u64 = 30_000;
 
@@ -331,6 +367,19 @@ impl Config {
                 return Err("--tls-key needs --tls-cert (the certificate chain of the key)".into())
             }
             _ => {}
+        }
+        if self.role != Role::All && self.nats_url.is_none() {
+            return Err(format!(
+                "--role {} needs --nats-url (the NATS server with JetStream)",
+                if self.role == Role::Ingest {
+                    "ingest"
+                } else {
+                    "gateway"
+                }
+            ));
+        }
+        if self.role == Role::Gateway && !self.live {
+            return Err("--role gateway serves live queries: it needs --live true".into());
         }
         match self.grpc_listen {
             Some(addr) if self.dev_mode && !addr.ip().is_loopback() => Err(format!(
@@ -363,6 +412,9 @@ impl std::fmt::Debug for Config {
             .field("pool_size", &self.pool_size)
             .field("shared_connections", &self.shared_connections)
             .field("slot", &self.slot)
+            .field("role", &self.role)
+            .field("nats_url", &self.nats_url)
+            .field("nats_stream", &self.nats_stream)
             .field("live", &self.live)
             .field("triggers", &self.triggers)
             .field("trigger_parallel", &self.trigger_parallel)

@@ -7,12 +7,15 @@
 //! `changelog/` (committed transactions, retention, snapshot visibility) -> `matcher/`
 //! (targets matched with docstore-core's matcher) -> `session/` (listen streams, positions,
 //! resume, typed events). `grpc/` is a second transport, Firestore's own gRPC protocol
-//! (docs/grpc.md). `config` holds its flags and environment.
+//! (docs/grpc.md). `config` holds its flags and environment. `ingest` is the role that
+//! publishes the slot's transactions to NATS JetStream for gateways (`--role`,
+//! docs/architecture.md "Processes").
 
 pub mod changelog;
 pub mod config;
 pub mod grpc;
 pub mod http;
+pub mod ingest;
 pub mod matcher;
 pub mod pg;
 pub mod service;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use docstore_sidecar::changelog::Limits;
-use docstore_sidecar::config::Config;
+use docstore_sidecar::config::{Config, Role};
 use docstore_sidecar::grpc;
 use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
 use docstore_sidecar::http::server::ServerLimits;
@@ -16,7 +16,9 @@ use docstore_sidecar::pg::{preflight, Db};
 use docstore_sidecar::service::caller::Verifier;
 use docstore_sidecar::service::transactions::{Limits as TransactionLimits, Transactions};
 use docstore_sidecar::service::Service;
-use docstore_sidecar::session::{Session, Settings, StreamCaps};
+use docstore_sidecar::session::{Feed, Session, Settings, StreamCaps};
+use docstore_sidecar::source::jetstream::{RoleHealth, StreamSettings};
+use docstore_sidecar::source::SourceHealth;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -54,9 +56,6 @@ async fn run(config: Config) -> Result<(), String> {
         }
         _ => None,
     };
-    let acceptor = |alpn: &[&[u8]]| -> Result<_, String> {
-        tls.as_ref().map(|tls| tls.acceptor(alpn)).transpose()
-    };
     let verifier = Verifier::start(&config).await?;
     let db = Db::connect_with_timeout(
         &config.database_url,
@@ -72,7 +71,9 @@ async fn run(config: Config) -> Result<(), String> {
             upkeep.run_upkeep();
         }
     });
-    match preflight::check(&db, &config.slot, config.live).await {
+    // A gateway reads no slot: the start-up facts of the live path are the ingest's.
+    let slot_checks = config.live && config.role != Role::Gateway;
+    match preflight::check(&db, &config.slot, slot_checks).await {
         Ok(()) => {}
         Err(preflight::Failure::Permanent(cause)) => return Err(format!("cannot start: {cause}")),
         Err(preflight::Failure::Transient(e)) => {
@@ -83,9 +84,12 @@ async fn run(config: Config) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(listen = %config.listen, tls = tls.is_some(), "docstore-sidecar is serving");
+    let role = (config.role != Role::All).then(RoleHealth::new);
+    let nats_url = config.nats_url.clone().unwrap_or_default();
     let session = if config.live {
         let mut consumers = Vec::new();
-        if config.triggers {
+        // Write triggers run where the slot is read: never in a gateway.
+        if config.triggers && config.role != Role::Gateway {
             consumers.push(docstore_sidecar::triggers::start(
                 &db,
                 docstore_sidecar::triggers::Settings {
@@ -99,8 +103,51 @@ async fn run(config: Config) -> Result<(), String> {
             )?);
         }
         let postgres = docstore_sidecar::pg::tls::Postgres::parse(&config.database_url)?;
-        postgres.check_replication()?;
-        Some(Session::start(
+        if config.role != Role::Gateway {
+            postgres.check_replication()?;
+        }
+        if config.role == Role::Ingest {
+            tokio::spawn(docstore_sidecar::ingest::run(
+                docstore_sidecar::ingest::Settings {
+                    postgres,
+                    slot: config.slot.clone(),
+                    nats_url: nats_url.clone(),
+                    stream: config.nats_stream.clone(),
+                    health: role.clone().unwrap_or_default(),
+                    source_health: SourceHealth::new(),
+                },
+                consumers,
+            ));
+            return serve(
+                config,
+                db,
+                verifier,
+                None,
+                role,
+                metrics,
+                Listening { listener, tls },
+            )
+            .await;
+        }
+        let feed = match &role {
+            Some(health) => Feed::JetStream(StreamSettings {
+                url: nats_url.clone(),
+                stream: config.nats_stream.clone(),
+                health: health.clone(),
+            }),
+            None => Feed::Slot,
+        };
+        // With NATS, the listen streams are registered there: a client resuming on another
+        // process (another gateway) is adopted (docs/listen.md, "Resuming on another process").
+        let registry = match &config.nats_url {
+            Some(url) => Some(
+                docstore_sidecar::session::registry::Registry::connect(url)
+                    .await
+                    .map_err(|e| format!("cannot start: --nats-url {url}: {e}"))?,
+            ),
+            None => None,
+        };
+        Some(Session::start_with(
             db.clone(),
             Settings {
                 postgres,
@@ -122,9 +169,42 @@ async fn run(config: Config) -> Result<(), String> {
                 },
             },
             consumers,
+            feed,
+            registry,
         ))
     } else {
         None
+    };
+    serve(
+        config,
+        db,
+        verifier,
+        session,
+        role,
+        metrics,
+        Listening { listener, tls },
+    )
+    .await
+}
+
+/// The HTTP listener and the TLS of the listeners.
+struct Listening {
+    listener: tokio::net::TcpListener,
+    tls: Option<http::tls::ServerTls>,
+}
+
+/// Serve the HTTP API (and the gRPC front end) until the process ends.
+async fn serve(
+    config: Config,
+    db: Db,
+    verifier: Verifier,
+    session: Option<Session>,
+    role: Option<RoleHealth>,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+    Listening { listener, tls }: Listening,
+) -> Result<(), String> {
+    let acceptor = |alpn: &[&[u8]]| -> Result<_, String> {
+        tls.as_ref().map(|tls| tls.acceptor(alpn)).transpose()
     };
     let transactions = Arc::new(Transactions::new(TransactionLimits {
         idle: Duration::from_secs(config.transaction_idle_seconds),
@@ -147,6 +227,7 @@ async fn run(config: Config) -> Result<(), String> {
         query_write_timeout: (config.query_write_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(config.query_write_timeout_ms)),
         metrics: Some(metrics),
+        role,
     });
     let exposure = http::Exposure {
         limits: ServerLimits {

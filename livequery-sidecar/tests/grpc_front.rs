@@ -1067,6 +1067,7 @@ async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
             caps: StreamCaps::default(),
         },
         Vec::new(),
+        None,
     );
     let service = Arc::new(Service {
         db,

@@ -678,3 +678,210 @@ fn matcher_moves_into_a_task() {
     let handle = std::thread::spawn(move || m.apply(1, &[set("c/a", json!({}), 1)]).len());
     assert_eq!(handle.join().unwrap(), 1);
 }
+
+/// A client's list after applying `delta` in Firestore's order (docs/listen.md).
+fn fold(mut list: Vec<Document>, delta: Option<TargetDelta>) -> Vec<Document> {
+    let Some(TargetDelta::Changes(changes)) = delta else {
+        assert!(delta.is_none(), "{delta:?}");
+        return list;
+    };
+    for change in changes {
+        match change {
+            DocChange::Removed { path, old_index } => {
+                assert_eq!(list.remove(old_index).path, path);
+            }
+            DocChange::Added { doc, new_index } => list.insert(new_index, doc),
+            DocChange::Modified {
+                doc,
+                old_index,
+                new_index,
+            } => {
+                assert_eq!(list.remove(old_index).path, doc.path);
+                list.insert(new_index, doc);
+            }
+        }
+    }
+    list
+}
+
+fn documents(result: TargetResult) -> Vec<Document> {
+    match result {
+        TargetResult::Documents(docs) => docs,
+        TargetResult::Aggregate(row) => panic!("aggregate {row:?}"),
+    }
+}
+
+/// Every document's version at P, and the writes after P (one transaction each).
+fn rewind_case() -> (Vec<Document>, Vec<Write>) {
+    let at_p: Vec<Document> = (0..8)
+        .map(|i| doc(&format!("c/d{i}"), json!({"n": i * 10}), 1))
+        .collect();
+    let writes = vec![
+        // Into the top-3 window, out of it, modified in it, deleted from it, a new one.
+        set("c/d1", json!({"n": 100}), 2),
+        set("c/d7", json!({"n": -5}), 2),
+        set("c/d6", json!({"n": 61}), 2),
+        delete("c/d5"),
+        set("c/new", json!({"n": 55}), 2),
+        set("c/d1", json!({"n": 101}), 3),
+    ];
+    (at_p, writes)
+}
+
+fn state_after(at_p: &[Document], writes: &[Write]) -> Vec<Document> {
+    let mut now: Vec<Document> = at_p.to_vec();
+    for w in writes {
+        match w {
+            Write::Set(d) => {
+                now.retain(|x| x.path != d.path);
+                now.push(d.clone());
+            }
+            Write::Delete(p) => now.retain(|x| &x.path != p),
+            Write::Truncate => now.clear(),
+        }
+    }
+    now
+}
+
+/// The version at P of every document written after P (`None`: it did not exist).
+fn before_images(
+    at_p: &[Document],
+    writes: &[Write],
+) -> std::collections::HashMap<ResourcePath, Option<Document>> {
+    let mut before = std::collections::HashMap::new();
+    for w in writes {
+        let path = match w {
+            Write::Set(d) => d.path.clone(),
+            Write::Delete(p) => p.clone(),
+            Write::Truncate => unreachable!(),
+        };
+        before
+            .entry(path.clone())
+            .or_insert_with(|| at_p.iter().find(|d| d.path == path).cloned());
+    }
+    before
+}
+
+#[test]
+fn matcher_rewound_takes_a_client_from_an_earlier_result_to_the_current_one() {
+    let (at_p, writes) = rewind_case();
+    let now = state_after(&at_p, &writes);
+    let before = before_images(&at_p, &writes);
+    for (i, text) in [
+        "select * from c order by n desc limit 3",
+        "select * from c order by n limit 3 offset 1",
+        "select * from c order by n limit last 2",
+        "select * from c where n > 20",
+        "select n from c order by n desc limit 2",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let config = MatcherConfig::default();
+        let target = spec(text);
+        let id = TargetId(i as u64);
+        let mut m = Matcher::new(config);
+        let rows_at = |docs: &[Document], slack: u32| -> Vec<Document> {
+            let fetch = target
+                .fetch_query(&MatcherConfig {
+                    initial_slack: slack,
+                    ..config
+                })
+                .unwrap();
+            let pairs: Vec<(ResourcePath, Map)> = docs
+                .iter()
+                .map(|d| (d.path.clone(), (*d.fields).clone()))
+                .collect();
+            let names: Vec<ResourcePath> = docstore_core::query::evaluate(&fetch, &pairs)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
+            names
+                .iter()
+                .map(|p| docs.iter().find(|d| &d.path == p).unwrap().clone())
+                .collect()
+        };
+        // What the client had at P.
+        m.add_target(id, target.clone(), rows_at(&at_p, 16), None)
+            .unwrap();
+        let client = documents(m.result(id).unwrap());
+        m.remove_target(id);
+        // The adopting process reads at H with a slack that covers the written documents.
+        let slack = 1 + u32::try_from(before.len()).unwrap();
+        m.add_target_with_slack(id, target.clone(), rows_at(&now, slack), None, slack)
+            .unwrap();
+        let delta = m.rewound(id, &before).unwrap();
+        assert_eq!(
+            fold(client, delta),
+            documents(m.result(id).unwrap()),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn matcher_rewound_refuses_when_the_kept_rows_are_too_few() {
+    let (at_p, _) = rewind_case();
+    // Two low documents jump to the top: at H the kept rows (limit 2 + slack 1) are both of
+    // them and d7, so only one unwritten row is known above the bound; the window at P needs
+    // two.
+    let writes = vec![
+        set("c/d0", json!({"n": 200}), 2),
+        set("c/d1", json!({"n": 201}), 2),
+    ];
+    let before = before_images(&at_p, &writes);
+    let config = MatcherConfig {
+        initial_slack: 1,
+        ..MatcherConfig::default()
+    };
+    let mut m = Matcher::new(config);
+    let target = spec("select * from c order by n desc limit 2");
+    let rows = vec![
+        doc("c/d1", json!({"n": 201}), 2),
+        doc("c/d0", json!({"n": 200}), 2),
+        doc("c/d7", json!({"n": 70}), 1),
+    ];
+    m.add_target(TargetId(1), target, rows, None).unwrap();
+    assert_eq!(
+        m.rewound(TargetId(1), &before),
+        Err(docstore_sidecar::matcher::Rewind::Inexact)
+    );
+    assert_eq!(
+        m.rewound(TargetId(9), &before),
+        Err(docstore_sidecar::matcher::Rewind::Unknown)
+    );
+    let mut agg = Matcher::new(config);
+    agg.add_target(
+        TargetId(1),
+        spec("select count(*) from c"),
+        Vec::new(),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        agg.rewound(TargetId(1), &before),
+        Err(docstore_sidecar::matcher::Rewind::Inexact)
+    );
+}
+
+#[test]
+fn matcher_rewound_document_targets() {
+    let (at_p, writes) = rewind_case();
+    let now = state_after(&at_p, &writes);
+    let before = before_images(&at_p, &writes);
+    for name in ["c/d1", "c/d5", "c/new", "c/d0"] {
+        let path = ResourcePath::parse_document(name).unwrap();
+        let mut m = Matcher::default();
+        let then: Vec<Document> = at_p.iter().filter(|d| d.path == path).cloned().collect();
+        let current: Vec<Document> = now.iter().filter(|d| d.path == path).cloned().collect();
+        m.add_target(
+            TargetId(1),
+            TargetSpec::Document(path),
+            current.clone(),
+            None,
+        )
+        .unwrap();
+        let delta = m.rewound(TargetId(1), &before).unwrap();
+        assert_eq!(fold(then, delta), current, "{name}");
+    }
+}

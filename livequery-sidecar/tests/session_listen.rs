@@ -107,6 +107,7 @@ fn with_session(
                     caps: StreamCaps::default(),
                 },
                 Vec::new(),
+                None,
             );
             body(dsn.clone(), coll, session).await;
         })
@@ -218,8 +219,10 @@ fn streams_snapshot_change_and_resume() {
             let deadline = tokio::time::Instant::now() + HANG;
             while replayed.len() < 2 {
                 assert!(tokio::time::Instant::now() < deadline, "no replay");
-                let Resumed::Connection(mut resumed) =
-                    session.resume(&stream, position, "admin").await.unwrap()
+                let Resumed::Connection(mut resumed) = session
+                    .resume("(default)", &stream, position, &admin())
+                    .await
+                    .unwrap()
                 else {
                     panic!("the stream is gone");
                 };
@@ -246,7 +249,15 @@ fn streams_snapshot_change_and_resume() {
             // Someone else's resume is refused as unknown.
             assert!(matches!(
                 session
-                    .resume(&stream, position, "user:\"eve\"")
+                    .resume(
+                        "(default)",
+                        &stream,
+                        position,
+                        &Caller {
+                            key: "user:\"eve\"".into(),
+                            ..admin()
+                        }
+                    )
                     .await
                     .unwrap(),
                 Resumed::Unknown(_)

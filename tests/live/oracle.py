@@ -62,7 +62,6 @@ from conftest import (  # noqa: E402
     as_postgres,
     free_port,
     sidecar_binary,
-    wait_healthy,
 )
 
 DB = "(default)"
@@ -282,10 +281,17 @@ class Stack:
             return cur.fetchall() if cur.description else []
 
     def start_sidecar(self) -> None:
+        self.proc = self.spawn(self.port, self.log)
+
+    def spawn(
+        self, port: int, log: Path, args: tuple[str, ...] = (), want: int = 200, text: str = ""
+    ) -> subprocess.Popen:
+        """Start the sidecar with `args` on `port` and wait until its /healthz answers `want`
+        (with `text` in its body)."""
         env = {
             **os.environ,
             "DOCSTORE_DATABASE_URL": self.cluster.url(),
-            "DOCSTORE_LISTEN": f"127.0.0.1:{self.port}",
+            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
             "DOCSTORE_JWT_SECRET": secrets.token_urlsafe(32),
             "DOCSTORE_ADMIN_KEY": self.admin_key,
             "DOCSTORE_HEARTBEAT_MS": "200",
@@ -296,10 +302,36 @@ class Stack:
         }
         for name in ("DOCSTORE_JWKS_FILE", "DOCSTORE_JWT_ISSUER", "DOCSTORE_JWT_AUDIENCE"):
             env.pop(name, None)
-        self.proc = subprocess.Popen(
-            [str(self.binary)], env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT
+        proc = subprocess.Popen(
+            [str(self.binary), *args], env=env, stdout=log.open("a"), stderr=subprocess.STDOUT
         )
-        wait_healthy(self.url, self.proc, self.log, BOUND, OracleFailure)
+        deadline = time.monotonic() + BOUND
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise OracleFailure(f"the sidecar {args} exited with {proc.returncode}")
+            try:
+                got = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                if got.status_code == want and text in got.text:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise OracleFailure(f"the sidecar {args} did not answer /healthz with {want}")
+
+    # What a topology of several processes overrides (tests/cluster/oracle_stack.py).
+    FAULTS: tuple[str, ...] = ()
+
+    def listen_url(self, s: Subscriber) -> str:
+        """Where subscriber `s` (re)connects: the one sidecar."""
+        return LISTEN
+
+    def explains(self, s: Subscriber, reason: str) -> str | None:
+        """Why a reset of `s` is expected of this stack (`None`: it is not). One process:
+        every reset the other checks allow."""
+        return "one process"
+
+    def fault(self, kind: str, rng: random.Random) -> None:
+        raise OracleFailure(f"no fault {kind} in this stack")
 
     def kill_sidecar(self) -> None:
         if self.proc is not None:
@@ -367,6 +399,15 @@ class Subscriber:
     # What the stream did, for the report of a missed transaction: (position, what).
     trace: list[tuple[int, str]] = field(default_factory=list)
     events: int = 0
+    # The gateway it connects to next and the position it resumed from there (a cluster).
+    gateway: int = 0
+    resumed_from: int = 0
+    # Resumed on a process that adopts the stream: its first change event takes the client
+    # from its position to the process's in one event (docs/listen.md, "Resuming on another
+    # process"), checked as a delta of state, not as one transaction.
+    adopting: bool = False
+    # The last event before this connection was a reset: the stream had ended on its holder.
+    after_end: bool = False
     resets: dict[str, int] = field(default_factory=dict)
     resumes: int = 0
     connects: int = 0
@@ -528,6 +569,17 @@ class Subscriber:
             reason = payload.get("reason", "?")
             self.resets[reason] = self.resets.get(reason, 0) + 1
             self.oracle.count(f"reset:{reason}")
+            why = self.oracle.stack.explains(self, reason)
+            if why is not None:
+                self.oracle.count(f"reset explained: {why}")
+            else:
+                self.fail(
+                    f"reset {{{reason}}} after resuming from {self.resumed_from:x} on "
+                    f"gateway {self.gateway}: not explained; trace "
+                    + ", ".join(f"{p:x} {w}" for p, w in self.trace[-8:]),
+                    "faults",
+                )
+            self.adopting = False
             self.state = {}
             self.suspect = {}
             self.seen = set()
@@ -541,8 +593,16 @@ class Subscriber:
             self.fail(f"position went back from {self.position:x} to {pos:x} ({kind})")
         reached = self.position
         self.position = pos
+        catch_up = self.adopting and kind == "change"
+        if kind in ("heartbeat", "snapshot", "change"):
+            self.adopting = False
         if kind == "heartbeat":
             return
+        if catch_up:
+            # Every transaction in (reached, pos] is in this one event, as a requery
+            # snapshot would hold them.
+            self.resnapshots.append((reached, pos))
+            self.oracle.count("adoptions: catch-up events")
         if kind not in ("snapshot", "change"):
             self.fail(f"unknown event {kind}")
             return
@@ -580,7 +640,8 @@ class Subscriber:
             self.apply_delta(item)
         if kind == "change" and all_delta is None and any(d["target"] != PADS for d in deltas):
             self.fail("a change event without a change to __all (every write is under it)")
-        self.check_transaction(all_delta, all_before)
+        if not catch_up:
+            self.check_transaction(all_delta, all_before)
         self.check_consistency()
 
     # -- the connection ---------------------------------------------------------------------
@@ -617,7 +678,8 @@ class Subscriber:
             self.resumes += 1
         self.connects += 1
         self.trace.append((self.position, f"connect (Last-Event-ID {self.last_id})"))
-        with client.stream("POST", LISTEN, json=self.body(), headers=headers) as r:
+        url = self.oracle.stack.listen_url(self)
+        with client.stream("POST", url, json=self.body(), headers=headers) as r:
             if r.status_code != 200:
                 r.read()
                 if r.status_code not in (503,):
@@ -665,6 +727,17 @@ def paths(docs: list[dict]) -> list[str]:
 # last snapshot, SHORT_TXNS at least in all. The long run (scripts/oracle.sh) repeats the
 # fault plan until its seconds have passed.
 FAULT_PLAN = {"drop": 2, "slow": 1, "sidecar": 1, "postgres fast": 1, "postgres immediate": 1}
+# The cluster's (tests/cluster/oracle_stack.py): the active ingest, a gateway (its clients
+# resume on the other one) and nats-server killed with SIGKILL, and Postgres restarted; every
+# resume goes to the other gateway, so each drop is a resume elsewhere too.
+CLUSTER_FAULT_PLAN = {
+    "drop": 2,
+    "slow": 1,
+    "ingest": 1,
+    "gateway": 1,
+    "nats": 1,
+    "postgres immediate": 1,
+}
 SHORT_TXNS = 800
 GAP = 40
 TAIL = 80
@@ -716,8 +789,13 @@ class Campaign:
         streams: int = 6,
         faults: bool = True,
         partitions: tuple[int, int] = (1, 1),
+        topology: str = "single",
     ) -> None:
         self.seed = seed
+        # `single`: one sidecar; `cluster`: nats-server, two ingests and two gateways
+        # (tests/cluster/oracle_stack.py) with their own faults.
+        self.topology = topology
+        self.fault_plan = CLUSTER_FAULT_PLAN if topology == "cluster" else FAULT_PLAN
         self.partitions = partitions
         self.seconds = seconds
         self.rng = random.Random(seed)
@@ -1021,6 +1099,8 @@ class Campaign:
                 "the slow reader's reset and snapshot",
                 "faults",
             )
+        elif kind in self.stack.FAULTS:
+            self.stack.fault(kind, self.rng)
         elif kind == "sidecar":
             with self.stack.lock:
                 self.stack.kill_sidecar()
@@ -1214,7 +1294,7 @@ class Campaign:
     # -- the run ----------------------------------------------------------------------------
 
     def plan(self) -> list[str]:
-        kinds = [k for k, n in FAULT_PLAN.items() for _ in range(n)] if self.faults else []
+        kinds = [k for k, n in self.fault_plan.items() for _ in range(n)] if self.faults else []
         self.rng.shuffle(kinds)
         for k in kinds:
             self.planned[k] = self.planned.get(k, 0) + 1
@@ -1242,7 +1322,13 @@ class Campaign:
     def run(self) -> Campaign:
         keep = bool(os.environ.get("DOCSTORE_KEEP_LOGS"))
         try:
-            self.stack = Stack(self.dirs, self.partitions)
+            if self.topology == "cluster":
+                sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+                from oracle_stack import ClusterStack
+
+                self.stack = ClusterStack(self.dirs, self.partitions)
+            else:
+                self.stack = Stack(self.dirs, self.partitions)
             subs = self.subs = self.make_subscribers()
             # Some documents before the streams open: the first snapshots are not empty.
             seeder = random.Random(self.seed + 7)
@@ -1334,6 +1420,11 @@ class Campaign:
                 *((f"faults:{k}", c(f"faults:{k}", 0), v) for k, v in self.planned.items()),
                 ("resets seen", resets, 1 if self.faults else 0),
                 ("reset:lagged", c("reset:lagged", 0), 1 if self.planned.get("slow") else 0),
+                (
+                    "adoptions with a catch-up event",
+                    c("adoptions: catch-up events", 0),
+                    1 if self.topology == "cluster" and self.faults else 0,
+                ),
             ],
         }
         out = {}
@@ -1349,6 +1440,7 @@ class Campaign:
         c = self.counts.get
         resets = {k[6:]: v for k, v in self.counts.items() if k.startswith("reset:")}
         faults = {k[7:]: v for k, v in self.counts.items() if k.startswith("faults:")}
+        explained = {k[16:]: v for k, v in self.counts.items() if k.startswith("reset explained:")}
         expected = {k: v for k, v in self.counts.items() if k.startswith(("expected", "in doubt"))}
         prefix = "refused shape (allowed): "
         refused = {
@@ -1375,6 +1467,16 @@ class Campaign:
             f"{c('snapshots without a reset (requeries)', 0)} requery snapshots, "
             f"{c('missed check: in a requery snapshot', 0)} transactions excused by one",
             f"  faults {faults} (planned {self.planned})",
+            *(
+                [
+                    f"  adoptions on the other gateway: {c('adoptions: catch-up events', 0)} "
+                    f"catch-up events (one event from the client's position to the "
+                    f"gateway's, excusing the transactions in between as a requery snapshot "
+                    f"does); resets explained {explained or 'none'}"
+                ]
+                if self.topology == "cluster"
+                else []
+            ),
             f"  expected write failures {expected or 'none'}",
             f"  query targets {c('query targets', 0)}; refused query shapes (allow-list: "
             f"{sorted(REFUSED_SHAPES) or 'empty'}): {refused or 'none'}",
@@ -1421,7 +1523,8 @@ def http_write(w: tuple[str, str, dict | None]) -> dict:
 def main() -> int:
     """`oracle.py [SECONDS [SEED]]`: SECONDS 0 or absent runs the short campaign (bounded by
     counts); a SEED of 0 or absent takes campaign_seed(). DOCSTORE_ORACLE_PARTITIONS (`WxQ`,
-    default 2x2) sets the sidecar's matcher partitions."""
+    default 2x2) sets the sidecar's matcher partitions; DOCSTORE_ORACLE_TOPOLOGY=cluster runs it
+    against nats-server, two ingests and two gateways (tests/cluster/oracle_stack.py)."""
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 0
     seed = int(sys.argv[2]) if len(sys.argv) > 2 and int(sys.argv[2]) else campaign_seed()
     print(
@@ -1431,7 +1534,10 @@ def main() -> int:
     )
     faults = os.environ.get("DOCSTORE_ORACLE_FAULTS", "1") != "0"
     partitions = parse_partitions(os.environ.get("DOCSTORE_ORACLE_PARTITIONS") or "2x2")
-    campaign = Campaign(seed, seconds or None, faults=faults, partitions=partitions).run()
+    topology = os.environ.get("DOCSTORE_ORACLE_TOPOLOGY") or "single"
+    campaign = Campaign(
+        seed, seconds or None, faults=faults, partitions=partitions, topology=topology
+    ).run()
     print(campaign.summary(), flush=True)
     problems = campaign.problems_text()
     if problems:

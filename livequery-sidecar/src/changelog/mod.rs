@@ -108,6 +108,9 @@ pub struct Changelog {
     evicted_through: Option<Lsn>,
     /// End LSN of the newest evicted transaction.
     evicted_end: Option<Lsn>,
+    /// Commit LSN of the first transaction taken in: the changelog knows nothing of what
+    /// committed before it.
+    first: Option<Lsn>,
 }
 
 impl Changelog {
@@ -123,6 +126,7 @@ impl Changelog {
             evicted: Vec::new(),
             evicted_through: None,
             evicted_end: None,
+            first: None,
         }
     }
 
@@ -167,6 +171,7 @@ impl Changelog {
             return None;
         }
         let mut txn = txn;
+        self.first.get_or_insert(txn.commit_lsn);
         self.resolve_unchanged(&mut txn);
         self.clock += 1;
         let bytes = transaction_bytes(&txn);
@@ -244,9 +249,13 @@ impl Changelog {
     /// commit order.
     ///
     /// # Errors
-    /// [`RetentionPassed`] when a transaction after `position` was evicted.
+    /// [`RetentionPassed`] when a transaction after `position` was evicted, or may have
+    /// committed before the changelog's first (`position` is before it: another process's
+    /// stream from before this one started).
     pub fn since(&self, position: Lsn) -> Result<Vec<Arc<Transaction>>, RetentionPassed> {
-        if self.evicted_through.is_some_and(|e| position < e) {
+        if self.evicted_through.is_some_and(|e| position < e)
+            || self.first.is_none_or(|first| position < first)
+        {
             return Err(RetentionPassed {
                 position,
                 oldest_retained: self.oldest_retained(),

@@ -276,3 +276,23 @@ fn unchanged_toast_takes_the_previous_version() {
         Change::Update(doc(DocumentData::UnchangedToast))
     );
 }
+
+#[test]
+fn since_refuses_positions_before_the_first_transaction_taken_in() {
+    let now = Instant::now();
+    let mut log = Changelog::new(unbounded());
+    // Nothing taken in yet: nothing is known after any position.
+    assert!(log.since(Lsn(5)).is_err());
+    log.push(txn(100, 10), now);
+    log.push(txn(101, 20), now);
+    // Another process's stream at 5: what committed between 5 and 10 was never seen here.
+    assert_eq!(
+        log.since(Lsn(5)),
+        Err(RetentionPassed {
+            position: Lsn(5),
+            oldest_retained: Some(Lsn(10))
+        })
+    );
+    assert_eq!(xids(&log.since(Lsn(10)).unwrap()), [101]);
+    assert!(log.since(Lsn(20)).unwrap().is_empty());
+}

@@ -47,6 +47,9 @@ pub struct AppState {
     /// The Prometheus recorder's handle (`None` when another recorder is installed, as in
     /// tests that build several routers in one process).
     pub metrics: Option<PrometheusHandle>,
+    /// What this process's role waits for (`--role ingest|gateway`: NATS, the ingest lock);
+    /// `/healthz` answers 503 with it meanwhile.
+    pub role: Option<crate::source::jetstream::RoleHealth>,
 }
 
 /// The shared state.
@@ -124,8 +127,12 @@ async fn not_found(request: Request) -> ApiError {
 
 /// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer,
 /// with the cause and its fix when retrying cannot help (`pg::preflight`), and when the live
-/// path's replication connection fails on such a cause (`source::supervisor`).
+/// path's replication connection fails on such a cause (`source::supervisor`), and while the
+/// process's role waits (NATS unreachable, a standby ingest: `source::jetstream::RoleHealth`).
 async fn health(State(state): State<SharedState>) -> Response {
+    if let Some(waiting) = state.role.as_ref().and_then(|r| r.waiting()) {
+        return ApiError::new(docstore_core::Code::Unavailable, waiting).into_response();
+    }
     match state.service.db.health().await {
         Ok(()) => match state.service.session.as_ref().and_then(|s| s.failure()) {
             // The pool answers but the live path cannot stream (REPLICATION revoked, ...).

@@ -28,6 +28,7 @@
 //! each transaction's writes by database id (a transaction over two databases is applied to
 //! both matchers before either's deltas are sent).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -177,6 +178,15 @@ impl MatcherConfig {
     }
 }
 
+/// Why [`Matcher::rewound`] cannot tell a target's earlier result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum Rewind {
+    #[error("the target's kept rows do not determine its earlier result")]
+    Inexact,
+    #[error("no such target")]
+    Unknown,
+}
+
 /// Why the matcher refused a call.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum MatcherError {
@@ -308,7 +318,30 @@ impl Matcher {
         rows: Vec<Document>,
         horizon: Option<Arc<dyn Horizon>>,
     ) -> Result<TargetResult, MatcherError> {
-        let config = self.config;
+        let slack = self.config.initial_slack;
+        self.add_target_with_slack(id, spec, rows, horizon, slack)
+    }
+
+    /// [`Matcher::add_target`] for a query target that keeps `slack` results beyond its
+    /// window instead of the configured initial slack (its rows are those of
+    /// [`TargetSpec::fetch_query`] with that slack: an adopted stream's reads,
+    /// [`Matcher::rewound`]).
+    ///
+    /// # Errors
+    /// As [`Matcher::add_target`].
+    pub fn add_target_with_slack(
+        &mut self,
+        id: TargetId,
+        spec: TargetSpec,
+        rows: Vec<Document>,
+        horizon: Option<Arc<dyn Horizon>>,
+        slack: u32,
+    ) -> Result<TargetResult, MatcherError> {
+        let config = MatcherConfig {
+            initial_slack: slack.max(1),
+            max_slack: self.config.max_slack.max(slack),
+            ..self.config
+        };
         let partition = self.owner_mut(id);
         if partition.targets.contains_key(&id) {
             return Err(MatcherError::DuplicateTarget(id));
@@ -353,6 +386,28 @@ impl Matcher {
             partition.index.follow(id, events);
         }
         true
+    }
+
+    /// The delta that takes a client from the target's result at an earlier position to its
+    /// current one, given `before`: every document written since that position, with its
+    /// version then (`None`: it did not exist). The earlier result is the current one with
+    /// each written document replaced by its version then, kept if the query matches it
+    /// (core's matcher and order, as every result). `Ok(None)`: no difference.
+    ///
+    /// # Errors
+    /// [`Rewind::Inexact`] when the target cannot know that result exactly (its kept rows
+    /// do not reach far enough past the written documents, it waits for a requery, or it
+    /// is an aggregation); [`Rewind::Unknown`] for a target it does not have.
+    pub fn rewound(
+        &self,
+        id: TargetId,
+        before: &HashMap<ResourcePath, Option<Document>>,
+    ) -> Result<Option<TargetDelta>, Rewind> {
+        match self.owner(id).targets.get(&id).map(|e| &e.target) {
+            Some(Target::Query(t)) => t.rewound(before),
+            Some(Target::Document(t)) => Ok(t.rewound(before)),
+            None => Err(Rewind::Unknown),
+        }
     }
 
     /// The current visible result of a target.

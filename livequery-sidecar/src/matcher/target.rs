@@ -139,6 +139,24 @@ impl DocumentTarget {
     }
 }
 
+impl DocumentTarget {
+    /// The delta from the document's version in `before` (if written) to its current one.
+    pub fn rewound(&self, before: &HashMap<ResourcePath, Option<Document>>) -> Option<TargetDelta> {
+        let then = match before.get(&self.path) {
+            Some(then) => then.clone(),
+            None => return None,
+        };
+        let order = |a: &Document, b: &Document| a.path.cmp(&b.path);
+        let changes = diff(
+            &order,
+            &then.into_iter().collect::<Vec<_>>(),
+            &self.doc.iter().cloned().collect::<Vec<_>>(),
+            &Document::clone,
+        );
+        (!changes.is_empty()).then_some(TargetDelta::Changes(changes))
+    }
+}
+
 /// Whether the target is live or waits for fresh rows.
 #[derive(Debug)]
 enum State {
@@ -567,6 +585,61 @@ impl QueryTarget {
         delta::track(&mut kept, tracked, &order, &present, &mut changes);
         self.kept = kept;
         (!changes.is_empty()).then_some(TargetDelta::Changes(changes))
+    }
+
+    /// The delta from the result at an earlier position to the current one
+    /// ([`super::Matcher::rewound`]). The earlier results are the kept rows nobody wrote
+    /// since, and the earlier versions of the written documents that the query matches.
+    /// The kept rows are every result up to `bound`, so every earlier result up to `bound`
+    /// is among those; the earlier window is exact when at least `offset + limit` of them
+    /// are at or before `bound` (or there is no bound).
+    pub fn rewound(
+        &self,
+        before: &HashMap<ResourcePath, Option<Document>>,
+    ) -> Result<Option<TargetDelta>, super::Rewind> {
+        if self.aggregate.is_some() || self.running.is_some() || self.awaiting_requery() {
+            return Err(super::Rewind::Inexact);
+        }
+        let query = Arc::clone(&self.query);
+        let matcher = CoreMatcher::new(&query);
+        let reversed = self.reversed;
+        let scan = |a: &Document, b: &Document| scan_compare(&matcher, reversed, a, b);
+        let mut then: Vec<Document> = self
+            .kept
+            .iter()
+            .filter(|d| !before.contains_key(&d.path))
+            .cloned()
+            .collect();
+        then.extend(
+            before
+                .values()
+                .flatten()
+                .filter(|d| matcher.matches(&d.path, &d.fields))
+                .cloned(),
+        );
+        then.sort_by(|a, b| scan(a, b));
+        if let Some(bound) = &self.bound {
+            let known = then.iter().filter(|d| scan(d, bound).is_le()).count();
+            let needed = self
+                .limit
+                .map_or(usize::MAX, |l| self.offset.saturating_add(l));
+            if known < needed {
+                return Err(super::Rewind::Inexact);
+            }
+            then.truncate(needed);
+        }
+        let start = self.offset.min(then.len());
+        let end = self
+            .limit
+            .map_or(then.len(), |l| start.saturating_add(l).min(then.len()));
+        let mut old_visible = then[start..end].to_vec();
+        if self.reversed {
+            old_visible.reverse();
+        }
+        let order = |a: &Document, b: &Document| matcher.compare(a.entry(), b.entry());
+        let present = |d: &Document| self.present(d);
+        let changes = diff(&order, &old_visible, &self.visible(), &present);
+        Ok((!changes.is_empty()).then_some(TargetDelta::Changes(changes)))
     }
 
     /// Take the rows of a requery (see [`TargetDelta::NeedsRequery`]): the delta from what

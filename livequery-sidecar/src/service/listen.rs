@@ -90,7 +90,7 @@ pub async fn open(
     let owner = owner(caller, database);
     let mut lead = None;
     if let Some((stream, position)) = resume {
-        match session.resume(&stream, position, &owner.key).await? {
+        match session.resume(database, &stream, position, &owner).await? {
             Resumed::Connection(connection) => return Ok(connection),
             Resumed::Unknown(reason) => lead = Some(reason),
         }

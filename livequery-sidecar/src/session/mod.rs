@@ -18,6 +18,7 @@
 pub mod events;
 pub mod guard;
 pub mod hub;
+pub mod registry;
 pub mod upkeep;
 
 use std::time::Duration;
@@ -31,6 +32,8 @@ use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::{Db, PgError, RunAs};
 use crate::source::{Consumer, Lsn, SourceHealth};
 pub use events::{Frame, ResetReason};
+pub use hub::Feed;
+use registry::{Registry, TargetEntry};
 
 /// Tuning of the live-query session.
 #[derive(Debug, Clone)]
@@ -177,6 +180,31 @@ pub enum Command {
         caller: String,
         reply: Reply<Resumed>,
     },
+    /// How many documents the transactions after a position wrote (`None`: the changelog
+    /// does not hold them all).
+    Touched {
+        position: Lsn,
+        reply: Reply<Option<usize>>,
+    },
+    /// Take over a stream another process held (`session::registry`), whose client saw it
+    /// up to `position`.
+    Adopt {
+        stream: String,
+        position: Lsn,
+        database: String,
+        caller: Caller,
+        targets: Vec<(TargetRequest, Vec<Document>)>,
+        grant: Grant,
+        point: ReadPoint,
+        slack: u32,
+        reply: Reply<Result<Connection, SessionError>>,
+    },
+    /// Drop this process's copy of a stream another process took over (no reset, no end
+    /// remembered).
+    Release {
+        stream: String,
+        reply: Reply<()>,
+    },
     Check {
         stream: String,
         database: String,
@@ -207,6 +235,9 @@ pub struct Session {
     db: Db,
     matcher: MatcherConfig,
     health: SourceHealth,
+    /// This process's instance id (the first part of its stream ids, the registry's holder).
+    instance: String,
+    registry: Option<Registry>,
 }
 
 /// How long a subscription waits for the change stream to be ready.
@@ -231,16 +262,47 @@ pub fn fetch_of(spec: &TargetSpec, config: &MatcherConfig) -> Fetch {
 
 impl Session {
     /// Start the hub and its upkeep task; `consumers` are the change stream's other consumers
-    /// (write triggers), fed and waited for by the hub.
-    pub fn start(db: Db, settings: Settings, consumers: Vec<Box<dyn Consumer>>) -> Session {
+    /// (write triggers), fed and waited for by the hub. With a `registry` (`--nats-url`) the
+    /// streams are registered there, and resumes of streams other processes hold adopt them.
+    pub fn start(
+        db: Db,
+        settings: Settings,
+        consumers: Vec<Box<dyn Consumer>>,
+        registry: Option<Registry>,
+    ) -> Session {
+        Session::start_with(db, settings, consumers, Feed::Slot, registry)
+    }
+
+    /// [`Session::start`] fed by `feed`: its own slot, or the JetStream stream of an ingest
+    /// (`--role gateway`).
+    pub fn start_with(
+        db: Db,
+        settings: Settings,
+        consumers: Vec<Box<dyn Consumer>>,
+        feed: Feed,
+        registry: Option<Registry>,
+    ) -> Session {
         let matcher = settings.matcher;
         let health = SourceHealth::new();
-        let commands = hub::spawn(db.clone(), settings, consumers, health.clone());
+        let (retired, retired_rx) = mpsc::unbounded_channel();
+        let (commands, instance) = hub::spawn(
+            db.clone(),
+            settings,
+            consumers,
+            health.clone(),
+            feed,
+            registry.is_some().then_some(retired),
+        );
+        if let Some(registry) = registry.clone() {
+            tokio::spawn(forget_retired(registry, instance.clone(), retired_rx));
+        }
         Session {
             commands,
             db,
             matcher,
             health,
+            instance,
+            registry,
         }
     }
 
@@ -265,6 +327,18 @@ impl Session {
         caller: &Caller,
         targets: Vec<TargetRequest>,
     ) -> Result<(Vec<(TargetRequest, Vec<Document>)>, Grant, ReadPoint), SessionError> {
+        self.read_with(database, caller, targets, &self.matcher)
+            .await
+    }
+
+    /// [`Session::read`] with the query targets' fetches of `config`'s initial slack.
+    async fn read_with(
+        &self,
+        database: &str,
+        caller: &Caller,
+        targets: Vec<TargetRequest>,
+        config: &MatcherConfig,
+    ) -> Result<(Vec<(TargetRequest, Vec<Document>)>, Grant, ReadPoint), SessionError> {
         let grant = tokio::time::timeout(READY_TIMEOUT, self.call(Command::Ticket))
             .await
             .map_err(|_| {
@@ -272,10 +346,7 @@ impl Session {
                     "the change stream is not ready (is wal_level logical?)".into(),
                 )
             })??;
-        let fetches: Vec<Fetch> = targets
-            .iter()
-            .map(|t| fetch_of(&t.spec, &self.matcher))
-            .collect();
+        let fetches: Vec<Fetch> = targets.iter().map(|t| fetch_of(&t.spec, config)).collect();
         match read_targets(&self.db, database, &caller.run_as, &fetches).await {
             Ok((rows, point)) => Ok((targets.into_iter().zip(rows).collect(), grant, point)),
             Err(e) => {
@@ -302,40 +373,168 @@ impl Session {
         targets: Vec<TargetRequest>,
         lead: Option<ResetReason>,
     ) -> Result<Connection, SessionError> {
-        let (targets, grant, point) = self.read(database, &caller, targets).await?;
-        self.call(|reply| Command::Open {
+        let entry = self.registry.as_ref().map(|_| registry::Entry {
+            version: 1,
             database: database.to_owned(),
-            caller,
-            targets,
-            grant,
-            point,
-            lead,
-            reply,
-        })
-        .await?
+            owner: caller.key.clone(),
+            quota: caller.quota.clone(),
+            rules: caller.run_as != RunAs::Admin,
+            holder: self.instance.clone(),
+            targets: targets.iter().map(TargetEntry::of).collect(),
+        });
+        let (targets, grant, point) = self.read(database, &caller, targets).await?;
+        let connection = self
+            .call(|reply| Command::Open {
+                database: database.to_owned(),
+                caller,
+                targets,
+                grant,
+                point,
+                lead,
+                reply,
+            })
+            .await??;
+        if let (Some(registry), Some(entry)) = (&self.registry, entry) {
+            // Registered before the client learns the stream's id.
+            if let Err(e) = registry.put(&connection.stream, &entry).await {
+                tracing::warn!(stream = %connection.stream, error = %e, "the stream is not registered: a resume on another process will reset");
+            }
+        }
+        Ok(connection)
     }
 
-    /// Resume `stream` after `position` as `caller` (its key).
+    /// Resume `stream` of `database` after `position` as `caller`. With a registry, a
+    /// stream another process holds (or held) is adopted (`adopt`), and this process's own
+    /// copy of it, if any, dropped.
     ///
     /// # Errors
-    /// [`SessionError::PermissionDenied`] when another caller owns the stream.
+    /// The adopting reads' errors; [`SessionError::Unavailable`] when the hub stopped.
     ///
     /// # Cancel safety
     /// Dropped after the hub answered, the new connection is dropped: the stream counts as
     /// disconnected again.
     pub async fn resume(
         &self,
+        database: &str,
         stream: &str,
         position: Lsn,
-        caller: &str,
+        caller: &Caller,
     ) -> Result<Resumed, SessionError> {
+        if let Some(registry) = &self.registry {
+            match registry.get(stream).await {
+                Ok(Some((entry, targets, revision))) if entry.holder != self.instance => {
+                    self.call(|reply| Command::Release {
+                        stream: stream.to_owned(),
+                        reply,
+                    })
+                    .await?;
+                    let adopting = Adopting {
+                        database,
+                        stream,
+                        position,
+                        caller,
+                    };
+                    return self
+                        .adopt(registry, adopting, entry, targets, revision)
+                        .await;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(stream, error = %e, "the stream registry did not answer: resuming as a single process");
+                }
+            }
+        }
         self.call(|reply| Command::Resume {
             stream: stream.to_owned(),
             position,
-            caller: caller.to_owned(),
+            caller: caller.key.clone(),
             reply,
         })
         .await
+    }
+
+    /// Take over `stream`, registered by another process, for a client that saw it up to
+    /// `position` (docs/listen.md, "Resuming on another process"): its targets are read as
+    /// new ones, and the first event takes the client from `position` to the hub's
+    /// position exactly; or, when this process cannot know what happened after `position`,
+    /// the stream is unknown (`reset {retention_passed}`).
+    async fn adopt(
+        &self,
+        registry: &Registry,
+        adopting: Adopting<'_>,
+        entry: registry::Entry,
+        targets: Vec<TargetRequest>,
+        revision: u64,
+    ) -> Result<Resumed, SessionError> {
+        let Adopting {
+            database,
+            stream,
+            position,
+            caller,
+        } = adopting;
+        if entry.owner != caller.key || entry.rules != (caller.run_as != RunAs::Admin) {
+            return Ok(Resumed::Unknown(ResetReason::Permission));
+        }
+        if entry.database != database {
+            return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
+        }
+        let Some(touched) = self
+            .call(|reply| Command::Touched { position, reply })
+            .await?
+        else {
+            return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
+        };
+        // A sorted query with a limit keeps enough rows beyond its window to tell its
+        // window at `position` once the written documents are put back.
+        let slack = self
+            .matcher
+            .initial_slack
+            .max(1)
+            .saturating_add(u32::try_from(touched).unwrap_or(u32::MAX));
+        let config = MatcherConfig {
+            initial_slack: slack,
+            max_slack: self.matcher.max_slack.max(slack),
+            ..self.matcher
+        };
+        let read = self.read_with(database, caller, targets, &config).await;
+        let (targets, grant, point) = match read {
+            Ok(read) => read,
+            Err(SessionError::Pg(e)) => {
+                let api = crate::service::error::ServiceError::from(e);
+                if api.code == docstore_core::Code::PermissionDenied {
+                    return Ok(Resumed::Unknown(ResetReason::Permission));
+                }
+                return Err(SessionError::Unavailable(api.message));
+            }
+            Err(e) => return Err(e),
+        };
+        let connection = self
+            .call(|reply| Command::Adopt {
+                stream: stream.to_owned(),
+                position,
+                database: database.to_owned(),
+                caller: caller.clone(),
+                targets,
+                grant,
+                point,
+                slack,
+                reply,
+            })
+            .await??;
+        let claimed = registry::Entry {
+            holder: self.instance.clone(),
+            ..entry
+        };
+        if let Err(e) = registry.claim(stream, &claimed, revision).await {
+            tracing::warn!(stream, error = %e, "the stream was not claimed: another process took it");
+            self.call(|reply| Command::Release {
+                stream: stream.to_owned(),
+                reply,
+            })
+            .await?;
+            return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
+        }
+        Ok(Resumed::Connection(connection))
     }
 
     /// Add targets to a running stream of `caller`.
@@ -354,6 +553,7 @@ impl Session {
         targets: Vec<TargetRequest>,
     ) -> Result<(), SessionError> {
         let ids = targets.iter().map(|t| t.id.clone()).collect();
+        let entries: Vec<TargetEntry> = targets.iter().map(TargetEntry::of).collect();
         self.call(|reply| Command::Check {
             stream: stream.to_owned(),
             database: database.to_owned(),
@@ -371,7 +571,18 @@ impl Session {
             point,
             reply,
         })
-        .await?
+        .await??;
+        if let Some(registry) = &self.registry {
+            let added = registry
+                .modify(stream, &self.instance, |e| {
+                    e.targets.extend(entries.iter().cloned());
+                })
+                .await;
+            if let Err(e) = added {
+                tracing::warn!(stream, error = %e, "the stream's registry entry lacks the added targets");
+            }
+        }
+        Ok(())
     }
 
     /// Whether the running stream `stream` of `caller` in `database` has the target `target`
@@ -425,6 +636,41 @@ impl Session {
             target: target.to_owned(),
             reply,
         })
-        .await?
+        .await??;
+        if let Some(registry) = &self.registry {
+            let removed = registry
+                .modify(stream, &self.instance, |e| {
+                    e.targets.retain(|t| t.id != target)
+                })
+                .await;
+            if let Err(e) = removed {
+                tracing::warn!(stream, error = %e, "the stream's registry entry keeps a removed target");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A resume that adopts a stream.
+struct Adopting<'a> {
+    database: &'a str,
+    stream: &'a str,
+    position: Lsn,
+    caller: &'a Caller,
+}
+
+/// Delete the registry entries of streams that ended for good here (`retired`).
+///
+/// # Cancel safety
+/// Runs for the life of the process.
+async fn forget_retired(
+    registry: Registry,
+    instance: String,
+    mut retired: mpsc::UnboundedReceiver<String>,
+) {
+    while let Some(stream) = retired.recv().await {
+        if let Err(e) = registry.forget(&stream, &instance).await {
+            tracing::warn!(stream, error = %e, "an ended stream's registry entry stays");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The hub's helper on a plain connection of its own: heartbeats (`source::heartbeat::emit`)
 //! when no transaction was decoded for an interval, or at once when the hub kicks it (a new
 //! target waits for a position past its snapshot); the snapshots that unpin the changelog;
-//! and the slot's lag (`docstore_source_slot_lag_bytes`).
+//! and the slot's lag (`docstore_source_slot_lag_bytes`; not in a gateway, which has no slot:
+//! its ingest reports it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,13 +15,14 @@ use crate::pg::snapshot::current_snapshot;
 use crate::source::heartbeat;
 use crate::source::Lsn;
 
-/// Run until the hub is gone. Reconnects after a failure (Postgres restarting).
+/// Run until the hub is gone. Reconnects after a failure (Postgres restarting). `slot`: the
+/// hub's own slot, whose lag it measures (`None` in a gateway).
 ///
 /// # Cancel safety
 /// Runs for the life of the process.
 pub async fn run(
     postgres: crate::pg::tls::Postgres,
-    slot: String,
+    slot: Option<String>,
     interval: Duration,
     mut activity: watch::Receiver<Lsn>,
     kick: Arc<Notify>,
@@ -74,12 +76,12 @@ pub async fn run(
                     return;
                 }
             }
-            _ = lag_tick.tick() => {
+            _ = lag_tick.tick(), if slot.is_some() => {
                 let lag = c
                     .query_opt(
                         "select (pg_current_wal_lsn() - confirmed_flush_lsn)::float8 \
                          from pg_replication_slots where slot_name = $1",
-                        &[&slot],
+                        &[&slot.as_deref()],
                     )
                     .await;
                 match lag {
@@ -98,7 +100,7 @@ pub async fn run(
         if emit {
             due = tokio::time::Instant::now() + interval;
             if let Some(c) = client.as_ref() {
-                if let Err(e) = heartbeat::emit(c, &slot).await {
+                if let Err(e) = heartbeat::emit(c, slot.as_deref().unwrap_or("gateway")).await {
                     tracing::warn!(error = %e, "heartbeat failed");
                     client = None;
                 }

@@ -4,7 +4,9 @@
 //! `docstore.entities` into document changes; `transaction` assembles Begin .. Commit into
 //! [`Transaction`]s; `replication` is the [`ChangeSource`] over a replication connection
 //! (pgwire-replication), `supervisor` the one that reconnects with backoff and replaces a
-//! lost slot; `heartbeat` moves the position when nothing is written. docs/architecture.md.
+//! lost slot; `heartbeat` moves the position when nothing is written; `wire` is the format of
+//! transactions in a JetStream stream and `jetstream` the source of a gateway that reads
+//! them (the roles of docs/architecture.md, "Processes").
 //!
 //! A delete carries only the key (`database_id`, encoded `name`): its path is decoded from
 //! the name (`docstore_core::encoding::decode_name`). An update that leaves the TOASTed
@@ -18,10 +20,12 @@ use thiserror::Error;
 
 pub mod entities;
 pub mod heartbeat;
+pub mod jetstream;
 pub mod pgoutput;
 pub mod replication;
 pub mod supervisor;
 pub mod transaction;
+pub mod wire;
 
 pub use entities::{Change, DocumentChange, DocumentData, DocumentKey, Previous};
 pub use pgoutput::Lsn;

@@ -180,7 +180,8 @@ pub fn commit_time(pg_micros: i64) -> Result<Timestamp, AssembleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::pgoutput::{Begin, Commit};
+    // `super::super`, not `crate::source`: the fuzz crate includes this file by path.
+    use super::super::pgoutput::{Begin, Commit};
 
     fn begin(xid: u32, lsn: u64) -> Message<'static> {
         Message::Begin(Begin {

@@ -92,6 +92,40 @@ impl Hub {
             } => {
                 let _ = reply.send(self.remove(&stream, &caller, &target));
             }
+            Command::Touched { position, reply } => {
+                let _ = reply.send(self.touched(position));
+            }
+            Command::Adopt {
+                stream,
+                position,
+                database,
+                caller,
+                targets,
+                grant,
+                point,
+                slack,
+                reply,
+            } => {
+                let adopting = super::adopt::Adopting {
+                    id: stream,
+                    from: position,
+                    database,
+                    caller,
+                    slack,
+                };
+                let result = self.adopt(adopting, targets, grant, &point);
+                if let Err(Ok(connection)) = reply.send(result) {
+                    drop(connection);
+                }
+            }
+            Command::Release { stream, reply } => {
+                if let Some(s) = self.streams.remove(&stream) {
+                    self.drop_targets(&s);
+                    self.pending.remove(&stream);
+                    self.guard.forget(&stream);
+                }
+                let _ = reply.send(());
+            }
         }
     }
 
@@ -138,7 +172,7 @@ impl Hub {
     }
 
     /// Whether `caller` may open one more stream of `targets` targets.
-    fn admit(&self, caller: &Caller, targets: usize) -> Result<(), SessionError> {
+    pub(super) fn admit(&self, caller: &Caller, targets: usize) -> Result<(), SessionError> {
         let caps = self.settings.caps;
         if self.streams.len() >= caps.streams {
             return Err(SessionError::ResourceExhausted {
@@ -226,6 +260,7 @@ impl Hub {
                 epoch: 0,
                 held: false,
                 read_time: None,
+                adopt: None,
             },
         );
         if let Err(e) = self.register(&id, targets, grant, point) {
@@ -263,6 +298,20 @@ impl Hub {
         grant: Grant,
         point: &ReadPoint,
     ) -> Result<(), SessionError> {
+        self.register_with(id, targets, grant, point, None, Lsn(0))
+    }
+
+    /// [`Hub::register`], the query targets keeping `slack` rows beyond their window (their
+    /// rows were read with it), shown at a position after `not_before` too.
+    pub(super) fn register_with(
+        &mut self,
+        id: &str,
+        targets: Vec<(TargetRequest, Vec<Document>)>,
+        grant: Grant,
+        point: &ReadPoint,
+        slack: Option<u32>,
+        not_before: Lsn,
+    ) -> Result<(), SessionError> {
         if grant.generation != self.generation {
             return Err(SessionError::Unavailable(
                 "the change stream restarted during the subscription; retry".into(),
@@ -273,7 +322,7 @@ impl Hub {
             .hand_off(grant.ticket, &point.snapshot, Instant::now())
             .map_err(|e| SessionError::Unavailable(format!("{e}; retry")))?;
         let horizon: Arc<dyn Horizon> = Arc::new(SnapshotHorizon(point.snapshot.clone()));
-        let after = self.position;
+        let after = self.position.max(not_before);
         let Some(stream) = self.streams.get_mut(id) else {
             return Err(SessionError::NotFound(format!("no stream {id}")));
         };
@@ -294,8 +343,10 @@ impl Hub {
         for (request, rows) in targets {
             let tid = TargetId(self.next_target);
             self.next_target += 1;
+            let slack = slack.unwrap_or(config.initial_slack);
+            let horizon = Some(Arc::clone(&horizon));
             if let Err(e) =
-                matcher.add_target(tid, request.spec.clone(), rows, Some(Arc::clone(&horizon)))
+                matcher.add_target_with_slack(tid, request.spec.clone(), rows, horizon, slack)
             {
                 failure = Some(SessionError::InvalidArgument(format!(
                     "target \"{}\": {e}",

@@ -16,13 +16,15 @@ use crate::matcher::{Document, Horizon, Matcher, TargetDelta, TargetId, TargetSp
 use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::Db;
 use crate::source::heartbeat::is_heartbeat;
+use crate::source::jetstream::{JetStreamSource, StreamSettings};
 use crate::source::{
-    Backoff, Change, ChangeSource, Consumer, DocumentData, Lsn, ReplicationSettings, SourceEvent,
-    SourceHealth, SupervisedSource, Transaction,
+    Backoff, Change, ChangeSource, Consumer, DocumentData, Lsn, ReplicationSettings, SourceError,
+    SourceEvent, SourceHealth, SupervisedSource, Transaction,
 };
 use docstore_core::path::ResourcePath;
 use docstore_core::value::Timestamp;
 
+mod adopt;
 mod commands;
 mod guarded;
 
@@ -85,6 +87,9 @@ struct Stream {
     held: bool,
     /// The read time of its last event: the next one is at least this.
     read_time: Option<Timestamp>,
+    /// Adopted from another process for a client that saw it up to this position: its
+    /// first event takes the client from there to now (`adopt`).
+    adopt: Option<Lsn>,
 }
 
 /// Each target's rows, by the client's target id.
@@ -119,8 +124,40 @@ pub enum Internal {
     LookedUp(guarded::LookedUp),
 }
 
+/// Where the hub's committed transactions come from.
+#[derive(Debug, Clone)]
+pub enum Feed {
+    /// Its own replication slot (`--role all`).
+    Slot,
+    /// The JetStream stream an ingest publishes (`--role gateway`): no slot, no slot lag.
+    JetStream(StreamSettings),
+}
+
+/// The hub's change source, as [`Feed`] says.
+enum Source {
+    Slot(Box<SupervisedSource>),
+    JetStream(JetStreamSource),
+}
+
+impl ChangeSource for Source {
+    async fn next_event(&mut self) -> Result<SourceEvent, SourceError> {
+        match self {
+            Source::Slot(s) => s.next_event().await,
+            Source::JetStream(s) => s.next_event().await,
+        }
+    }
+
+    fn confirm(&mut self, lsn: Lsn) {
+        match self {
+            Source::Slot(s) => s.confirm(lsn),
+            Source::JetStream(s) => s.confirm(lsn),
+        }
+    }
+}
+
 struct Hub {
     db: Db,
+    feed: Feed,
     settings: Settings,
     /// The permanent cause the change source fails on (`/healthz`).
     health: SourceHealth,
@@ -152,15 +189,21 @@ struct Hub {
     guard: Guard,
     /// The other consumers of the stream (write triggers' recorder).
     consumers: Vec<Box<dyn Consumer>>,
+    /// Streams that ended for good, for the registry (`--nats-url`) to forget.
+    retired: Option<mpsc::UnboundedSender<String>>,
 }
 
-/// Start the hub and the upkeep task; returns the command channel.
+/// Start the hub and the upkeep task; returns the command channel and the instance id (the
+/// first part of this process's stream ids). `retired` hears of every stream that ends for
+/// good.
 pub fn spawn(
     db: Db,
     settings: Settings,
     consumers: Vec<Box<dyn Consumer>>,
     health: SourceHealth,
-) -> mpsc::Sender<Command> {
+    feed: Feed,
+    retired: Option<mpsc::UnboundedSender<String>>,
+) -> (mpsc::Sender<Command>, String) {
     let (commands, rx) = mpsc::channel(1024);
     let (internal, internal_rx) = mpsc::channel(1024);
     let (observe, observe_rx) = mpsc::channel(4);
@@ -172,7 +215,8 @@ pub fn spawn(
     let instance = format!("{:x}", (nanos as u64) ^ u64::from(std::process::id()) << 40);
     tokio::spawn(upkeep::run(
         settings.postgres.clone(),
-        settings.slot.clone(),
+        // A gateway has no slot: its heartbeats name no slot, and it measures no slot lag.
+        matches!(feed, Feed::Slot).then(|| settings.slot.clone()),
         settings.heartbeat,
         activity_rx,
         Arc::clone(&kick),
@@ -183,10 +227,11 @@ pub fn spawn(
     tokio::spawn(guard::load::poll(db.clone(), internal.clone(), wanted));
     let hub = Hub {
         db,
+        feed,
         health,
         changelog: Changelog::new(settings.limits),
         settings,
-        instance,
+        instance: instance.clone(),
         generation: 0,
         matchers: HashMap::new(),
         streams: HashMap::new(),
@@ -206,9 +251,10 @@ pub fn spawn(
         internal,
         guard: Guard::new(reload),
         consumers,
+        retired,
     };
     tokio::spawn(hub.run(rx, internal_rx));
-    commands
+    (commands, instance)
 }
 
 fn now_micros() -> i64 {
@@ -356,12 +402,22 @@ impl Hub {
             .fold(lsn, |lsn, consumer| consumer.confirmable(lsn))
     }
 
-    fn new_source(&self) -> SupervisedSource {
-        SupervisedSource::new(
-            ReplicationSettings::new(self.settings.postgres.clone(), self.settings.slot.clone()),
-            Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
-            self.health.clone(),
-        )
+    /// A new source. One of JetStream starts at the stream's end and reports that as a slot
+    /// creation: streams reset rather than miss what came meanwhile.
+    fn new_source(&self) -> Source {
+        match &self.feed {
+            Feed::Slot => Source::Slot(Box::new(SupervisedSource::new(
+                ReplicationSettings::new(
+                    self.settings.postgres.clone(),
+                    self.settings.slot.clone(),
+                ),
+                Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+                self.health.clone(),
+            ))),
+            Feed::JetStream(settings) => {
+                Source::JetStream(JetStreamSource::start(settings.clone()))
+            }
+        }
     }
 
     fn on_source(&mut self, event: SourceEvent) {
@@ -535,6 +591,16 @@ impl Hub {
                 }
                 // Back together: every target's full results at this position.
                 stream.held = false;
+                if stream.adopt.take().is_some() {
+                    // Adopted, but a target ran out of slack before its first event: the
+                    // client starts over from this snapshot.
+                    let reset =
+                        events::reset(&id, position, ResetReason::RetentionPassed, DISCARDED);
+                    self.deliver(&id, reset, false);
+                }
+                let Some(stream) = self.streams.get(&id) else {
+                    continue;
+                };
                 let matcher = self.matchers.get(&stream.database);
                 let results: Vec<_> = stream
                     .targets
@@ -545,6 +611,17 @@ impl Hub {
                 let all: Vec<String> = stream.targets.keys().cloned().collect();
                 let writes = txn_writes.by_db.get(&stream.database);
                 self.send_checked(&id, frame, true, &[], &all, writes);
+                continue;
+            }
+            if let Some(from) = stream.adopt {
+                // An adopted stream sends nothing until its targets come live (together),
+                // then one event that takes its client from `from` to here.
+                if newly.is_empty() {
+                    continue;
+                }
+                stream.adopt = None;
+                let writes = txn_writes.by_db.get(&stream.database);
+                self.send_adopted(&id, from, position, at, writes);
                 continue;
             }
             let mut changes: Vec<(String, TargetDelta)> = deltas
@@ -672,6 +749,9 @@ impl Hub {
 
     /// Remember why a stream ended, for a later resume's reset (the last [`ENDED_KEPT`]).
     fn remember_end(&mut self, id: &str, reason: ResetReason) {
+        if let Some(retired) = &self.retired {
+            let _ = retired.send(id.to_owned());
+        }
         self.ended.insert(id.to_owned(), reason);
         self.ended_order.push_back(id.to_owned());
         while self.ended_order.len() > ENDED_KEPT {
@@ -699,8 +779,10 @@ impl Hub {
         metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
             .increment(1);
         stream.epoch += 1;
-        // Every target is read again and shown in one snapshot: nothing left to hold.
+        // Every target is read again and shown in one snapshot: nothing left to hold, and
+        // an adopted stream's client starts over from it.
         stream.held = false;
+        stream.adopt = None;
         let ids: Vec<TargetId> = stream.targets.values().map(|t| t.id).collect();
         for t in stream.targets.values_mut() {
             t.phase = Phase::Fetching;

@@ -1,0 +1,395 @@
+//! The stream registry (`--nats-url`; docs/listen.md, "Resuming on another process"): one
+//! JetStream key-value entry per listen stream, so that another sidecar process of the same
+//! Postgres can adopt a stream a client resumes there.
+//!
+//! An entry holds what adopting needs and nothing the client did not send: the stream's
+//! database, its owner key and quota, whether it obeys the security rules, the process that
+//! holds it, and each target as the client named it (its id, and its query as structured JSON
+//! or its document path). It is written before the reply that makes a stream or a change of
+//! its targets visible to the client, claimed (a compare-and-set on the key's revision) by the
+//! process that adopts the stream, and deleted when the stream ends for good on its holder.
+//!
+//! Read back, an entry is outside input: [`decode`] refuses anything malformed with a
+//! [`RegistryError::Malformed`], never a panic.
+
+use async_nats::jetstream::kv::{self, Operation, Store};
+use async_nats::jetstream::stream;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::TargetRequest;
+use crate::matcher::TargetSpec;
+
+/// The key-value bucket of the registry.
+pub const BUCKET: &str = "docstore_streams";
+
+/// The largest entry [`decode`] reads (a stream of 1,000 targets of large queries fits).
+const MAX_ENTRY: usize = 8 << 20;
+
+/// Why the registry could not answer.
+#[derive(Debug, Error)]
+pub enum RegistryError {
+    /// NATS or JetStream refused or failed.
+    #[error("stream registry: {0}")]
+    Nats(String),
+    /// An entry that is not a registry entry of this version.
+    #[error("stream registry entry is malformed: {0}")]
+    Malformed(String),
+    /// Another process claimed the stream first.
+    #[error("stream registry: another process claimed the stream")]
+    Claimed,
+}
+
+/// A target as the registry keeps it: exactly one of `query` (Firestore's structured query)
+/// and `document` (a document path).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetEntry {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<String>,
+}
+
+/// One stream's entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// The format's version (1).
+    pub version: u32,
+    /// The docstore database id of the stream.
+    pub database: String,
+    /// The owner key (`admin`, `anonymous`, `user:<sub>`): only it may resume the stream.
+    pub owner: String,
+    /// The key of the per-caller stream cap.
+    pub quota: Option<String>,
+    /// Whether the stream's events go through the security rules (every non-admin stream).
+    pub rules: bool,
+    /// The instance id of the process that holds the stream.
+    pub holder: String,
+    pub targets: Vec<TargetEntry>,
+}
+
+impl TargetEntry {
+    /// A target as the registry keeps it.
+    pub fn of(target: &TargetRequest) -> TargetEntry {
+        match &target.spec {
+            TargetSpec::Query(query) => TargetEntry {
+                id: target.id.clone(),
+                query: Some(docstore_core::query::to_structured(query)),
+                document: None,
+            },
+            TargetSpec::Document(path) => TargetEntry {
+                id: target.id.clone(),
+                query: None,
+                document: Some(path.to_string()),
+            },
+        }
+    }
+
+    /// The target again, validated as a request's.
+    ///
+    /// # Errors
+    /// [`RegistryError::Malformed`] for a query or path core refuses, or neither or both.
+    pub fn request(&self) -> Result<TargetRequest, RegistryError> {
+        let spec = match (&self.query, &self.document) {
+            (Some(query), None) => TargetSpec::parse_structured(query),
+            (None, Some(path)) => TargetSpec::document(path),
+            _ => {
+                return Err(RegistryError::Malformed(format!(
+                    "target \"{}\" needs exactly one of query and document",
+                    self.id
+                )))
+            }
+        }
+        .map_err(|e| RegistryError::Malformed(format!("target \"{}\": {e}", self.id)))?;
+        Ok(TargetRequest {
+            id: self.id.clone(),
+            spec,
+        })
+    }
+}
+
+/// The bytes of an entry.
+pub fn encode(entry: &Entry) -> Vec<u8> {
+    // A derived Serialize of strings, numbers and JSON values cannot fail.
+    serde_json::to_vec(entry).unwrap_or_default()
+}
+
+/// An entry from its bytes.
+///
+/// # Errors
+/// [`RegistryError::Malformed`] for anything but an entry of version 1 whose targets core
+/// accepts.
+pub fn decode(bytes: &[u8]) -> Result<(Entry, Vec<TargetRequest>), RegistryError> {
+    if bytes.len() > MAX_ENTRY {
+        return Err(RegistryError::Malformed(format!(
+            "{} bytes, more than {MAX_ENTRY}",
+            bytes.len()
+        )));
+    }
+    let entry: Entry =
+        serde_json::from_slice(bytes).map_err(|e| RegistryError::Malformed(e.to_string()))?;
+    if entry.version != 1 {
+        return Err(RegistryError::Malformed(format!(
+            "version {} (this sidecar reads 1)",
+            entry.version
+        )));
+    }
+    let targets = entry
+        .targets
+        .iter()
+        .map(TargetEntry::request)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ids: Vec<&str> = targets.iter().map(|t| t.id.as_str()).collect();
+    ids.sort_unstable();
+    if ids.windows(2).any(|w| w[0] == w[1]) {
+        return Err(RegistryError::Malformed("a target id repeats".into()));
+    }
+    Ok((entry, targets))
+}
+
+fn nats(e: impl std::fmt::Display) -> RegistryError {
+    RegistryError::Nats(e.to_string())
+}
+
+/// The registry of this process: the bucket and the holder name it writes.
+#[derive(Clone)]
+pub struct Registry {
+    store: Store,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Registry")
+    }
+}
+
+impl Registry {
+    /// Connect to NATS at `url` and open the registry's bucket (created when missing).
+    ///
+    /// # Errors
+    /// [`RegistryError::Nats`] when NATS cannot be reached or JetStream is not enabled.
+    pub async fn connect(url: &str) -> Result<Registry, RegistryError> {
+        let client = async_nats::connect(url).await.map_err(nats)?;
+        let jetstream = async_nats::jetstream::new(client);
+        // The bucket's stream as async-nats' `create_key_value` makes it, created directly:
+        // that call first reads the account's info, whose reply from nats-server 2.9 lacks
+        // fields async-nats 0.51 requires.
+        jetstream
+            .get_or_create_stream(stream::Config {
+                name: format!("KV_{BUCKET}"),
+                description: Some("pg_docstore listen streams (docs/listen.md)".to_owned()),
+                subjects: vec![format!("$KV.{BUCKET}.>")],
+                max_messages_per_subject: 1,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                discard: stream::DiscardPolicy::New,
+                num_replicas: 1,
+                ..Default::default()
+            })
+            .await
+            .map_err(nats)?;
+        let store = jetstream.get_key_value(BUCKET).await.map_err(nats)?;
+        Ok(Registry { store })
+    }
+
+    /// The entry of `stream` and its revision (`None`: no entry).
+    ///
+    /// # Errors
+    /// [`RegistryError::Nats`]; [`RegistryError::Malformed`] for an entry it cannot read.
+    pub async fn get(
+        &self,
+        stream: &str,
+    ) -> Result<Option<(Entry, Vec<TargetRequest>, u64)>, RegistryError> {
+        let Some(found) = self.store.entry(stream).await.map_err(nats)? else {
+            return Ok(None);
+        };
+        if found.operation != Operation::Put {
+            return Ok(None);
+        }
+        let (entry, targets) = decode(&found.value)?;
+        Ok(Some((entry, targets, found.revision)))
+    }
+
+    /// Write the entry of `stream`.
+    ///
+    /// # Errors
+    /// [`RegistryError::Nats`].
+    pub async fn put(&self, stream: &str, entry: &Entry) -> Result<(), RegistryError> {
+        self.store
+            .put(stream, encode(entry).into())
+            .await
+            .map(|_| ())
+            .map_err(nats)
+    }
+
+    /// Write the entry of `stream` if it is still at `revision`.
+    ///
+    /// # Errors
+    /// [`RegistryError::Claimed`] when it changed meanwhile, [`RegistryError::Nats`].
+    pub async fn claim(
+        &self,
+        stream: &str,
+        entry: &Entry,
+        revision: u64,
+    ) -> Result<(), RegistryError> {
+        match self
+            .store
+            .update(stream, encode(entry).into(), revision)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                Err(RegistryError::Claimed)
+            }
+            Err(e) => Err(nats(e)),
+        }
+    }
+
+    /// Change the entry of `stream` held by `holder` with `change` (a compare-and-set,
+    /// retried when another write came between); nothing when it has none or another holder.
+    ///
+    /// # Errors
+    /// [`RegistryError::Nats`]; [`RegistryError::Malformed`].
+    pub async fn modify(
+        &self,
+        stream: &str,
+        holder: &str,
+        change: impl Fn(&mut Entry),
+    ) -> Result<(), RegistryError> {
+        for _ in 0..8 {
+            let Some((mut entry, _, revision)) = self.get(stream).await? else {
+                return Ok(());
+            };
+            if entry.holder != holder {
+                return Ok(());
+            }
+            change(&mut entry);
+            match self.claim(stream, &entry, revision).await {
+                Err(RegistryError::Claimed) => continue,
+                other => return other,
+            }
+        }
+        Err(RegistryError::Claimed)
+    }
+
+    /// Delete the entry of `stream` if `holder` holds it (a stream that ended for good here,
+    /// unless another process adopted it meanwhile).
+    ///
+    /// # Errors
+    /// [`RegistryError::Nats`].
+    pub async fn forget(&self, stream: &str, holder: &str) -> Result<(), RegistryError> {
+        let Some(found) = self.store.entry(stream).await.map_err(nats)? else {
+            return Ok(());
+        };
+        if found.operation != Operation::Put {
+            return Ok(());
+        }
+        if decode(&found.value).is_ok_and(|(e, _)| e.holder != holder) {
+            return Ok(());
+        }
+        match self
+            .store
+            .delete_expect_revision(stream, Some(found.revision))
+            .await
+        {
+            Ok(()) => Ok(()),
+            // Written meanwhile (adopted elsewhere): not ours to delete.
+            Err(e) if e.kind() == kv::DeleteErrorKind::WrongLastRevision => Ok(()),
+            Err(e) => Err(nats(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Entry {
+        Entry {
+            version: 1,
+            database: "(default)".into(),
+            owner: "user:u1".into(),
+            quota: Some("sub:u1".into()),
+            rules: true,
+            holder: "abc".into(),
+            targets: vec![
+                TargetEntry {
+                    id: "q".into(),
+                    query: Some(serde_json::json!({
+                        "from": [{"collectionId": "c"}],
+                        "orderBy": [{"field": {"fieldPath": "n"}, "direction": "DESCENDING"}],
+                        "limit": 3
+                    })),
+                    document: None,
+                },
+                TargetEntry {
+                    id: "d".into(),
+                    query: None,
+                    document: Some("c/a".into()),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn an_entry_round_trips_and_its_targets_are_validated() {
+        let entry = sample();
+        let (back, targets) = decode(&encode(&entry)).expect("a valid entry");
+        assert_eq!(back, entry);
+        assert_eq!(targets.len(), 2);
+        // Encoded again from the parsed targets, the same specs come back.
+        let again: Vec<TargetEntry> = targets.iter().map(TargetEntry::of).collect();
+        let (_, reparsed) = decode(&encode(&Entry {
+            targets: again,
+            ..entry
+        }))
+        .expect("valid again");
+        assert_eq!(reparsed, targets);
+    }
+
+    #[test]
+    fn bad_entries_are_malformed() {
+        let mut both = sample();
+        both.targets[1].query = Some(serde_json::json!({"from": [{"collectionId": "c"}]}));
+        let mut neither = sample();
+        neither.targets[1].document = None;
+        let mut repeated = sample();
+        repeated.targets[1].id = "q".into();
+        let mut bad_path = sample();
+        bad_path.targets[1].document = Some("c".into());
+        let mut bad_query = sample();
+        bad_query.targets[0].query = Some(serde_json::json!({"limit": -1}));
+        let mut version = sample();
+        version.version = 2;
+        for entry in [both, neither, repeated, bad_path, bad_query, version] {
+            assert!(matches!(
+                decode(&encode(&entry)),
+                Err(RegistryError::Malformed(_))
+            ));
+        }
+        for bytes in [&b""[..], b"null", b"{}", b"[1]", b"{\"version\":1}"] {
+            assert!(matches!(decode(bytes), Err(RegistryError::Malformed(_))));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode(&bytes);
+        }
+
+        #[test]
+        fn mutated_entries_never_panic(cut in 0usize..600, byte in any::<u8>()) {
+            let mut bytes = encode(&sample());
+            if cut < bytes.len() {
+                bytes[cut] = byte;
+            }
+            let _ = decode(&bytes);
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The change source of a gateway (`--role gateway`, docs/architecture.md "Processes"): the
+//! committed transactions an ingest published to a JetStream stream, read with an ordered
+//! consumer instead of a replication slot.
+//!
+//! A task of its own reads the stream and hands the events on through a channel, so that
+//! [`ChangeSource::next_event`] is cancel-safe and the reading survives NATS restarts:
+//! - It starts at the stream's end (a new gateway has no streams to feed) and reports that
+//!   start as [`SourceEvent::SlotCreated`]: the hub becomes ready, and would reset every stream
+//!   if it had any (never a silent gap).
+//! - After NATS went away it reconnects with backoff and continues after the last stream
+//!   sequence it read; a sequence that does not follow that one (messages aged out of the
+//!   stream meanwhile) is reported as [`SourceEvent::SlotCreated`] too.
+//! - Parts of a split payload are put back together ([`wire::Reassembler`]); a transaction
+//!   at or before the last one delivered is skipped (JetStream's message-id deduplication
+//!   covers only its duplicate window; an ingest that took over republishes what its
+//!   predecessor had not confirmed).
+//! - A payload that does not decode is logged and skipped (`docstore_gateway_rejected_total`):
+//!   it cannot be a transaction of the slot, since the ingest writes only what it decoded.
+//!
+//! Also the stream's shared definition ([`stream_config`], [`subject`]) and the waiting state
+//! of a role for `/healthz` ([`RoleHealth`]).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use super::wire::{self, Part, Reassembler, WireEvent};
+use super::{Backoff, ChangeSource, Lsn, SourceError, SourceEvent};
+
+/// How long a message stays in the stream: a gateway away for longer resets its streams.
+pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// What a role waits for, shared with `/healthz` (503 with the reasons while it waits): one
+/// reason per part that waits (`"nats"`: the connection, `"lock"`: a standby ingest,
+/// `"ingest"`: an ingest starting again after a failure, `"publish"`: JetStream's
+/// acknowledgement, `"stream"`: a gateway's consumer), so that one part
+/// recovering does not hide another still waiting.
+#[derive(Debug, Clone, Default)]
+pub struct RoleHealth(Arc<Mutex<BTreeMap<&'static str, String>>>);
+
+impl RoleHealth {
+    /// Not waiting.
+    pub fn new() -> RoleHealth {
+        RoleHealth::default()
+    }
+
+    /// What the role waits for now (`None`: nothing).
+    pub fn waiting(&self) -> Option<String> {
+        let reasons = match self.0.lock() {
+            Ok(r) => r.values().cloned().collect::<Vec<_>>(),
+            Err(poisoned) => poisoned.into_inner().values().cloned().collect(),
+        };
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// Record what `part` waits for (`None`: it works). A change is logged.
+    pub fn set(&self, part: &'static str, waiting: Option<String>) {
+        let mut reasons = match self.0.lock() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if reasons.get(part) == waiting.as_ref() {
+            return;
+        }
+        match waiting {
+            Some(why) => {
+                tracing::warn!("waiting: {why}");
+                reasons.insert(part, why);
+            }
+            None => {
+                tracing::info!("{part}: working again");
+                reasons.remove(part);
+            }
+        }
+    }
+}
+
+/// The subject of stream `name`'s messages.
+pub fn subject(name: &str) -> String {
+    format!("docstore.{name}")
+}
+
+/// The definition of the stream of committed transactions (file storage, kept
+/// [`RETENTION`]; JetStream's default duplicate window of two minutes).
+pub fn stream_config(name: &str) -> stream::Config {
+    stream::Config {
+        name: name.to_owned(),
+        subjects: vec![subject(name)],
+        storage: stream::StorageType::File,
+        max_age: RETENTION,
+        ..Default::default()
+    }
+}
+
+/// A NATS connection that reports losing and regaining the server in `health` and counts
+/// reconnects (`counter`: a connection regained after it was lost, not the first one).
+///
+/// # Errors
+/// The server could not be reached.
+///
+/// # Cancel safety
+/// Cancel-safe.
+pub async fn connect(
+    url: &str,
+    health: RoleHealth,
+    counter: &'static str,
+) -> Result<async_nats::Client, String> {
+    let url_text = url.to_owned();
+    let lost = Arc::new(AtomicBool::new(false));
+    async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(5))
+        .event_callback(move |event| {
+            let health = health.clone();
+            let url = url_text.clone();
+            let lost = Arc::clone(&lost);
+            async move {
+                match event {
+                    async_nats::Event::Disconnected => {
+                        lost.store(true, Ordering::Relaxed);
+                        health.set(
+                            "nats",
+                            Some(format!("NATS at {url} is unreachable; reconnecting")),
+                        );
+                    }
+                    async_nats::Event::Connected => {
+                        if lost.swap(false, Ordering::Relaxed) {
+                            metrics::counter!(counter).increment(1);
+                            tracing::info!(%url, "reconnected to NATS");
+                        }
+                        health.set("nats", None);
+                    }
+                    other => tracing::debug!(%other, "NATS event"),
+                }
+            }
+        })
+        .connect(url)
+        .await
+        .map_err(|e| format!("NATS at {url} is unreachable: {e}"))
+}
+
+/// Where a gateway reads from.
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    /// `nats://host:port`.
+    pub url: String,
+    /// The stream's name (`--nats-stream`).
+    pub stream: String,
+    /// What the gateway waits for (`/healthz`).
+    pub health: RoleHealth,
+}
+
+/// A [`ChangeSource`] over the JetStream stream of an ingest.
+pub struct JetStreamSource {
+    events: mpsc::Receiver<SourceEvent>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl JetStreamSource {
+    /// Start reading at the stream's end.
+    pub fn start(settings: StreamSettings) -> JetStreamSource {
+        let (tx, events) = mpsc::channel(1024);
+        let task = tokio::spawn(run(settings, tx));
+        JetStreamSource { events, task }
+    }
+}
+
+impl Drop for JetStreamSource {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ChangeSource for JetStreamSource {
+    /// # Cancel safety
+    /// Cancel-safe: a channel receive.
+    async fn next_event(&mut self) -> Result<SourceEvent, SourceError> {
+        self.events.recv().await.ok_or(SourceError::Closed)
+    }
+
+    /// Nothing to confirm: the ingest owns the slot; the stream keeps messages by age.
+    fn confirm(&mut self, _lsn: Lsn) {}
+}
+
+/// What the reading task keeps across reconnects.
+#[derive(Debug, Default)]
+struct Reader {
+    /// The stream sequence of the last message read.
+    last_sequence: Option<u64>,
+    /// The commit LSN of the last transaction handed on.
+    last_commit: Lsn,
+    parts: Reassembler,
+    /// Whether the start was reported.
+    started: bool,
+}
+
+/// Read until the source is dropped, reconnecting with backoff.
+async fn run(settings: StreamSettings, tx: mpsc::Sender<SourceEvent>) {
+    let mut reader = Reader::default();
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+    loop {
+        match read(&settings, &mut reader, &tx, &mut backoff).await {
+            Ok(()) => return,
+            Err(e) => {
+                settings.health.set("stream", Some(e));
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    }
+}
+
+/// One connection's reading. `Ok`: the source was dropped.
+async fn read(
+    settings: &StreamSettings,
+    reader: &mut Reader,
+    tx: &mpsc::Sender<SourceEvent>,
+    backoff: &mut Backoff,
+) -> Result<(), String> {
+    let client = connect(
+        &settings.url,
+        settings.health.clone(),
+        "docstore_gateway_nats_reconnects_total",
+    )
+    .await?;
+    let js = jetstream::new(client);
+    let stream = js
+        .get_or_create_stream(stream_config(&settings.stream))
+        .await
+        .map_err(|e| format!("JetStream stream {}: {e}", settings.stream))?;
+    let deliver_policy = match reader.last_sequence {
+        None => consumer::DeliverPolicy::New,
+        Some(last) => consumer::DeliverPolicy::ByStartSequence {
+            start_sequence: last + 1,
+        },
+    };
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subject(&settings.stream),
+            deliver_policy,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("JetStream consumer on {}: {e}", settings.stream))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| format!("JetStream messages of {}: {e}", settings.stream))?;
+    settings.health.set("stream", None);
+    backoff.reset();
+    if reader.started {
+        tracing::info!(stream = %settings.stream, after = ?reader.last_sequence, "reading JetStream again");
+        metrics::counter!("docstore_gateway_jetstream_restarts_total").increment(1);
+    } else {
+        reader.started = true;
+        tracing::info!(stream = %settings.stream, url = %settings.url, "reading committed transactions from JetStream");
+        if tx
+            .send(SourceEvent::SlotCreated {
+                consistent_point: Lsn(0),
+            })
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+    }
+    loop {
+        let message = match messages.next().await {
+            None => return Err(format!("JetStream stream {} ended", settings.stream)),
+            Some(Err(e)) => return Err(format!("JetStream stream {}: {e}", settings.stream)),
+            Some(Ok(message)) => message,
+        };
+        let sequence = message
+            .info()
+            .map_err(|e| format!("JetStream message without its stream sequence: {e}"))?
+            .stream_sequence;
+        let mut events = Vec::new();
+        if let Some(last) = reader.last_sequence {
+            if sequence <= last {
+                continue;
+            }
+            if sequence != last + 1 {
+                tracing::error!(
+                    last,
+                    sequence,
+                    "JetStream messages were lost (aged out?): every stream resets"
+                );
+                events.push(SourceEvent::SlotCreated {
+                    consistent_point: Lsn(0),
+                });
+                reader.parts = Reassembler::new();
+            }
+        }
+        reader.last_sequence = Some(sequence);
+        let part = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(wire::PART_HEADER))
+            .map(|v| wire::part_of(v.as_str()));
+        let part = match part.transpose() {
+            Ok(part) => part,
+            Err(e) => {
+                reject(sequence, &e.to_string());
+                continue;
+            }
+        };
+        match reader.parts.push(part, &message.payload) {
+            Part::Pending => {}
+            Part::OutOfOrder { got, expected } => reject(
+                sequence,
+                &format!("part {got} does not follow part {expected:?}: the payload is dropped"),
+            ),
+            Part::Whole(payload) => match wire::decode(&payload) {
+                Err(e) => reject(sequence, &e.to_string()),
+                Ok(WireEvent::SlotCreated(lsn)) => {
+                    events.push(SourceEvent::SlotCreated {
+                        consistent_point: lsn,
+                    });
+                }
+                Ok(WireEvent::Transaction(txn)) => {
+                    if txn.commit_lsn <= reader.last_commit {
+                        metrics::counter!("docstore_gateway_duplicates_total").increment(1);
+                    } else {
+                        reader.last_commit = txn.commit_lsn;
+                        metrics::counter!("docstore_gateway_received_transactions_total")
+                            .increment(1);
+                        metrics::histogram!("docstore_gateway_lag_seconds")
+                            .record(seconds_since(txn.commit_time.postgres_micros()));
+                        events.push(SourceEvent::Transaction(txn));
+                    }
+                }
+            },
+        }
+        for event in events {
+            if tx.send(event).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn reject(sequence: u64, why: &str) {
+    metrics::counter!("docstore_gateway_rejected_total").increment(1);
+    tracing::error!(sequence, "JetStream message skipped: {why}");
+}
+
+/// Seconds from a commit time (microseconds since 2000-01-01) to now (0 if in the future).
+pub fn seconds_since(pg_micros: i64) -> f64 {
+    const POSTGRES_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    let micros = now
+        .saturating_sub(pg_micros.saturating_add(POSTGRES_EPOCH_UNIX_MICROS))
+        .max(0);
+    micros as f64 / 1e6
+}

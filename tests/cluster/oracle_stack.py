@@ -1,0 +1,171 @@
+"""The live-query oracle's stack as several processes (tests/live/oracle.py, topology
+`cluster`; docs/architecture.md, "Processes"): a real nats-server (test_cluster.Nats), two
+`--role ingest` sidecars (one active, one standby) and two `--role gateway` sidecars on the
+campaign's own Postgres cluster.
+
+Subscribers alternate gateways: every resume (a dropped connection, a killed gateway) goes to
+the gateway the stream was not on, with its Last-Event-ID, so each one is an adoption
+(docs/listen.md, "Resuming on another process"). A reset is explained only as `lagged` (the
+slow reader's fault) or as `retention_passed` on a gateway started after the position the
+client resumed from (its changelog cannot hold what came before it); any other fails the
+campaign's `faults` check.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "live"))
+from oracle import LISTEN, Stack, Subscriber, free_port, lsn_value, position_of  # noqa: E402
+from test_cluster import Nats  # noqa: E402
+
+SLOT = "oracle_cluster"
+
+
+class ClusterStack(Stack):
+    """nats-server, ingests and gateways; `url` is the first gateway's (the HTTP writer's and
+    the fresh queries')."""
+
+    FAULTS = ("ingest", "gateway", "nats")
+
+    def __init__(self, workdir_note: list[str], partitions: tuple[int, int] = (1, 1)) -> None:
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.ingests: list[str] = []  # active first, then the standby
+        self.gateway_ports: list[int] = []
+        # The WAL position once each gateway served: a resume from before it may reset.
+        self.started: list[int] = [0, 0]
+        self.nats: Nats | None = None
+        super().__init__(workdir_note, partitions)
+
+    def role_args(self, role: str) -> tuple[str, ...]:
+        assert self.nats is not None
+        return ("--role", role, "--nats-url", self.nats.url, "--slot", SLOT)
+
+    def start_sidecar(self) -> None:
+        """Called once by Stack: the whole cluster."""
+        self.nats = Nats(self.cluster.dir)
+        self.start_ingest(standby=False)
+        self.start_ingest(standby=True)
+        self.gateway_ports = [self.port, free_port()]
+        for i in range(2):
+            self.start_gateway(i)
+
+    def start_ingest(self, standby: bool) -> None:
+        name = f"ingest{len(self.ingests) + 1}"
+        port = free_port()
+        want, text = (503, "standby") if standby else (200, "")
+        self.procs[name] = self.spawn(
+            port,
+            self.cluster.dir / f"{name}.log",
+            self.role_args("ingest"),
+            want=want,
+            text=text,
+        )
+        self.ingests.append(name)
+        setattr(self, f"{name}_url", f"http://127.0.0.1:{port}")
+
+    def start_gateway(self, i: int) -> None:
+        name = f"gateway{i + 1}"
+        self.procs[name] = self.spawn(
+            self.gateway_ports[i], self.cluster.dir / f"{name}.log", self.role_args("gateway")
+        )
+        self.started[i] = lsn_value(self.sql("select pg_current_wal_lsn()::text")[0][0])
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def fault(self, kind: str, rng: random.Random) -> None:
+        with self.lock:
+            if kind == "ingest":
+                # The active ingest dies; the standby takes the lock and the slot, and a new
+                # standby takes its place.
+                active, standby = self.ingests[-2], self.ingests[-1]
+                self.kill(active)
+                url = getattr(self, f"{standby}_url")
+                deadline = time.monotonic() + 300
+                while not self.healthy(url):
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"the standby {standby} never took over")
+                    time.sleep(0.1)
+                self.start_ingest(standby=True)
+            elif kind == "gateway":
+                i = rng.randrange(2)
+                self.kill(f"gateway{i + 1}")
+                time.sleep(rng.random())  # a random downtime, not a wait for anything
+                self.start_gateway(i)
+            elif kind == "nats":
+                assert self.nats is not None
+                self.nats.kill()
+                time.sleep(rng.random())
+                self.nats.start()
+
+    @staticmethod
+    def healthy(url: str) -> bool:
+        try:
+            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def listen_url(self, s: Subscriber) -> str:
+        s.after_end = bool(s.recent) and s.recent[-1][0] == "reset"
+        if s.last_id:
+            s.gateway = 1 - s.gateway
+            s.resumed_from = position_of(s.last_id)
+            s.adopting = not s.after_end
+        else:
+            s.gateway = int(s.name[1:]) % 2 if s.name[1:].isdigit() else 0
+            s.resumed_from = 0
+        return f"http://127.0.0.1:{self.gateway_ports[s.gateway]}{LISTEN}"
+
+    def explains(self, s: Subscriber, reason: str) -> str | None:
+        """docs/listen.md, "Resuming on another process": `lagged` is the slow reader's
+        fault; a stream that ended on its holder is unknown elsewhere (`restart`, or
+        `retention_passed` when the id is the resuming gateway's own); an aggregation target's
+        results at an earlier position cannot be told (`retention_passed`), nor can a position
+        before the gateway started."""
+        if reason == "lagged":
+            return "lagged (the slow reader)"
+        if reason in ("restart", "retention_passed") and s.after_end:
+            return f"{reason} (resumed after the stream ended on its holder)"
+        if reason != "retention_passed":
+            return None
+        if any(not isinstance(v, list) for v in s.state.values()):
+            return "retention_passed (an aggregation target is not rewound)"
+        if s.resumed_from < self.started[s.gateway]:
+            return "retention_passed (resumed on a gateway started after its position)"
+        return None
+
+    def metric(self, name: str, label: str) -> float:
+        total = 0.0
+        for port in self.gateway_ports:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            except httpx.HTTPError:
+                continue
+            for line in text.splitlines():
+                if line.startswith(name) and label in line:
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def close(self, keep: bool) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        self.procs = {}
+        if self.nats is not None:
+            self.nats.kill()
+        super().close(keep)

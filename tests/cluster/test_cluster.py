@@ -1,0 +1,474 @@
+"""Several processes over NATS JetStream (docs/architecture.md, "Processes"): a real
+nats-server, two `--role ingest` sidecars (one active, one standby) and two `--role gateway`
+sidecars on the session's test cluster, all on free ports.
+
+Every check is built from the events the listeners received and compared with a fresh
+`:runQuery` after quiescence (a marker document every listener must see last). Transactions
+are SQL transactions of `docstore.set` / `docstore.delete`; each set writes the field `txn`,
+so a listener can tell which transaction a change came from: a transaction must arrive in one
+event (whole), once (no duplicate), and none may be missing. No test asserts on a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from conftest import free_port, sidecar_binary, sidecar_login
+
+WAIT = 60
+NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
+# Small, so that test 4's transaction of about 250 KB is split into parts.
+MAX_PAYLOAD = 64 * 1024
+SLOT = "cluster_e2e"
+STREAM = "DOCSTORE_TX"
+SUBJECT = f"docstore.{STREAM}"
+RUN = "/v1/databases/(default):runQuery"
+LISTEN = "/v1/databases/(default):listen"
+
+
+class Nats:
+    """nats-server -js on a free port with its store under `dir`; restartable on the same
+    store."""
+
+    def __init__(self, dir: Path) -> None:
+        self.dir = dir
+        self.port = free_port()
+        self.conf = dir / "nats.conf"
+        self.conf.write_text(
+            f"listen: 127.0.0.1:{self.port}\n"
+            f"max_payload: {MAX_PAYLOAD}\n"
+            f'jetstream {{ store_dir: "{dir / "store"}" }}\n'
+        )
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = (self.dir / "nats.log").open("a")
+        self.proc = subprocess.Popen(
+            [NATS_SERVER, "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    if s.recv(4096).startswith(b"INFO"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("nats-server did not start")
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(WAIT)
+            self.proc = None
+
+    def publish_raw(self, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        """Publish `payload` on the stream's subject over the plain NATS protocol (JetStream
+        stores it like any message of its subject); waits for the server's PONG."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=WAIT) as s:
+            s.recv(4096)
+            s.sendall(b'CONNECT {"verbose":false,"headers":true}\r\n')
+            if headers:
+                head = "NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                head_bytes = (head + "\r\n").encode()
+                total = len(head_bytes) + len(payload)
+                s.sendall(f"HPUB {SUBJECT} {len(head_bytes)} {total}\r\n".encode())
+                s.sendall(head_bytes + payload + b"\r\n")
+            else:
+                s.sendall(f"PUB {SUBJECT} {len(payload)}\r\n".encode() + payload + b"\r\n")
+            s.sendall(b"PING\r\n")
+            got = b""
+            while b"PONG" not in got:
+                chunk = s.recv(4096)
+                assert chunk, "nats-server closed the connection"
+                assert b"-ERR" not in chunk, chunk
+                got += chunk
+
+
+@dataclass
+class Role:
+    name: str
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+
+class Listener:
+    """An SSE stream on one gateway read by a thread: `events` is every (event, id, data)."""
+
+    def __init__(self, url: str, admin: dict[str, str], coll: str) -> None:
+        self.events: list[tuple[str, str, dict]] = []
+        self.lock = threading.Lock()
+        self.opened = threading.Event()
+        self.stop = False
+        self.client = httpx.Client(base_url=url, timeout=httpx.Timeout(WAIT, read=None))
+        body = {"targets": [{"id": "all", "sql": f"select * from /{coll}"}]}
+        self.thread = threading.Thread(target=self.run, args=(admin, body), daemon=True)
+        self.thread.start()
+        assert self.opened.wait(WAIT), "the stream did not open"
+
+    def run(self, admin: dict[str, str], body: dict) -> None:
+        try:
+            with self.client.stream("POST", LISTEN, json=body, headers=admin) as r:
+                assert r.status_code == 200, r.read()
+                self.opened.set()
+                ev: dict = {}
+                for line in r.iter_lines():
+                    if self.stop:
+                        return
+                    if line == "":
+                        if "event" in ev:
+                            with self.lock:
+                                self.events.append((ev["event"], ev.get("id", ""), ev["data"]))
+                        ev = {}
+                    elif not line.startswith(":") and not line.startswith("retry:"):
+                        name, _, value = line.partition(": ")
+                        ev[name] = json.loads(value) if name == "data" else value
+        except (httpx.HTTPError, OSError):
+            pass
+        finally:
+            self.opened.set()
+
+    def snapshot(self) -> list[tuple[str, str, dict]]:
+        with self.lock:
+            return list(self.events)
+
+    def wait_for_doc(self, path_suffix: str) -> None:
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            for kind, _, data in self.snapshot():
+                if kind == "change" and any(
+                    c.get("document", {}).get("path", "").endswith(path_suffix)
+                    for t in data["targets"]
+                    for c in t["changes"]
+                ):
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"no change with {path_suffix}: {self.snapshot()[-5:]}")
+
+    def close(self) -> None:
+        self.stop = True
+        self.client.close()
+        self.thread.join(WAIT)
+
+
+class Cluster:
+    """nats-server, ingests and gateways of the test, and what they serve."""
+
+    def __init__(self, stack, dir: Path) -> None:
+        self.stack = stack
+        self.dir = dir
+        self.binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+        self.database_url = sidecar_login(stack.cluster, role="docstore_cluster_e2e")
+        self.nats = Nats(dir)
+        self.roles: list[Role] = []
+
+    def start(self, role: str, name: str) -> Role:
+        port = free_port()
+        log = self.dir / f"{name}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
+        env.update(
+            {
+                "DOCSTORE_DATABASE_URL": self.database_url,
+                "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
+                "DOCSTORE_ADMIN_KEY": self.stack.admin_key,
+                "DOCSTORE_JWT_SECRET": self.stack.jwt_secret,
+                "RUST_LOG": "info",
+            }
+        )
+        args = ["--role", role, "--nats-url", self.nats.url, "--slot", SLOT]
+        proc = subprocess.Popen(
+            [self.binary, *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
+        r = Role(name, f"http://127.0.0.1:{port}", proc, log)
+        self.roles.append(r)
+        return r
+
+    def wait_health(self, r: Role, want: int, text: str = "") -> None:
+        deadline = time.monotonic() + WAIT
+        last = ""
+        while time.monotonic() < deadline:
+            assert r.proc.poll() is None, f"{r.name} exited: {r.log.read_text()[-3000:]}"
+            try:
+                got = httpx.get(f"{r.url}/healthz", timeout=5)
+                last = got.text
+                if got.status_code == want and text in got.text:
+                    return
+            except httpx.HTTPError as e:
+                last = str(e)
+            time.sleep(0.1)
+        raise AssertionError(f"{r.name} /healthz never {want} {text!r}: {last}")
+
+    def metric(self, r: Role, name: str) -> float:
+        text = httpx.get(f"{r.url}/metrics", timeout=10).text
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(name) and not line.startswith("#")
+        )
+
+    def close(self) -> None:
+        for r in self.roles:
+            if r.proc.poll() is None:
+                r.proc.terminate()
+                try:
+                    r.proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    r.proc.kill()
+                    r.proc.wait(15)
+        self.nats.kill()
+        self.stack.sql(
+            "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
+            "where slot_name = %s and not active",
+            SLOT,
+        )
+
+
+@pytest.fixture(scope="module")
+def cluster(stack, tmp_path_factory):
+    c = Cluster(stack, tmp_path_factory.mktemp("cluster"))
+    try:
+        c.ingest = c.start("ingest", "ingest1")
+        c.wait_health(c.ingest, 200)
+        c.standby = c.start("ingest", "ingest2")
+        c.wait_health(c.standby, 503, "standby")
+        c.gateways = [c.start("gateway", "gateway1"), c.start("gateway", "gateway2")]
+        for g in c.gateways:
+            c.wait_health(g, 200)
+        yield c
+    finally:
+        c.close()
+        if os.environ.get("DOCSTORE_KEEP_LOGS"):
+            print(f"cluster logs kept in {c.dir}")
+
+
+def run_txn(conn: psycopg.Connection, coll: str, txn: int, rng: random.Random) -> set[str]:
+    """One SQL transaction of 1-4 writes in `coll`; returns the paths it set."""
+    sets: set[str] = set()
+    with conn.transaction():
+        for _ in range(rng.randint(1, 4)):
+            path = f"{coll}/d{rng.randint(0, 15)}"
+            if rng.random() < 0.25:
+                conn.execute("select docstore.delete(%s)", (path,))
+                sets.discard(path)
+            else:
+                data = {"txn": txn, "v": rng.randint(0, 1_000_000)}
+                conn.execute("select docstore.set(%s, %s::jsonb)", (path, json.dumps(data)))
+                sets.add(path)
+    return sets
+
+
+def fresh(c: Cluster, coll: str) -> dict[str, dict]:
+    r = httpx.post(
+        c.gateways[0].url + RUN,
+        headers=c.stack.admin,
+        json={"sql": f"select * from /{coll}"},
+        timeout=WAIT,
+    )
+    assert r.status_code == 200, r.text
+    return {row["path"]: row["data"] for row in r.json()}
+
+
+def check_stream(
+    events: list[tuple[str, str, dict]], written: dict[int, set[str]], coll: str
+) -> dict[str, dict]:
+    """Every transaction of `written` (its set paths) in exactly one change event, whole;
+    positions strictly increase; no reset. Returns the state the events build."""
+    state: dict[str, dict] = {}
+    seen: dict[int, list[int]] = {}
+    last_position = -1
+    for index, (kind, _, data) in enumerate(events):
+        assert kind != "reset", f"reset: {data}"
+        if kind not in ("snapshot", "change"):
+            continue
+        position = int(data["position"].split("/")[0], 16) << 32 | int(
+            data["position"].split("/")[1], 16
+        )
+        assert position > last_position, f"position went back at event {index}"
+        last_position = position
+        if kind == "snapshot":
+            for t in data["targets"]:
+                state = {d["path"]: d["data"] for d in t["documents"]}
+            changes = [c for t in data.get("changes", []) for c in t["changes"]]
+        else:
+            changes = [c for t in data["targets"] for c in t["changes"]]
+        in_event: dict[int, set[str]] = {}
+        for ch in changes:
+            if ch["type"] == "removed":
+                state.pop(ch["path"], None)
+                continue
+            doc = ch["document"]
+            state[doc["path"]] = doc["data"]
+            if kind == "change" and "txn" in doc["data"]:
+                in_event.setdefault(doc["data"]["txn"], set()).add(short(doc["path"]))
+        for txn, paths in in_event.items():
+            seen.setdefault(txn, []).append(index)
+            if txn in written:
+                assert paths == written[txn], f"transaction {txn} split: {paths} != {written[txn]}"
+    for txn, paths in written.items():
+        if paths:
+            assert len(seen.get(txn, [])) == 1, f"transaction {txn} in events {seen.get(txn)}"
+    return state
+
+
+def quiesce(c: Cluster, listeners: list[Listener], coll: str, marker: str) -> None:
+    c.stack.sql("select docstore.set(%s, '{\"marker\": true}'::jsonb)", f"{coll}/{marker}")
+    for listener in listeners:
+        listener.wait_for_doc(f"{coll}/{marker}")
+
+
+def short(path: str) -> str:
+    """A document path without the resource prefix, if it has one."""
+    return path.rsplit("/documents/", 1)[-1]
+
+
+def short_state(state: dict[str, dict]) -> dict[str, dict]:
+    return {short(p): d for p, d in state.items()}
+
+
+def workload(c: Cluster, coll: str, txns: range, rng: random.Random, pause=None) -> dict:
+    written: dict[int, set[str]] = {}
+    with psycopg.connect(c.stack.cluster.url(), autocommit=True) as conn:
+        for txn in txns:
+            written[txn] = run_txn(conn, coll, txn, rng)
+            if pause is not None:
+                pause(txn)
+    return written
+
+
+def listen_all(c: Cluster, coll: str) -> list[Listener]:
+    listeners = [Listener(g.url, c.stack.admin, coll) for g in c.gateways]
+    for listener in listeners:
+        deadline = time.monotonic() + WAIT
+        while not any(k == "snapshot" for k, _, _ in listener.snapshot()):
+            assert time.monotonic() < deadline, "no snapshot"
+            time.sleep(0.05)
+    return listeners
+
+
+def check_all(c: Cluster, listeners: list[Listener], written: dict, coll: str) -> None:
+    quiesce(c, listeners, coll, "zz-marker")
+    want = short_state(fresh(c, coll))
+    for listener in listeners:
+        got = short_state(check_stream(listener.snapshot(), written, coll))
+        assert got == want
+
+
+def seeded() -> random.Random:
+    seed = int(os.environ.get("DOCSTORE_SEED", random.randrange(1 << 32)))
+    print(f"DOCSTORE_SEED={seed}")
+    return random.Random(seed)
+
+
+def test_every_gateway_sees_every_transaction_once_and_whole(cluster, coll):
+    rng = seeded()
+    listeners = listen_all(cluster, coll)
+    try:
+        written = workload(cluster, coll, range(60), rng)
+        check_all(cluster, listeners, written, coll)
+        assert cluster.metric(cluster.ingest, "docstore_ingest_published_transactions_total") > 0
+        for g in cluster.gateways:
+            assert cluster.metric(g, "docstore_gateway_received_transactions_total") > 0
+    finally:
+        for listener in listeners:
+            listener.close()
+
+
+def test_a_killed_ingest_is_replaced_by_the_standby_without_loss(cluster, coll):
+    rng = seeded()
+    listeners = listen_all(cluster, coll)
+    killed = cluster.ingest
+
+    def kill_midway(txn: int) -> None:
+        if txn == 20:
+            killed.proc.send_signal(signal.SIGKILL)
+            killed.proc.wait(WAIT)
+
+    try:
+        written = workload(cluster, coll, range(60), rng, pause=kill_midway)
+        cluster.wait_health(cluster.standby, 200)
+        check_all(cluster, listeners, written, coll)
+    finally:
+        for listener in listeners:
+            listener.close()
+    # The standby is the active ingest now; a new standby takes the old one's place.
+    cluster.ingest = cluster.standby
+    cluster.standby = cluster.start("ingest", "ingest3")
+    cluster.wait_health(cluster.standby, 503, "standby")
+
+
+def test_gateways_continue_after_a_nats_restart(cluster, coll):
+    rng = seeded()
+    listeners = listen_all(cluster, coll)
+
+    def restart_midway(txn: int) -> None:
+        if txn == 15:
+            cluster.nats.kill()
+        if txn == 30:
+            cluster.nats.start()
+
+    try:
+        written = workload(cluster, coll, range(45), rng, pause=restart_midway)
+        for g in cluster.gateways:
+            cluster.wait_health(g, 200)
+        check_all(cluster, listeners, written, coll)
+        for g in cluster.gateways:
+            reconnects = cluster.metric(g, "docstore_gateway_nats_reconnects_total")
+            restarts = cluster.metric(g, "docstore_gateway_jetstream_restarts_total")
+            assert reconnects + restarts >= 1
+    finally:
+        for listener in listeners:
+            listener.close()
+
+
+def test_a_transaction_bigger_than_max_payload_arrives_whole(cluster, coll):
+    listeners = listen_all(cluster, coll)
+    try:
+        written: dict[int, set[str]] = {1: set()}
+        with psycopg.connect(cluster.stack.cluster.url(), autocommit=True) as conn:
+            with conn.transaction():
+                for i in range(5):
+                    path = f"{coll}/big{i}"
+                    data = {"txn": 1, "blob": f"{i}" * 50_000}
+                    conn.execute("select docstore.set(%s, %s::jsonb)", (path, json.dumps(data)))
+                    written[1].add(path)
+        check_all(cluster, listeners, written, coll)
+    finally:
+        for listener in listeners:
+            listener.close()
+
+
+def test_garbage_on_the_stream_is_logged_and_skipped(cluster, coll):
+    rejected = [cluster.metric(g, "docstore_gateway_rejected_total") for g in cluster.gateways]
+    listeners = listen_all(cluster, coll)
+    try:
+        cluster.nats.publish_raw(b"\x01{not json")
+        cluster.nats.publish_raw(b"\x07" + b"a future version")
+        cluster.nats.publish_raw(b"\x01{}", {"Docstore-Part": "3/2"})
+        written = workload(cluster, coll, range(5), seeded())
+        check_all(cluster, listeners, written, coll)
+        for g, before in zip(cluster.gateways, rejected, strict=True):
+            assert cluster.metric(g, "docstore_gateway_rejected_total") == before + 3
+            cluster.wait_health(g, 200)
+            assert "JetStream message skipped" in g.log.read_text()
+    finally:
+        for listener in listeners:
+            listener.close()

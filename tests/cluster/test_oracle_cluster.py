@@ -1,0 +1,43 @@
+"""The live-query oracle campaign against the cluster, short (tests/live/oracle.py with the
+stack of tests/cluster/oracle_stack.py: nats-server, two ingests, two gateways; the long run
+is `DOCSTORE_ORACLE_TOPOLOGY=cluster scripts/oracle.sh`). The same random subscriptions and
+transactions and the same checks as tests/live/test_oracle.py, with the cluster's faults:
+SIGKILL of the active ingest, of a gateway (its clients resume on the other one), of
+nats-server, and a Postgres restart; every resume goes to the other gateway, and a reset not
+explained (oracle_stack.ClusterStack.explains) fails the `faults` check. The seed is fresh
+per run and printed; DOCSTORE_SEED replays it. DOCSTORE_ORACLE_PARTITIONS (default 2x2) sets
+the gateways' matcher partitions."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "live"))
+from oracle import CHECKS, Campaign, campaign_seed, parse_partitions  # noqa: E402
+
+
+def show(config, text: str) -> None:
+    """Print past pytest's capture (also under -q): the seed and the coverage of the run."""
+    with config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+        config.pluginmanager.get_plugin("terminalreporter").write_line(text)
+
+
+@pytest.fixture(scope="module")
+def campaign(pytestconfig):
+    seed = campaign_seed()
+    partitions = os.environ.get("DOCSTORE_ORACLE_PARTITIONS") or "2x2"
+    show(pytestconfig, f"\noracle (cluster): seed {seed} (replay: DOCSTORE_SEED={seed})")
+    done = Campaign(seed, None, partitions=parse_partitions(partitions), topology="cluster").run()
+    show(pytestconfig, done.summary())
+    return done
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_oracle_cluster(campaign, check):
+    problems = campaign.report()[check]
+    assert not problems, (
+        f"{check}: {CHECKS[check]}; seed {campaign.seed} (replay: DOCSTORE_SEED="
+        f"{campaign.seed}, logs in {campaign.dirs}):\n" + "\n".join(problems[:20])
+    )

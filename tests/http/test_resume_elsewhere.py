@@ -1,0 +1,355 @@
+"""Resuming a stream on another sidecar process (docs/listen.md, "Resuming on another
+process"): two sidecars A and B on the same Postgres, each with its own slot, share a
+stream registry in NATS JetStream (`--nats-url`, a real nats-server started here). A client
+that saw a stream on A up to position P and resumes it on B with its Last-Event-ID gets no
+reset: B's first event is one `change` that takes it from its results at P to B's position,
+and the client's results, folded from A's events and then B's, equal a fresh query of each
+target.
+
+Each case fails without what it checks: without the before-images (B taking its current
+results for the client's) the first event of B carries no change and the folded results
+differ from the fresh query at once; without the registry (a resume of an unknown stream)
+the first event is a reset; a registry that ignored the owner would adopt bob's resume of
+alice's stream; a changelog that did not know where it starts would adopt the position older
+than C and miss what committed before C's slot existed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import free_port, sidecar_binary, wait_healthy
+from test_listen import Listener, View
+
+DB = "elsewhere"
+LISTEN = f"/v1/databases/{DB}:listen"
+RUN = f"/v1/databases/{DB}:runQuery"
+NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
+
+
+@pytest.fixture(scope="module")
+def nats(stack, tmp_path_factory):
+    """A nats-server with JetStream on a free port; yields its URL."""
+    port = free_port()
+    store = tmp_path_factory.mktemp("nats")
+    log = store / "nats.log"
+    proc = subprocess.Popen(
+        [NATS, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(store)],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log.read_text()
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        stack.open_database(DB)
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+@dataclasses.dataclass
+class Sidecar:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+
+@contextlib.contextmanager
+def sidecars(stack, nats: str, count: int):
+    """`count` sidecars on the test cluster, each with a slot of its own, all registering
+    their streams in `nats`."""
+    started: list[tuple[Sidecar, str]] = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            slot = "elsewhere_" + uuid.uuid4().hex[:8]
+            log = Path(stack.cluster.dir) / f"sidecar-{port}.log"
+            env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
+            env.update(
+                {
+                    "DOCSTORE_DATABASE_URL": stack.cluster.url(),
+                    "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
+                    "DOCSTORE_ADMIN_KEY": stack.admin_key,
+                    "DOCSTORE_JWT_SECRET": stack.jwt_secret,
+                    "DOCSTORE_NATS_URL": nats,
+                }
+            )
+            binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+            proc = subprocess.Popen(
+                [binary, "--slot", slot, "--heartbeat-ms", "200"],
+                env=env,
+                stdout=log.open("w"),
+                stderr=subprocess.STDOUT,
+            )
+            side = Sidecar(f"http://127.0.0.1:{port}", proc, log)
+            started.append((side, slot))
+            wait_healthy(side.url, proc, log)
+            ready(stack, side)
+        yield [s for s, _ in started]
+    finally:
+        for side, _ in started:
+            if side.proc.poll() is None:
+                side.proc.terminate()
+                try:
+                    side.proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    side.proc.kill()
+                    side.proc.wait(15)
+        for _, slot in started:
+            for _ in range(100):
+                if not stack.sql(
+                    "select from pg_replication_slots where slot_name = %s and active", slot
+                ):
+                    break
+                time.sleep(0.1)
+            stack.sql(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
+                "where slot_name = %s and not active",
+                slot,
+            )
+
+
+def at(stack, side: Sidecar):
+    return dataclasses.replace(stack, url=side.url)
+
+
+def ready(stack, side: Sidecar) -> None:
+    """Wait until the sidecar's change stream has taken in a transaction (a first snapshot
+    comes at a decoded position)."""
+    listener = Listener(at(stack, side), params=[("document", "ready/x")], path=LISTEN)
+    try:
+        assert listener.status == 200, listener.error_body
+        assert listener.next()["event"] == "snapshot"
+    finally:
+        listener.close()
+
+
+def position(token: str) -> int:
+    return int(token.rpartition(".")[2], 16)
+
+
+def put(stack, client, path: str, n: int) -> None:
+    r = client.put(stack.doc(path, DB), headers=stack.admin, json={"n": n})
+    assert r.status_code == 200, r.text
+
+
+def delete(stack, client, path: str) -> None:
+    r = client.delete(stack.doc(path, DB), headers=stack.admin)
+    assert r.status_code == 200, r.text
+
+
+def queries(coll: str) -> dict[str, str]:
+    return {
+        "1": f"select * from /{coll} where n >= 0",
+        "2": f"select * from /{coll} order by n desc limit 3",
+    }
+
+
+def params(coll: str) -> list[tuple[str, str]]:
+    q = queries(coll)
+    return [("document", f"{coll}/d0"), ("sql", q["1"]), ("sql", q["2"])]
+
+
+def fresh(stack, client, coll: str) -> dict[str, list]:
+    """Every target's current result, read now."""
+    out: dict[str, list] = {}
+    r = client.get(stack.doc(f"{coll}/d0", DB), headers=stack.admin)
+    assert r.status_code in (200, 404), r.text
+    out["0"] = [(f"{coll}/d0", r.json()["data"])] if r.status_code == 200 else []
+    for name, sql in queries(coll).items():
+        r = client.post(RUN, headers=stack.admin, json={"sql": sql})
+        assert r.status_code == 200, r.text
+        out[name] = [(row["path"], row["data"]) for row in r.json()]
+    return out
+
+
+def folded(view: View) -> dict[str, list]:
+    return {name: view.docs(name) for name in ("0", "1", "2")}
+
+
+def until_current(stack, client, coll, listener: Listener, view: View) -> list[dict]:
+    """Apply events until the view equals a fresh read of every target; the events."""
+    seen = []
+    while True:
+        ev = listener.next()
+        seen.append(ev)
+        view.apply(ev)
+        if ev["event"] != "heartbeat" and folded(view) == fresh(stack, client, coll):
+            return seen
+
+
+def seeded(stack, client, coll: str) -> None:
+    for i in range(8):
+        put(stack, client, f"{coll}/d{i}", i * 10)
+
+
+def open_and_follow(stack, client, coll, side: Sidecar, headers=None):
+    """A stream on `side`, followed until it shows the seeded data and two more writes;
+    the view, the listener (closed) and the last token."""
+    listener = Listener(at(stack, side), params=params(coll), path=LISTEN, headers=headers)
+    assert listener.status == 200, listener.error_body
+    view = View()
+    try:
+        until_current(stack, client, coll, listener, view)
+        put(stack, client, f"{coll}/d3", 33)
+        put(stack, client, f"{coll}/d0", 1)
+        until_current(stack, client, coll, listener, view)
+    finally:
+        listener.close()
+    last = listener.received[-1]["id"]
+    return view, listener, last
+
+
+def move_everything(stack, client, coll: str) -> None:
+    """Writes after P: into the limit window, out of it, modified in it, deleted from it,
+    a new document, the document target changed twice and deleted."""
+    put(stack, client, f"{coll}/d1", 100)  # into the window
+    put(stack, client, f"{coll}/d7", -5)  # out of the window (and out of the `n >= 0` query)
+    put(stack, client, f"{coll}/d6", 61)  # modified in the window
+    delete(stack, client, f"{coll}/d5")  # deleted from the window
+    put(stack, client, f"{coll}/new", 55)  # a new document in the window
+    put(stack, client, f"{coll}/d1", 101)  # written twice
+    put(stack, client, f"{coll}/d0", 2)
+    delete(stack, client, f"{coll}/d0")
+
+
+def resume(stack, client, coll, side: Sidecar, view: View, last: str, before: list, headers=None):
+    """Resume with `last` on `side`: the first event is one change (no reset), the folded
+    view equals a fresh read right after it, every position is past `last`, and later
+    writes arrive. Returns the listener (open) and the last token."""
+    hdrs = {**(stack.admin if headers is None else headers), "Last-Event-ID": last}
+    listener = Listener(at(stack, side), params=params(coll), path=LISTEN, headers=hdrs)
+    try:
+        assert listener.status == 200, listener.error_body
+        assert listener.stream_id == last.rpartition(".")[0]
+        first = listener.next()
+        assert first["event"] == "change", first
+        view.apply(first)
+        assert folded(view) == fresh(stack, client, coll)
+        put(stack, client, f"{coll}/d2", 999)
+        until_current(stack, client, coll, listener, view)
+        events = before + listener.received
+        assert all(ev["event"] != "reset" for ev in listener.received)
+        assert all(position(ev["id"]) > position(last) for ev in listener.received)
+        logged = [position(ev["id"]) for ev in events if ev["event"] != "heartbeat"]
+        assert logged == sorted(set(logged)), "a position repeats"
+        return listener, listener.received[-1]["id"]
+    except BaseException:
+        listener.close()
+        raise
+
+
+def test_a_stream_resumes_exactly_on_another_process_after_its_own_was_killed(stack, nats, client):
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        view, on_a, last = open_and_follow(stack, client, coll, a)
+        a.proc.kill()
+        a.proc.wait(15)
+        move_everything(stack, client, coll)
+        on_b, _ = resume(stack, client, coll, b, view, last, on_a.received)
+        on_b.close()
+
+
+def test_a_stream_moves_between_live_processes_and_back(stack, nats, client):
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        view, on_a, last = open_and_follow(stack, client, coll, a)
+        move_everything(stack, client, coll)
+        on_b, last = resume(stack, client, coll, b, view, last, on_a.received)
+        on_b.close()
+        # A still holds its copy (disconnected, within its grace): B took the stream over,
+        # so A drops that copy and adopts the stream again from B's position.
+        put(stack, client, f"{coll}/d4", 44)
+        put(stack, client, f"{coll}/new", -1)
+        back, _ = resume(stack, client, coll, a, view, last, on_a.received + on_b.received)
+        back.close()
+
+
+def test_another_callers_token_is_unknown_on_the_other_process(stack, nats, client):
+    coll = "c" + uuid.uuid4().hex[:10]
+    alice = stack.bearer(stack.token({"sub": "alice"}))
+    bob = stack.bearer(stack.token({"sub": "bob"}))
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        _, _, last = open_and_follow(stack, client, coll, a, headers=alice)
+        hdrs = {**bob, "Last-Event-ID": last}
+        listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert listener.status == 200, listener.error_body
+            assert listener.stream_id != last.rpartition(".")[0]
+            first = listener.next()
+            assert first["event"] == "reset" and first["data"]["reason"] == "permission", first
+            view = View()
+            ev = listener.next()
+            assert ev["event"] == "snapshot", ev
+            view.apply(ev)
+            assert folded(view) == fresh(stack, client, coll)
+        finally:
+            listener.close()
+
+
+def test_a_position_older_than_the_other_process_resets(stack, nats, client):
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 1) as (a,):
+        seeded(stack, client, coll)
+        _, _, last = open_and_follow(stack, client, coll, a)
+        put(stack, client, f"{coll}/d1", 100)
+        # C starts after P: its changelog cannot tell what happened between P and its start.
+        with sidecars(stack, nats, 1) as (c,):
+            hdrs = {**stack.admin, "Last-Event-ID": last}
+            listener = Listener(at(stack, c), params=params(coll), path=LISTEN, headers=hdrs)
+            try:
+                assert listener.status == 200, listener.error_body
+                first = listener.next()
+                assert first["event"] == "reset", first
+                assert first["data"]["reason"] == "retention_passed", first
+                view = View()
+                ev = listener.next()
+                assert ev["event"] == "snapshot", ev
+                view.apply(ev)
+                assert folded(view) == fresh(stack, client, coll)
+            finally:
+                listener.close()
+
+
+def test_a_bad_nats_url_ends_start_up_with_a_clear_message(stack):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
+    env.update(
+        {
+            "DOCSTORE_DATABASE_URL": stack.cluster.url(),
+            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
+            "DOCSTORE_ADMIN_KEY": stack.admin_key,
+            "DOCSTORE_NATS_URL": f"nats://127.0.0.1:{free_port()}",
+        }
+    )
+    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    done = subprocess.run(
+        [binary, "--slot", "elsewhere_never"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "--nats-url" in done.stdout + done.stderr
+    with contextlib.suppress(httpx.HTTPError):
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code != 200
