@@ -15,6 +15,9 @@
 #   transport   the latency run over SSE and over gRPC Listen (the sidecar's --grpc-listen,
 #               docs/grpc.md), interleaved: each round runs both, SSE first in odd rounds, gRPC
 #               first in even ones (issue 26)
+#   cluster     the latency run through one process and through the cluster of --role ingest,
+#               nats-server -js and --role gateway (docs/architecture.md "Processes"), interleaved:
+#               the cost NATS adds to commit -> event (issue 27)
 #   rules       the latency run under a ruleset (list rule with one get() of the city's document):
 #               as the admin key (rules bypassed) then as a JWT stream, whose every event is
 #               decided by the sidecar's rules evaluator (session/guard) before it is sent
@@ -104,8 +107,7 @@ start_throwaway_cluster
 postmaster_pid="$(as_postgres head -1 "${THROWAWAY_DIR}/data/postmaster.pid")"
 sidecar_pid=
 cleanup() {
-  [ -z "${sidecar_pid}" ] || kill "${sidecar_pid}" 2>/dev/null || true
-  [ -z "${sidecar_pid}" ] || wait "${sidecar_pid}" 2>/dev/null || true
+  if declare -F stop_sidecar >/dev/null; then stop_sidecar; fi
   stop_throwaway_cluster
 }
 trap cleanup EXIT
@@ -153,26 +155,62 @@ PY
 # Each run gets a fresh sidecar and a fresh slot: no backlog of the previous run to decode, no
 # streams of the previous run in their resume grace, a clean RSS baseline. Every stream comes
 # from 127.0.0.1: the connection and stream caps are raised above the load.
-start_sidecar() {
-  "${PSQL[@]}" -d "${DB}" -qAtc "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_live'" >/dev/null
-  DOCSTORE_DATABASE_URL="$(sidecar_database_url "${DB}")" \
-    DOCSTORE_LISTEN="127.0.0.1:${port}" DOCSTORE_GRPC_LISTEN="127.0.0.1:${grpc_port}" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
+# CLUSTER=1: the next start_sidecar starts the sidecar as a gateway (--role gateway) behind a
+# nats-server -js and an ingest (--role ingest) of its own (docs/architecture.md, "Processes"):
+# the loadgen talks to the gateway at the same port, and measures the gateway's CPU.
+CLUSTER=0
+nats_pid=
+ingest_pid=
+sidecar_env() { # the environment of a sidecar listening on $1
+  exec env DOCSTORE_DATABASE_URL="$(sidecar_database_url "${DB}")" \
+    DOCSTORE_LISTEN="127.0.0.1:$1" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
     DOCSTORE_MATCH_WRITE_PARTITIONS="${MATCH_W}" DOCSTORE_MATCH_QUERY_PARTITIONS="${MATCH_Q}" \
     DOCSTORE_LISTEN_GRACE_SECONDS=2 DOCSTORE_MAX_CONNECTIONS=1000000 DOCSTORE_MAX_CONNECTIONS_PER_CLIENT=1000000 \
-    DOCSTORE_MAX_STREAMS=1000000 DOCSTORE_MAX_STREAMS_PER_CALLER=1000000 RUST_LOG=warn "${TARGET}/docstore-sidecar" >> "${OUT}/sidecar.log" 2>&1 &
-  sidecar_pid=$!
+    DOCSTORE_MAX_STREAMS=1000000 DOCSTORE_MAX_STREAMS_PER_CALLER=1000000 RUST_LOG=warn "${@:2}"
+}
+wait_health() { # port pid
   for i in $(seq 1 300); do
-    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:${port}/healthz" 2>/dev/null && return 0
-    kill -0 "${sidecar_pid}" 2>/dev/null || { cat "${OUT}/sidecar.log"; die "the sidecar exited"; }
-    [ "${i}" -lt 300 ] || die "the sidecar did not answer /healthz within 60 s"
+    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$1/healthz" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || { tail -50 "${OUT}/sidecar.log"; die "the sidecar exited"; }
+    [ "${i}" -lt 300 ] || die "the sidecar on port $1 did not answer /healthz within 60 s"
     sleep 0.2
   done
 }
+start_sidecar() {
+  # The previous run's walsender may still hold the slot for a moment after its sidecar ended.
+  for _ in $(seq 1 100); do
+    [ "$("${PSQL[@]}" -d "${DB}" -qAtc "select count(pg_drop_replication_slot(slot_name)) from pg_replication_slots where slot_name = 'bench_live' and not active; select count(*) from pg_replication_slots where slot_name = 'bench_live'" | tail -1)" = 0 ] && break
+    sleep 0.1
+  done
+  local role=()
+  if [ "${CLUSTER}" = 1 ]; then
+    local nats_port ingest_port
+    nats_port="$(free_port 14222)"
+    rm -rf "${OUT}/nats"
+    mkdir -p "${OUT}/nats"
+    "$(command -v nats-server || echo /usr/sbin/nats-server)" -js -a 127.0.0.1 -p "${nats_port}" -sd "${OUT}/nats" >> "${OUT}/nats.log" 2>&1 &
+    nats_pid=$!
+    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/${nats_port}") 2>/dev/null && break; sleep 0.1; done
+    role=(--role gateway --nats-url "nats://127.0.0.1:${nats_port}")
+    ingest_port="$(free_port $((port + 2)))"
+    sidecar_env "${ingest_port}" "${TARGET}/docstore-sidecar" --role ingest --nats-url "nats://127.0.0.1:${nats_port}" >> "${OUT}/sidecar.log" 2>&1 &
+    ingest_pid=$!
+    wait_health "${ingest_port}" "${ingest_pid}"
+  fi
+  sidecar_env "${port}" "${TARGET}/docstore-sidecar" --grpc-listen "127.0.0.1:${grpc_port}" "${role[@]}" >> "${OUT}/sidecar.log" 2>&1 &
+  sidecar_pid=$!
+  wait_health "${port}" "${sidecar_pid}"
+}
 stop_sidecar() {
-  [ -n "${sidecar_pid}" ] || return 0
-  kill "${sidecar_pid}" 2>/dev/null || true
-  wait "${sidecar_pid}" 2>/dev/null || true
+  local pid
+  for pid in "${sidecar_pid}" "${ingest_pid}" "${nats_pid}"; do
+    [ -n "${pid}" ] || continue
+    kill "${pid}" 2>/dev/null || true
+    wait "${pid}" 2>/dev/null || true
+  done
   sidecar_pid=
+  ingest_pid=
+  nats_pid=
 }
 
 ROWS=()
@@ -292,6 +330,17 @@ for scenario in "${SCENARIOS[@]}"; do
             row "${name}"
           done
         done ;;
+      cluster)
+        # The latency run through one process (role all) and through the cluster (ingest ->
+        # NATS JetStream -> gateway), interleaved: what NATS adds to commit -> event (issue 27).
+        order=(all cluster)
+        [ $((r % 2)) = 1 ] || order=(cluster all)
+        for mode in "${order[@]}"; do
+          [ "${mode}" = cluster ] && CLUSTER=1
+          loadgen "${mode}-1k-100ws-r${r}" --streams 10 --targets 100 --rate 100 --seconds "${SECONDS_PER_RUN}" --connections 2
+          row "${mode}-1k-100ws-r${r}" "$([ "${mode}" = cluster ] && echo "gateway <- nats-server <- ingest (sidecar CPU: the gateway's)" || echo "one process")"
+          CLUSTER=0
+        done ;;
       transport)
         order=(sse grpc)
         [ $((r % 2)) = 1 ] || order=(grpc sse)
@@ -376,7 +425,7 @@ SQL
             YROWS+=("$(pgbench_ycsb "${w}" "${rate}" "ycsb-${w}-${rate}-sql-r${r}") - | - | - | - | $(cat "${OUT}/ycsb-${w}-${rate}-sql-r${r}.load") |")
           done
         done ;;
-      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, rules, throughput, triggers, triggers-live, fanout, ycsb)" ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, cluster, rules, throughput, triggers, triggers-live, fanout, ycsb)" ;;
     esac
   done
 done

@@ -10,7 +10,9 @@
 #         http://... and NATS_URL=nats://...) and each pid to .docstore/cluster/<role><n>.pid
 #         (nats.pid, ingest1.pid, ingest2.pid, gateway1.pid, gateway2.pid); logs beside them.
 #   down  stop exactly those pids (SIGTERM, then SIGKILL after 10 s), and nothing else.
-# The slot of the cluster is docstore_cluster (make up's own sidecar keeps docstore_sidecar).
+# The slot of the cluster is docstore_cluster (make up's own sidecar keeps docstore_sidecar); it
+# stays after down, so the next up continues from it (drop it with
+# select pg_drop_replication_slot('docstore_cluster') when done; make up bounds the WAL it keeps).
 source "$(dirname "$0")/lib.sh"
 
 STATE="${ROOT}/.docstore"

@@ -210,6 +210,7 @@ count_sidecar() { count_cargo "$1"; }
 count_isolation() { count_pg_regress "$1"; }
 count_e2e() { count_pytest "$1"; }
 count_live() { count_pytest "$1"; }
+count_cluster() { count_pytest "$1"; }
 count_sdk() { count_pytest "$1"; }
 
 # scripts/firestore_system_tests.sh: its closing line `firestore system tests: N passed, N

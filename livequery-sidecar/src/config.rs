@@ -378,8 +378,11 @@ impl Config {
                 }
             ));
         }
-        if self.role == Role::Gateway && !self.live {
-            return Err("--role gateway serves live queries: it needs --live true".into());
+        if self.role != Role::All && !self.live {
+            return Err(
+                "--role ingest and gateway are the live path's (the slot, the stream): they need --live true"
+                    .into(),
+            );
         }
         match self.grpc_listen {
             Some(addr) if self.dev_mode && !addr.ip().is_loopback() => Err(format!(
@@ -518,5 +521,27 @@ mod tests {
         assert!(parse(&["--grpc-listen", "0.0.0.0:9787"]).check().is_ok());
         let refused = parse(&["--dev-mode", "--grpc-listen", "0.0.0.0:9787"]).check();
         assert!(refused.is_err_and(|e| e.contains("not a loopback address")));
+    }
+
+    #[test]
+    fn roles_other_than_all_need_nats_and_the_live_path() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["docstore-sidecar"];
+            all.extend_from_slice(args);
+            Config::try_parse_from(all).unwrap()
+        };
+        assert_eq!(parse(&[]).role, Role::All);
+        assert!(parse(&[]).check().is_ok());
+        for role in ["ingest", "gateway"] {
+            let refused = parse(&["--role", role]).check();
+            assert!(refused.is_err_and(|e| e.contains("needs --nats-url")));
+            let nats = ["--role", role, "--nats-url", "nats://127.0.0.1:4222"];
+            let config = parse(&nats);
+            assert!(config.check().is_ok());
+            assert_eq!(config.nats_stream, "DOCSTORE_TX");
+            let refused = parse(&[&nats[..], &["--live", "false"]].concat()).check();
+            assert!(refused.is_err_and(|e| e.contains("--live true")));
+        }
+        assert!(Config::try_parse_from(["docstore-sidecar", "--role", "matcher"]).is_err());
     }
 }

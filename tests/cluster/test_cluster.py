@@ -29,6 +29,19 @@ import pytest
 from conftest import free_port, sidecar_binary, sidecar_login
 
 WAIT = 60
+# Ports handed out in this module: free_port() releases its port at once, so two calls may
+# return the same one; each process here gets a port no other of them got.
+TAKEN: set[int] = set()
+
+
+def unique_port() -> int:
+    while True:
+        port = free_port()
+        if port not in TAKEN:
+            TAKEN.add(port)
+            return port
+
+
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 # Small, so that test 4's transaction of about 250 KB is split into parts.
 MAX_PAYLOAD = 64 * 1024
@@ -45,7 +58,7 @@ class Nats:
 
     def __init__(self, dir: Path) -> None:
         self.dir = dir
-        self.port = free_port()
+        self.port = unique_port()
         self.conf = dir / "nats.conf"
         self.conf.write_text(
             f"listen: 127.0.0.1:{self.port}\n"
@@ -182,7 +195,7 @@ class Cluster:
         self.roles: list[Role] = []
 
     def start(self, role: str, name: str) -> Role:
-        port = free_port()
+        port = unique_port()
         log = self.dir / f"{name}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
         env.update(
@@ -472,3 +485,38 @@ def test_garbage_on_the_stream_is_logged_and_skipped(cluster, coll):
     finally:
         for listener in listeners:
             listener.close()
+
+
+def test_an_ingest_killed_while_nats_is_down_loses_nothing(cluster, coll):
+    """The slot is confirmed only past what JetStream acknowledged: while NATS is down the
+    active ingest's publishes wait unacknowledged, so the slot stays before them (watched
+    over a number of polls), and an ingest SIGKILLed then (whatever it had buffered dies
+    with it) leaves them to the standby, which reads them again from the slot."""
+    rng = seeded()
+    listeners = listen_all(cluster, coll)
+    try:
+        cluster.nats.kill()
+        [(before,)] = cluster.stack.sql("select pg_current_wal_insert_lsn()::text")
+        written = workload(cluster, coll, range(5), rng)
+        for _ in range(50):
+            [(confirmed,)] = cluster.stack.sql(
+                "select confirmed_flush_lsn <= %s::pg_lsn from pg_replication_slots "
+                "where slot_name = %s",
+                before,
+                SLOT,
+            )
+            assert confirmed, "the slot was confirmed past what JetStream does not hold"
+            time.sleep(0.2)
+        cluster.ingest.proc.send_signal(signal.SIGKILL)
+        cluster.ingest.proc.wait(WAIT)
+        cluster.nats.start()
+        cluster.wait_health(cluster.standby, 200)
+        for g in cluster.gateways:
+            cluster.wait_health(g, 200)
+        check_all(cluster, listeners, written, coll)
+    finally:
+        for listener in listeners:
+            listener.close()
+    cluster.ingest = cluster.standby
+    cluster.standby = cluster.start("ingest", "ingest4")
+    cluster.wait_health(cluster.standby, 503, "standby")
