@@ -71,12 +71,13 @@ class Sidecar:
 
 
 @contextlib.contextmanager
-def sidecars(stack, nats: str, count: int):
+def sidecars(stack, nats: str, count: int, graces: list[int] | None = None):
     """`count` sidecars on the test cluster, each with a slot of its own, all registering
-    their streams in `nats`."""
+    their streams in `nats`; `graces`: each one's `--listen-grace-seconds` (the default
+    otherwise). Their session module logs at debug level (the registry's deletes)."""
     started: list[tuple[Sidecar, str]] = []
     try:
-        for _ in range(count):
+        for i in range(count):
             port = free_port()
             slot = "elsewhere_" + uuid.uuid4().hex[:8]
             log = Path(stack.cluster.dir) / f"sidecar-{port}.log"
@@ -88,11 +89,13 @@ def sidecars(stack, nats: str, count: int):
                     "DOCSTORE_ADMIN_KEY": stack.admin_key,
                     "DOCSTORE_JWT_SECRET": stack.jwt_secret,
                     "DOCSTORE_NATS_URL": nats,
+                    "RUST_LOG": "info,docstore_sidecar::session=debug",
                 }
             )
             binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+            grace = [] if graces is None else ["--listen-grace-seconds", str(graces[i])]
             proc = subprocess.Popen(
-                [binary, "--slot", slot, "--heartbeat-ms", "200"],
+                [binary, "--slot", slot, "--heartbeat-ms", "200", *grace],
                 env=env,
                 stdout=log.open("w"),
                 stderr=subprocess.STDOUT,
@@ -281,6 +284,45 @@ def test_a_stream_moves_between_live_processes_and_back(stack, nats, client):
         put(stack, client, f"{coll}/new", -1)
         back, _ = resume(stack, client, coll, a, view, last, on_a.received + on_b.received)
         back.close()
+
+
+def test_a_stream_that_expired_where_it_moved_resets_where_it_was_before(stack, nats, client):
+    # A keeps a disconnected stream for 600 s, B for 1 s. The stream opens on A, moves to B
+    # (A keeps its copy, disconnected) and expires on B, which deletes its registry entry.
+    # A resume on A then finds no entry: A's copy stops at what A sent before the stream
+    # moved, so it is dropped and the resume resets, as one process answers a stream that
+    # expired (without the drop A resumed its stale copy and sent a `change`).
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2, graces=[600, 1]) as (a, b):
+        seeded(stack, client, coll)
+        view, on_a, last = open_and_follow(stack, client, coll, a)
+        move_everything(stack, client, coll)
+        on_b, last = resume(stack, client, coll, b, view, last, on_a.received)
+        on_b.close()
+        stream = last.rpartition(".")[0]
+        deadline = time.monotonic() + 60
+        while not any(
+            "registry entry is gone" in line and stream in line
+            for line in b.log.read_text().splitlines()
+        ):
+            assert time.monotonic() < deadline, "B did not expire the stream"
+            time.sleep(0.1)
+        put(stack, client, f"{coll}/d4", 44)
+        hdrs = {**stack.admin, "Last-Event-ID": last}
+        listener = Listener(at(stack, a), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert listener.status == 200, listener.error_body
+            first = listener.next()
+            assert first["event"] == "reset", first
+            assert first["data"]["reason"] == "retention_passed", first
+            assert listener.stream_id != stream
+            fresh_view = View()
+            ev = listener.next()
+            assert ev["event"] == "snapshot", ev
+            fresh_view.apply(ev)
+            assert folded(fresh_view) == fresh(stack, client, coll)
+        finally:
+            listener.close()
 
 
 def test_another_callers_token_is_unknown_on_the_other_process(stack, nats, client):

@@ -438,7 +438,19 @@ impl Session {
                         .adopt(registry, adopting, entry, targets, revision)
                         .await;
                 }
-                Ok(_) => {}
+                Ok(Some(_)) => {}
+                // No entry: the stream ended for good on the process that held it last
+                // (or was never registered). A copy of this process's own, disconnected
+                // within its grace, stops at what this process sent before the stream
+                // moved elsewhere: dropped, so that the resume resets instead of sending
+                // events from a past the client left.
+                Ok(None) => {
+                    self.call(|reply| Command::Release {
+                        stream: stream.to_owned(),
+                        reply,
+                    })
+                    .await?;
+                }
                 Err(e) => {
                     tracing::warn!(stream, error = %e, "the stream registry did not answer: resuming as a single process");
                 }
@@ -669,8 +681,11 @@ async fn forget_retired(
     mut retired: mpsc::UnboundedReceiver<String>,
 ) {
     while let Some(stream) = retired.recv().await {
-        if let Err(e) = registry.forget(&stream, &instance).await {
-            tracing::warn!(stream, error = %e, "an ended stream's registry entry stays");
+        match registry.forget(&stream, &instance).await {
+            Ok(()) => tracing::debug!(stream, "an ended stream's registry entry is gone"),
+            Err(e) => {
+                tracing::warn!(stream, error = %e, "an ended stream's registry entry stays");
+            }
         }
     }
 }
