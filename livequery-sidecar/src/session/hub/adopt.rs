@@ -8,11 +8,8 @@
 //! (`Matcher::rewound`). When that is not known exactly the client gets
 //! `reset {retention_passed}` and a snapshot instead, never a guess.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
-
-use tokio::sync::{mpsc, oneshot};
 
 use super::{Hub, Stream};
 use crate::matcher::{Document, TargetDelta, Write};
@@ -116,29 +113,11 @@ impl Hub {
             self.forget(grant);
             return Err(e);
         }
-        let (sender, frames) = mpsc::channel(self.settings.queue.max(1));
-        let (closer, closed) = oneshot::channel();
-        self.streams.insert(
-            id.clone(),
-            Stream {
-                database,
-                caller,
-                targets: BTreeMap::new(),
-                sender: Some(sender),
-                closer: Some(closer),
-                log: VecDeque::new(),
-                // The client's token is the stream's only position so far: a resume at it
-                // replays nothing; an older one resets.
-                floor: from,
-                position: from,
-                last_event: Instant::now(),
-                disconnected_at: None,
-                epoch: 0,
-                held: false,
-                read_time: None,
-                adopt: Some(from),
-            },
-        );
+        // The client's token is the stream's only position so far: a resume at it replays
+        // nothing; an older one resets.
+        let (stream, frames, closed) =
+            Stream::connected(database, caller, from, Some(from), self.settings.queue);
+        self.streams.insert(id.clone(), stream);
         if let Err(e) = self.register_with(&id, targets, grant, point, Some(slack), from) {
             self.forget(grant);
             if let Some(stream) = self.streams.remove(&id) {

@@ -1,7 +1,6 @@
 //! The hub's requests: tickets, opening, resuming and closing streams, and changing their
 //! targets (the hand-off of new targets through the changelog is `register`).
 
-use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -242,27 +241,9 @@ impl Hub {
                 return Err(e);
             }
         };
-        let (sender, frames) = mpsc::channel(self.settings.queue.max(1));
-        let (closer, closed) = oneshot::channel();
-        self.streams.insert(
-            id.clone(),
-            Stream {
-                database,
-                caller,
-                targets: BTreeMap::new(),
-                sender: Some(sender),
-                closer: Some(closer),
-                log: VecDeque::new(),
-                floor: Lsn(0),
-                position: Lsn(0),
-                last_event: Instant::now(),
-                disconnected_at: None,
-                epoch: 0,
-                held: false,
-                read_time: None,
-                adopt: None,
-            },
-        );
+        let (stream, frames, closed) =
+            Stream::connected(database, caller, Lsn(0), None, self.settings.queue);
+        self.streams.insert(id.clone(), stream);
         if let Err(e) = self.register(&id, targets, grant, point) {
             self.forget(grant);
             if let Some(stream) = self.streams.remove(&id) {

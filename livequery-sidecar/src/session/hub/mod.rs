@@ -92,6 +92,40 @@ struct Stream {
     adopt: Option<Lsn>,
 }
 
+impl Stream {
+    /// A new connected stream of `caller` in `database`, with no targets yet, at `position`
+    /// (`Lsn(0)`: none yet; a resume at it replays nothing, an older one resets), and the
+    /// receiving ends of its event queue (`queue` frames) and of its last frame. `adopt`: the
+    /// client's position, for a stream adopted from another process.
+    fn connected(
+        database: String,
+        caller: Caller,
+        position: Lsn,
+        adopt: Option<Lsn>,
+        queue: usize,
+    ) -> (Stream, mpsc::Receiver<Frame>, oneshot::Receiver<Frame>) {
+        let (sender, frames) = mpsc::channel(queue.max(1));
+        let (closer, closed) = oneshot::channel();
+        let stream = Stream {
+            database,
+            caller,
+            targets: BTreeMap::new(),
+            sender: Some(sender),
+            closer: Some(closer),
+            log: VecDeque::new(),
+            floor: position,
+            position,
+            last_event: Instant::now(),
+            disconnected_at: None,
+            epoch: 0,
+            held: false,
+            read_time: None,
+            adopt,
+        };
+        (stream, frames, closed)
+    }
+}
+
 /// Each target's rows, by the client's target id.
 type Rows = Vec<(String, Vec<Document>)>;
 
