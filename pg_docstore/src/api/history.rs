@@ -98,9 +98,7 @@ fn run_query_at(
     ErrorReport,
 > {
     let at = from_timestamptz(read_time);
-    let json = docstore_core::typed_json::json_from_str(&structured.0)
-        .map_err(DocstoreError::TypedJson)?;
-    let query = docstore_core::query::parse_structured(&json).map_err(DocstoreError::from)?;
+    let query = super::query::parse_structured_text(&structured.0)?;
     let database = database_id()?;
     let rows = Spi::connect(|client| query_rows(client, &database, &query, at))?;
     Ok(TableIterator::new(rows))

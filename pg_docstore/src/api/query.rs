@@ -166,8 +166,9 @@ fn run_query(
     Ok(rows_of(&structured.0, parse_structured_text)?)
 }
 
-/// Parse a query in the structured JSON form from its `jsonb` text (`run_query`, `explain`).
-fn parse_structured_text(text: &str) -> Result<Query, DocstoreError> {
+/// Parse a query in the structured JSON form from its `jsonb` text (`run_query`, `explain`,
+/// `run_query_at`).
+pub(super) fn parse_structured_text(text: &str) -> Result<Query, DocstoreError> {
     let json = docstore_core::typed_json::json_from_str(text).map_err(DocstoreError::TypedJson)?;
     parse_structured(&json).map_err(DocstoreError::from)
 }
