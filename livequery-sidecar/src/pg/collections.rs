@@ -72,16 +72,7 @@ pub async fn documents_in(
     let mut parent = Vec::new();
     encode_segments(&mut parent, collection.segments());
     let rows = client.query(&stmt, &[&database, &parent]).await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Document {
-                path: row.try_get(0)?,
-                data: row.try_get(1)?,
-                create_time: row.try_get(2)?,
-                update_time: row.try_get(3)?,
-            })
-        })
-        .collect()
+    rows.iter().map(listed_document).collect()
 }
 
 /// The ids of the documents of `collection` that have descendants (a document in one of their
@@ -159,14 +150,15 @@ pub async fn documents_in_at(
         )
         .await?;
     let rows = client.query(&stmt, &[&collection.to_string(), &at]).await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Document {
-                path: row.try_get(0)?,
-                data: row.try_get(1)?,
-                create_time: row.try_get(2)?,
-                update_time: row.try_get(3)?,
-            })
-        })
-        .collect()
+    rows.iter().map(listed_document).collect()
+}
+
+/// A document of a listing's row `(path, data, create_time, update_time)`.
+fn listed_document(row: &tokio_postgres::Row) -> Result<Document, PgError> {
+    Ok(Document {
+        path: row.try_get(0)?,
+        data: row.try_get(1)?,
+        create_time: row.try_get(2)?,
+        update_time: row.try_get(3)?,
+    })
 }
