@@ -25,7 +25,7 @@ use async_nats::jetstream::{self, context::PublishAckFuture, message::PublishMes
 use bytes::Bytes;
 
 use crate::pg::tls::Postgres;
-use crate::source::jetstream::{connect, seconds_since, stream_config, subject, RoleHealth};
+use crate::source::jetstream::{connect, open_stream, seconds_since, subject, RoleHealth};
 use crate::source::wire::{self, WireEvent};
 use crate::source::{
     Backoff, ChangeSource, Consumer, Lsn, ReplicationSettings, SourceEvent, SourceHealth,
@@ -80,9 +80,7 @@ async fn serve(
     .await?;
     let max_payload = client.server_info().max_payload;
     let js = jetstream::new(client);
-    js.get_or_create_stream(stream_config(&settings.stream))
-        .await
-        .map_err(|e| format!("JetStream stream {}: {e}", settings.stream))?;
+    open_stream(&js, &settings.nats_url, &settings.stream).await?;
     let (lock, mut lock_connection) = lock(settings).await?;
     backoff.reset();
     settings.health.set("lock", None);
