@@ -2,7 +2,8 @@
 "Failures by cause"), as tests/http/test_startup_failures.py checks them for `--role all`: a
 cause that retrying cannot fix ends start-up with one message naming the fix, on the slot's
 side (an ingest) and on NATS' side (an ingest and a gateway); a cause that appears later, or
-a server that is away, shows on /healthz while the role retries.
+a server that is away, shows on /healthz while the role retries. And an ingest that loses its
+lock while it retries a publish (NATS down) publishes nothing more.
 
 Each test runs its own nats-server, login, slot and stream, so the module cluster of
 test_cluster.py is untouched."""
@@ -235,3 +236,42 @@ def test_an_ingest_started_while_nats_is_away_waits_and_says_why(stack, tmp_path
         finally:
             ingest.stop()
             nats.kill()
+
+
+def test_an_ingest_that_loses_its_lock_while_retrying_publishes_nothing_more(stack, tmp_path):
+    """NATS is down, so the active ingest retries the publish of a transaction; its lock's
+    session is then ended (pg_terminate_backend), as when another ingest's takeover is
+    possible. It notices before its next retry, with NATS still down, and publishes nothing
+    more (without the check it retried until NATS came back, and published then)."""
+    with login(stack) as (role, url), nats_server(tmp_path) as nats:
+        ingest = Role(stack, tmp_path, "ingest", url, nats.url(), role)
+        try:
+            ingest.health(200)
+            nats.kill()
+            stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"lockloss_{role}/a")
+            deadline = time.monotonic() + WAIT
+            while ingest.metric("docstore_ingest_publish_retries_total") < 1:
+                assert time.monotonic() < deadline, "the ingest does not retry its publish"
+                time.sleep(0.1)
+            [(holder,)] = stack.sql(
+                "select l.pid from pg_locks l join pg_stat_activity a using (pid) "
+                "where l.locktype = 'advisory' and l.granted and a.usename = %s",
+                role,
+            )
+            stack.sql("select pg_terminate_backend(%s)", holder)
+            while "lost the ingest lock while retrying a publish" not in ingest.log.read_text():
+                assert time.monotonic() < deadline + WAIT, ingest.log.read_text()[-3000:]
+                time.sleep(0.1)
+            assert ingest.metric("docstore_ingest_active") == 0
+            retries = ingest.metric("docstore_ingest_publish_retries_total")
+            for _ in range(30):
+                assert ingest.metric("docstore_ingest_publish_retries_total") == retries
+                time.sleep(0.2)
+            # NATS back: the ingest takes the lock again and publishes from the slot.
+            nats.start()
+            ingest.health(200)
+            while ingest.metric("docstore_ingest_published_transactions_total") < 1:
+                assert time.monotonic() < deadline + 3 * WAIT, "nothing published"
+                time.sleep(0.1)
+        finally:
+            ingest.stop()
