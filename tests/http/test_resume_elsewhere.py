@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -68,6 +69,7 @@ class Sidecar:
     url: str
     proc: subprocess.Popen
     log: Path
+    slot: str
 
 
 @contextlib.contextmanager
@@ -100,7 +102,7 @@ def sidecars(stack, nats: str, count: int, graces: list[int] | None = None):
                 stdout=log.open("w"),
                 stderr=subprocess.STDOUT,
             )
-            side = Sidecar(f"http://127.0.0.1:{port}", proc, log)
+            side = Sidecar(f"http://127.0.0.1:{port}", proc, log, slot)
             started.append((side, slot))
             wait_healthy(side.url, proc, log)
             ready(stack, side)
@@ -321,6 +323,63 @@ def test_a_stream_that_expired_where_it_moved_resets_where_it_was_before(stack, 
             assert ev["event"] == "snapshot", ev
             fresh_view.apply(ev)
             assert folded(fresh_view) == fresh(stack, client, coll)
+        finally:
+            listener.close()
+
+
+@contextlib.contextmanager
+def held_back(stack, side: Sidecar):
+    """`side`'s change stream stops where it is: its walsender is stopped (SIGSTOP) until the
+    block ends, while every other process goes on."""
+    deadline = time.monotonic() + 30
+    while True:
+        rows = stack.sql(
+            "select active_pid from pg_replication_slots where slot_name = %s and active",
+            side.slot,
+        )
+        if rows:
+            break
+        assert time.monotonic() < deadline, "the slot is not streaming"
+        time.sleep(0.1)
+    [(walsender,)] = rows
+    os.kill(walsender, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(walsender, signal.SIGCONT)
+
+
+def test_an_adoption_that_waits_too_long_resets_and_snapshots(stack, nats, client):
+    """B's change stream is held back while the stream runs on A, so the position P the
+    client saw on A is ahead of everything B applied: the adoption on B waits for B to
+    reach P. That wait is bounded (ADOPT_WAIT, docs/listen.md): past it the client gets
+    `reset {restart}` (without the bound: nothing at all while B is held back), and once B
+    catches up a snapshot of the current results, never a gap."""
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        with held_back(stack, b):
+            seeded(stack, client, coll)
+            view, _, last = open_and_follow(stack, client, coll, a)
+            hdrs = {**stack.admin, "Last-Event-ID": last}
+            listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+            try:
+                assert listener.status == 200, listener.error_body
+                assert listener.stream_id == last.rpartition(".")[0]
+                first = listener.next()
+                assert first["event"] == "reset", first
+                assert first["data"]["reason"] == "restart", first
+            except BaseException:
+                listener.close()
+                raise
+        try:
+            ev = listener.next()
+            assert ev["event"] == "snapshot", ev
+            fresh_view = View()
+            fresh_view.apply(ev)
+            assert folded(fresh_view) == fresh(stack, client, coll)
+            assert position(ev["id"]) > position(last)
+            put(stack, client, f"{coll}/d2", 999)
+            until_current(stack, client, coll, listener, fresh_view)
         finally:
             listener.close()
 
