@@ -417,7 +417,13 @@ impl std::fmt::Debug for Config {
             .field("shared_connections", &self.shared_connections)
             .field("slot", &self.slot)
             .field("role", &self.role)
-            .field("nats_url", &self.nats_url)
+            .field(
+                "nats_url",
+                &self
+                    .nats_url
+                    .as_deref()
+                    .map(crate::source::jetstream::redact_url),
+            )
             .field("nats_stream", &self.nats_stream)
             .field("live", &self.live)
             .field("triggers", &self.triggers)
@@ -544,5 +550,27 @@ mod tests {
             assert!(refused.is_err_and(|e| e.contains("--live true")));
         }
         assert!(Config::try_parse_from(["docstore-sidecar", "--role", "matcher"]).is_err());
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets_and_nats_credentials() {
+        let config = Config::try_parse_from([
+            "docstore-sidecar",
+            "--database-url",
+            "postgresql://u:dbsecret@h/d",
+            "--nats-url",
+            "nats://user:natssecret@nats.example:4222,nats://tok3n@other:4222",
+            "--admin-key",
+            "adminsecret",
+        ])
+        .unwrap();
+        let shown = format!("{config:?}");
+        for secret in ["dbsecret", "natssecret", "tok3n", "adminsecret"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(
+            shown.contains("nats://<redacted>@nats.example:4222"),
+            "{shown}"
+        );
     }
 }
