@@ -260,6 +260,33 @@ def resume(stack, client, coll, side: Sidecar, view: View, last: str, before: li
         raise
 
 
+def resume_reset(
+    stack, client, coll, side: Sidecar, last: str, reason: str, headers=None, meanwhile=None
+) -> tuple[Listener, dict]:
+    """Resume with `last` on `side` (as `headers`, the admin by default): the first event is
+    `reset {reason}`, then (after `meanwhile()`, if given) a snapshot whose folded results
+    equal a fresh read of every target. Returns the listener (open; closed on failure) and
+    the snapshot."""
+    hdrs = {**(stack.admin if headers is None else headers), "Last-Event-ID": last}
+    listener = Listener(at(stack, side), params=params(coll), path=LISTEN, headers=hdrs)
+    try:
+        assert listener.status == 200, listener.error_body
+        first = listener.next()
+        assert first["event"] == "reset", first
+        assert first["data"]["reason"] == reason, first
+        if meanwhile is not None:
+            meanwhile()
+        snapshot = listener.next()
+        assert snapshot["event"] == "snapshot", snapshot
+        view = View()
+        view.apply(snapshot)
+        assert folded(view) == fresh(stack, client, coll)
+        return listener, snapshot
+    except BaseException:
+        listener.close()
+        raise
+
+
 def test_a_stream_resumes_exactly_on_another_process_after_its_own_was_killed(stack, nats, client):
     coll = "c" + uuid.uuid4().hex[:10]
     with sidecars(stack, nats, 2) as (a, b):
@@ -310,27 +337,14 @@ def test_a_stream_that_expired_where_it_moved_resets_where_it_was_before(stack, 
             assert time.monotonic() < deadline, "B did not expire the stream"
             time.sleep(0.1)
         put(stack, client, f"{coll}/d4", 44)
-        hdrs = {**stack.admin, "Last-Event-ID": last}
-        listener = Listener(at(stack, a), params=params(coll), path=LISTEN, headers=hdrs)
-        try:
-            assert listener.status == 200, listener.error_body
-            first = listener.next()
-            assert first["event"] == "reset", first
-            assert first["data"]["reason"] == "retention_passed", first
-            assert listener.stream_id != stream
-            fresh_view = View()
-            ev = listener.next()
-            assert ev["event"] == "snapshot", ev
-            fresh_view.apply(ev)
-            assert folded(fresh_view) == fresh(stack, client, coll)
-        finally:
-            listener.close()
+        listener, _ = resume_reset(stack, client, coll, a, last, "retention_passed")
+        listener.close()
+        assert listener.stream_id != stream
 
 
-@contextlib.contextmanager
-def held_back(stack, side: Sidecar):
-    """`side`'s change stream stops where it is: its walsender is stopped (SIGSTOP) until the
-    block ends, while every other process goes on."""
+def hold_back(stack, side: Sidecar):
+    """Stop `side`'s change stream where it is (its walsender stopped with SIGSTOP) while
+    every other process goes on; returns what lets it go on again (SIGCONT)."""
     deadline = time.monotonic() + 30
     while True:
         rows = stack.sql(
@@ -343,10 +357,7 @@ def held_back(stack, side: Sidecar):
         time.sleep(0.1)
     [(walsender,)] = rows
     os.kill(walsender, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(walsender, signal.SIGCONT)
+    return lambda: os.kill(walsender, signal.SIGCONT)
 
 
 def test_an_adoption_that_waits_too_long_resets_and_snapshots(stack, nats, client):
@@ -357,29 +368,22 @@ def test_an_adoption_that_waits_too_long_resets_and_snapshots(stack, nats, clien
     catches up a snapshot of the current results, never a gap."""
     coll = "c" + uuid.uuid4().hex[:10]
     with sidecars(stack, nats, 2) as (a, b):
-        with held_back(stack, b):
-            seeded(stack, client, coll)
-            view, _, last = open_and_follow(stack, client, coll, a)
-            hdrs = {**stack.admin, "Last-Event-ID": last}
-            listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
-            try:
-                assert listener.status == 200, listener.error_body
-                assert listener.stream_id == last.rpartition(".")[0]
-                first = listener.next()
-                assert first["event"] == "reset", first
-                assert first["data"]["reason"] == "restart", first
-            except BaseException:
-                listener.close()
-                raise
+        release = hold_back(stack, b)
         try:
-            ev = listener.next()
-            assert ev["event"] == "snapshot", ev
-            fresh_view = View()
-            fresh_view.apply(ev)
-            assert folded(fresh_view) == fresh(stack, client, coll)
-            assert position(ev["id"]) > position(last)
+            seeded(stack, client, coll)
+            _, _, last = open_and_follow(stack, client, coll, a)
+            listener, snapshot = resume_reset(
+                stack, client, coll, b, last, "restart", meanwhile=release
+            )
+        finally:
+            release()
+        try:
+            assert listener.stream_id == last.rpartition(".")[0]
+            assert position(snapshot["id"]) > position(last)
+            view = View()
+            view.apply(snapshot)
             put(stack, client, f"{coll}/d2", 999)
-            until_current(stack, client, coll, listener, fresh_view)
+            until_current(stack, client, coll, listener, view)
         finally:
             listener.close()
 
@@ -391,20 +395,9 @@ def test_another_callers_token_is_unknown_on_the_other_process(stack, nats, clie
     with sidecars(stack, nats, 2) as (a, b):
         seeded(stack, client, coll)
         _, _, last = open_and_follow(stack, client, coll, a, headers=alice)
-        hdrs = {**bob, "Last-Event-ID": last}
-        listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
-        try:
-            assert listener.status == 200, listener.error_body
-            assert listener.stream_id != last.rpartition(".")[0]
-            first = listener.next()
-            assert first["event"] == "reset" and first["data"]["reason"] == "permission", first
-            view = View()
-            ev = listener.next()
-            assert ev["event"] == "snapshot", ev
-            view.apply(ev)
-            assert folded(view) == fresh(stack, client, coll)
-        finally:
-            listener.close()
+        listener, _ = resume_reset(stack, client, coll, b, last, "permission", headers=bob)
+        listener.close()
+        assert listener.stream_id != last.rpartition(".")[0]
 
 
 def test_a_position_older_than_the_other_process_resets(stack, nats, client):
@@ -415,20 +408,8 @@ def test_a_position_older_than_the_other_process_resets(stack, nats, client):
         put(stack, client, f"{coll}/d1", 100)
         # C starts after P: its changelog cannot tell what happened between P and its start.
         with sidecars(stack, nats, 1) as (c,):
-            hdrs = {**stack.admin, "Last-Event-ID": last}
-            listener = Listener(at(stack, c), params=params(coll), path=LISTEN, headers=hdrs)
-            try:
-                assert listener.status == 200, listener.error_body
-                first = listener.next()
-                assert first["event"] == "reset", first
-                assert first["data"]["reason"] == "retention_passed", first
-                view = View()
-                ev = listener.next()
-                assert ev["event"] == "snapshot", ev
-                view.apply(ev)
-                assert folded(view) == fresh(stack, client, coll)
-            finally:
-                listener.close()
+            listener, _ = resume_reset(stack, client, coll, c, last, "retention_passed")
+            listener.close()
 
 
 def test_a_bad_nats_url_ends_start_up_with_a_clear_message(stack):
