@@ -34,10 +34,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PG_BIN = Path(os.environ.get("DOCSTORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
 
+# Every port free_port() handed out in this session: it releases its port at once, so two
+# callers asking before either binds could otherwise be given the same one.
+HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port on 127.0.0.1 that no earlier call of this session returned."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in HANDED_OUT:
+            HANDED_OUT.add(port)
+            return port
 
 
 def as_postgres(args: list[str], **kw: Any) -> subprocess.CompletedProcess:

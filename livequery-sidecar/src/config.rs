@@ -135,7 +135,8 @@ pub struct Config {
     /// listen streams in the key-value bucket `docstore_streams`, so that a client resuming a
     /// stream on another process of the same Postgres (another gateway) continues exactly
     /// (docs/listen.md, "Resuming on another process"). Unset (`--role all` only): streams are
-    /// known to their process only.
+    /// known to their process only. Credentials go in the URL (`nats://user:password@host:port`
+    /// or `nats://token@host:port`); logs, `/healthz` and errors show it redacted.
     #[arg(long, env = "DOCSTORE_NATS_URL")]
     pub nats_url: Option<String>,
 
@@ -416,7 +417,13 @@ impl std::fmt::Debug for Config {
             .field("shared_connections", &self.shared_connections)
             .field("slot", &self.slot)
             .field("role", &self.role)
-            .field("nats_url", &self.nats_url)
+            .field(
+                "nats_url",
+                &self
+                    .nats_url
+                    .as_deref()
+                    .map(crate::source::jetstream::redact_url),
+            )
             .field("nats_stream", &self.nats_stream)
             .field("live", &self.live)
             .field("triggers", &self.triggers)
@@ -543,5 +550,27 @@ mod tests {
             assert!(refused.is_err_and(|e| e.contains("--live true")));
         }
         assert!(Config::try_parse_from(["docstore-sidecar", "--role", "matcher"]).is_err());
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets_and_nats_credentials() {
+        let config = Config::try_parse_from([
+            "docstore-sidecar",
+            "--database-url",
+            "postgresql://u:dbsecret@h/d",
+            "--nats-url",
+            "nats://user:natssecret@nats.example:4222,nats://tok3n@other:4222",
+            "--admin-key",
+            "adminsecret",
+        ])
+        .unwrap();
+        let shown = format!("{config:?}");
+        for secret in ["dbsecret", "natssecret", "tok3n", "adminsecret"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(
+            shown.contains("nats://<redacted>@nats.example:4222"),
+            "{shown}"
+        );
     }
 }

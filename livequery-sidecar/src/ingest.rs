@@ -13,6 +13,8 @@
 //!   within JetStream's duplicate window is stored once. A publish is retried with backoff
 //!   until JetStream acknowledges it, and only then may the slot be confirmed past it (and no
 //!   further than the write triggers' recorder allows: it runs here, never in a gateway).
+//!   Before each retry the ingest checks that its lock's session still lives: once it lost
+//!   the lock it publishes nothing more and stands by.
 //! - Metrics: `docstore_ingest_published_transactions_total`,
 //!   `docstore_ingest_published_bytes_total`, `docstore_ingest_publish_lag_seconds` (commit
 //!   -> acknowledged), `docstore_source_slot_lag_bytes`, `docstore_ingest_active` (1 while
@@ -25,7 +27,7 @@ use async_nats::jetstream::{self, context::PublishAckFuture, message::PublishMes
 use bytes::Bytes;
 
 use crate::pg::tls::Postgres;
-use crate::source::jetstream::{connect, seconds_since, stream_config, subject, RoleHealth};
+use crate::source::jetstream::{connect, open_stream, seconds_since, subject, RoleHealth};
 use crate::source::wire::{self, WireEvent};
 use crate::source::{
     Backoff, ChangeSource, Consumer, Lsn, ReplicationSettings, SourceEvent, SourceHealth,
@@ -80,9 +82,7 @@ async fn serve(
     .await?;
     let max_payload = client.server_info().max_payload;
     let js = jetstream::new(client);
-    js.get_or_create_stream(stream_config(&settings.stream))
-        .await
-        .map_err(|e| format!("JetStream stream {}: {e}", settings.stream))?;
+    open_stream(&js, &settings.nats_url, &settings.stream).await?;
     let (lock, mut lock_connection) = lock(settings).await?;
     backoff.reset();
     settings.health.set("lock", None);
@@ -112,7 +112,7 @@ async fn serve(
             event = source.next_event() => match event {
                 Ok(SourceEvent::SlotCreated { consistent_point }) => {
                     let payload = wire::encode(&WireEvent::SlotCreated(consistent_point));
-                    publisher.publish(&format!("slot-{consistent_point}"), &payload).await;
+                    publisher.publish(&format!("slot-{consistent_point}"), &payload, &lock).await?;
                 }
                 Ok(SourceEvent::Transaction(txn)) => {
                     // A reconnect of the source replays what was not confirmed.
@@ -124,7 +124,7 @@ async fn serve(
                         consumer.on_transaction(&txn);
                     }
                     let payload = wire::encode(&WireEvent::Transaction((*txn).clone()));
-                    publisher.publish(&txn.commit_lsn.to_string(), &payload).await;
+                    publisher.publish(&txn.commit_lsn.to_string(), &payload, &lock).await?;
                     published = txn.commit_lsn;
                     acked_end = txn.end_lsn;
                     metrics::counter!("docstore_ingest_published_transactions_total").increment(1);
@@ -220,8 +220,17 @@ struct Publisher {
 
 impl Publisher {
     /// Publish `payload` with message id `id` (split into parts when it is bigger than a
-    /// message), each part retried until JetStream acknowledges it.
-    async fn publish(&self, id: &str, payload: &[u8]) {
+    /// message), each part retried until JetStream acknowledges it, while this ingest holds
+    /// the lock on `lock`.
+    ///
+    /// # Errors
+    /// The lock was lost while a part waited for a retry: nothing more is published.
+    async fn publish(
+        &self,
+        id: &str,
+        payload: &[u8],
+        lock: &tokio_postgres::Client,
+    ) -> Result<(), String> {
         let parts = wire::split(payload, self.part_size);
         let n = parts.len();
         for (i, part) in parts.into_iter().enumerate() {
@@ -233,11 +242,20 @@ impl Publisher {
                     .message_id(format!("{id}.{}", i + 1))
                     .header(wire::PART_HEADER, format!("{}/{n}", i + 1).as_str())
             };
-            self.until_acked(message).await;
+            self.until_acked(message, lock).await?;
         }
+        Ok(())
     }
 
-    async fn until_acked(&self, message: PublishMessage) {
+    /// Publish `message` until JetStream acknowledges it. Before each retry the lock's
+    /// session is asked whether it still lives (a session advisory lock lasts as long as its
+    /// session): once it ended another ingest may own the slot and publish, so this one
+    /// stops before sending again.
+    async fn until_acked(
+        &self,
+        message: PublishMessage,
+        lock: &tokio_postgres::Client,
+    ) -> Result<(), String> {
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         loop {
             let sent: Result<PublishAckFuture, _> = self
@@ -248,7 +266,7 @@ impl Publisher {
                 Ok(ack) => match ack.await {
                     Ok(_) => {
                         self.health.set("publish", None);
-                        return;
+                        return Ok(());
                     }
                     Err(e) => e.to_string(),
                 },
@@ -260,6 +278,13 @@ impl Publisher {
                 Some(format!("JetStream does not acknowledge: {error}; retrying")),
             );
             tokio::time::sleep(backoff.next_delay()).await;
+            if let Err(e) = lock.simple_query("select 1").await {
+                self.health.set("publish", None);
+                return Err(format!(
+                    "lost the ingest lock while retrying a publish (its session ended: {e}); \
+                     publishing nothing more, standing by"
+                ));
+            }
         }
     }
 }

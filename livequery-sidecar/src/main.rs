@@ -80,6 +80,16 @@ async fn run(config: Config) -> Result<(), String> {
             tracing::warn!(error = %e, "the database does not answer yet; /healthz says 503 until it does");
         }
     }
+    // The NATS side of a role: a cause a retry cannot fix ends start-up here too.
+    if let (true, Some(url)) = (config.role != Role::All, &config.nats_url) {
+        match docstore_sidecar::source::jetstream::preflight(url, &config.nats_stream).await {
+            Ok(()) => {}
+            Err(failure) if failure.permanent => return Err(format!("cannot start: {failure}")),
+            Err(failure) => {
+                tracing::warn!("{failure}; /healthz says 503 until it answers");
+            }
+        }
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -107,6 +117,7 @@ async fn run(config: Config) -> Result<(), String> {
             postgres.check_replication()?;
         }
         if config.role == Role::Ingest {
+            let source_health = SourceHealth::new();
             tokio::spawn(docstore_sidecar::ingest::run(
                 docstore_sidecar::ingest::Settings {
                     postgres,
@@ -114,7 +125,7 @@ async fn run(config: Config) -> Result<(), String> {
                     nats_url: nats_url.clone(),
                     stream: config.nats_stream.clone(),
                     health: role.clone().unwrap_or_default(),
-                    source_health: SourceHealth::new(),
+                    source_health: source_health.clone(),
                 },
                 consumers,
             ));
@@ -122,7 +133,7 @@ async fn run(config: Config) -> Result<(), String> {
                 config,
                 db,
                 verifier,
-                None,
+                Live::Ingest(source_health),
                 role,
                 metrics,
                 Listening { listener, tls },
@@ -143,7 +154,12 @@ async fn run(config: Config) -> Result<(), String> {
             Some(url) => Some(
                 docstore_sidecar::session::registry::Registry::connect(url)
                     .await
-                    .map_err(|e| format!("cannot start: --nats-url {url}: {e}"))?,
+                    .map_err(|e| {
+                        format!(
+                            "cannot start: --nats-url {}: {e}",
+                            docstore_sidecar::source::jetstream::redact_url(url)
+                        )
+                    })?,
             ),
             None => None,
         };
@@ -179,12 +195,22 @@ async fn run(config: Config) -> Result<(), String> {
         config,
         db,
         verifier,
-        session,
+        session.map_or(Live::Off, |s| Live::Session(Box::new(s))),
         role,
         metrics,
         Listening { listener, tls },
     )
     .await
+}
+
+/// What reads the change stream in this process.
+enum Live {
+    /// `--live false`.
+    Off,
+    /// The hub (`--role all|gateway`).
+    Session(Box<Session>),
+    /// `--role ingest`: its slot's permanent failure cause, for `/healthz`.
+    Ingest(SourceHealth),
 }
 
 /// The HTTP listener and the TLS of the listeners.
@@ -198,7 +224,7 @@ async fn serve(
     config: Config,
     db: Db,
     verifier: Verifier,
-    session: Option<Session>,
+    live: Live,
     role: Option<RoleHealth>,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
     Listening { listener, tls }: Listening,
@@ -216,6 +242,11 @@ async fn serve(
             .unwrap_or(TransactionLimits::for_pool(config.pool_size).total),
     }));
     transactions.spawn_reaper();
+    let (session, source) = match live {
+        Live::Off => (None, None),
+        Live::Session(session) => (Some(*session), None),
+        Live::Ingest(health) => (None, Some(health)),
+    };
     let state = Arc::new(AppState {
         service: Arc::new(Service {
             db,
@@ -228,6 +259,7 @@ async fn serve(
             .then(|| std::time::Duration::from_millis(config.query_write_timeout_ms)),
         metrics: Some(metrics),
         role,
+        source,
     });
     let exposure = http::Exposure {
         limits: ServerLimits {

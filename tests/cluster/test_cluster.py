@@ -29,18 +29,6 @@ import pytest
 from conftest import free_port, sidecar_binary, sidecar_login
 
 WAIT = 60
-# Ports handed out in this module: free_port() releases its port at once, so two calls may
-# return the same one; each process here gets a port no other of them got.
-TAKEN: set[int] = set()
-
-
-def unique_port() -> int:
-    while True:
-        port = free_port()
-        if port not in TAKEN:
-            TAKEN.add(port)
-            return port
-
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 # Small, so that test 4's transaction of about 250 KB is split into parts.
@@ -58,7 +46,7 @@ class Nats:
 
     def __init__(self, dir: Path) -> None:
         self.dir = dir
-        self.port = unique_port()
+        self.port = free_port()
         self.conf = dir / "nats.conf"
         self.conf.write_text(
             f"listen: 127.0.0.1:{self.port}\n"
@@ -195,7 +183,7 @@ class Cluster:
         self.roles: list[Role] = []
 
     def start(self, role: str, name: str) -> Role:
-        port = unique_port()
+        port = free_port()
         log = self.dir / f"{name}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
         env.update(

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -68,6 +69,7 @@ class Sidecar:
     url: str
     proc: subprocess.Popen
     log: Path
+    slot: str
 
 
 @contextlib.contextmanager
@@ -100,7 +102,7 @@ def sidecars(stack, nats: str, count: int, graces: list[int] | None = None):
                 stdout=log.open("w"),
                 stderr=subprocess.STDOUT,
             )
-            side = Sidecar(f"http://127.0.0.1:{port}", proc, log)
+            side = Sidecar(f"http://127.0.0.1:{port}", proc, log, slot)
             started.append((side, slot))
             wait_healthy(side.url, proc, log)
             ready(stack, side)
@@ -258,6 +260,33 @@ def resume(stack, client, coll, side: Sidecar, view: View, last: str, before: li
         raise
 
 
+def resume_reset(
+    stack, client, coll, side: Sidecar, last: str, reason: str, headers=None, meanwhile=None
+) -> tuple[Listener, dict]:
+    """Resume with `last` on `side` (as `headers`, the admin by default): the first event is
+    `reset {reason}`, then (after `meanwhile()`, if given) a snapshot whose folded results
+    equal a fresh read of every target. Returns the listener (open; closed on failure) and
+    the snapshot."""
+    hdrs = {**(stack.admin if headers is None else headers), "Last-Event-ID": last}
+    listener = Listener(at(stack, side), params=params(coll), path=LISTEN, headers=hdrs)
+    try:
+        assert listener.status == 200, listener.error_body
+        first = listener.next()
+        assert first["event"] == "reset", first
+        assert first["data"]["reason"] == reason, first
+        if meanwhile is not None:
+            meanwhile()
+        snapshot = listener.next()
+        assert snapshot["event"] == "snapshot", snapshot
+        view = View()
+        view.apply(snapshot)
+        assert folded(view) == fresh(stack, client, coll)
+        return listener, snapshot
+    except BaseException:
+        listener.close()
+        raise
+
+
 def test_a_stream_resumes_exactly_on_another_process_after_its_own_was_killed(stack, nats, client):
     coll = "c" + uuid.uuid4().hex[:10]
     with sidecars(stack, nats, 2) as (a, b):
@@ -308,19 +337,53 @@ def test_a_stream_that_expired_where_it_moved_resets_where_it_was_before(stack, 
             assert time.monotonic() < deadline, "B did not expire the stream"
             time.sleep(0.1)
         put(stack, client, f"{coll}/d4", 44)
-        hdrs = {**stack.admin, "Last-Event-ID": last}
-        listener = Listener(at(stack, a), params=params(coll), path=LISTEN, headers=hdrs)
+        listener, _ = resume_reset(stack, client, coll, a, last, "retention_passed")
+        listener.close()
+        assert listener.stream_id != stream
+
+
+def hold_back(stack, side: Sidecar):
+    """Stop `side`'s change stream where it is (its walsender stopped with SIGSTOP) while
+    every other process goes on; returns what lets it go on again (SIGCONT)."""
+    deadline = time.monotonic() + 30
+    while True:
+        rows = stack.sql(
+            "select active_pid from pg_replication_slots where slot_name = %s and active",
+            side.slot,
+        )
+        if rows:
+            break
+        assert time.monotonic() < deadline, "the slot is not streaming"
+        time.sleep(0.1)
+    [(walsender,)] = rows
+    os.kill(walsender, signal.SIGSTOP)
+    return lambda: os.kill(walsender, signal.SIGCONT)
+
+
+def test_an_adoption_that_waits_too_long_resets_and_snapshots(stack, nats, client):
+    """B's change stream is held back while the stream runs on A, so the position P the
+    client saw on A is ahead of everything B applied: the adoption on B waits for B to
+    reach P. That wait is bounded (ADOPT_WAIT, docs/listen.md): past it the client gets
+    `reset {restart}` (without the bound: nothing at all while B is held back), and once B
+    catches up a snapshot of the current results, never a gap."""
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        release = hold_back(stack, b)
         try:
-            assert listener.status == 200, listener.error_body
-            first = listener.next()
-            assert first["event"] == "reset", first
-            assert first["data"]["reason"] == "retention_passed", first
-            assert listener.stream_id != stream
-            fresh_view = View()
-            ev = listener.next()
-            assert ev["event"] == "snapshot", ev
-            fresh_view.apply(ev)
-            assert folded(fresh_view) == fresh(stack, client, coll)
+            seeded(stack, client, coll)
+            _, _, last = open_and_follow(stack, client, coll, a)
+            listener, snapshot = resume_reset(
+                stack, client, coll, b, last, "restart", meanwhile=release
+            )
+        finally:
+            release()
+        try:
+            assert listener.stream_id == last.rpartition(".")[0]
+            assert position(snapshot["id"]) > position(last)
+            view = View()
+            view.apply(snapshot)
+            put(stack, client, f"{coll}/d2", 999)
+            until_current(stack, client, coll, listener, view)
         finally:
             listener.close()
 
@@ -332,20 +395,9 @@ def test_another_callers_token_is_unknown_on_the_other_process(stack, nats, clie
     with sidecars(stack, nats, 2) as (a, b):
         seeded(stack, client, coll)
         _, _, last = open_and_follow(stack, client, coll, a, headers=alice)
-        hdrs = {**bob, "Last-Event-ID": last}
-        listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
-        try:
-            assert listener.status == 200, listener.error_body
-            assert listener.stream_id != last.rpartition(".")[0]
-            first = listener.next()
-            assert first["event"] == "reset" and first["data"]["reason"] == "permission", first
-            view = View()
-            ev = listener.next()
-            assert ev["event"] == "snapshot", ev
-            view.apply(ev)
-            assert folded(view) == fresh(stack, client, coll)
-        finally:
-            listener.close()
+        listener, _ = resume_reset(stack, client, coll, b, last, "permission", headers=bob)
+        listener.close()
+        assert listener.stream_id != last.rpartition(".")[0]
 
 
 def test_a_position_older_than_the_other_process_resets(stack, nats, client):
@@ -356,20 +408,8 @@ def test_a_position_older_than_the_other_process_resets(stack, nats, client):
         put(stack, client, f"{coll}/d1", 100)
         # C starts after P: its changelog cannot tell what happened between P and its start.
         with sidecars(stack, nats, 1) as (c,):
-            hdrs = {**stack.admin, "Last-Event-ID": last}
-            listener = Listener(at(stack, c), params=params(coll), path=LISTEN, headers=hdrs)
-            try:
-                assert listener.status == 200, listener.error_body
-                first = listener.next()
-                assert first["event"] == "reset", first
-                assert first["data"]["reason"] == "retention_passed", first
-                view = View()
-                ev = listener.next()
-                assert ev["event"] == "snapshot", ev
-                view.apply(ev)
-                assert folded(view) == fresh(stack, client, coll)
-            finally:
-                listener.close()
+            listener, _ = resume_reset(stack, client, coll, c, last, "retention_passed")
+            listener.close()
 
 
 def test_a_bad_nats_url_ends_start_up_with_a_clear_message(stack):

@@ -50,6 +50,9 @@ pub struct AppState {
     /// What this process's role waits for (`--role ingest|gateway`: NATS, the ingest lock);
     /// `/healthz` answers 503 with it meanwhile.
     pub role: Option<crate::source::jetstream::RoleHealth>,
+    /// The permanent cause the slot of a process without a hub fails on (`--role ingest`);
+    /// `/healthz` answers 503 with it, as with a hub's (`Session::failure`).
+    pub source: Option<crate::source::SourceHealth>,
 }
 
 /// The shared state.
@@ -127,14 +130,21 @@ async fn not_found(request: Request) -> ApiError {
 
 /// `GET /healthz`: `select 1` on the pool; 503 UNAVAILABLE when the database does not answer,
 /// with the cause and its fix when retrying cannot help (`pg::preflight`), and when the live
-/// path's replication connection fails on such a cause (`source::supervisor`), and while the
+/// path's replication connection fails on such a cause (`source::supervisor`; an ingest's
+/// too), and while the
 /// process's role waits (NATS unreachable, a standby ingest: `source::jetstream::RoleHealth`).
 async fn health(State(state): State<SharedState>) -> Response {
     if let Some(waiting) = state.role.as_ref().and_then(|r| r.waiting()) {
         return ApiError::new(docstore_core::Code::Unavailable, waiting).into_response();
     }
     match state.service.db.health().await {
-        Ok(()) => match state.service.session.as_ref().and_then(|s| s.failure()) {
+        Ok(()) => match state
+            .service
+            .session
+            .as_ref()
+            .and_then(|s| s.failure())
+            .or_else(|| state.source.as_ref().and_then(|s| s.cause()))
+        {
             // The pool answers but the live path cannot stream (REPLICATION revoked, ...).
             Some(cause) => {
                 ApiError::new(docstore_core::Code::Unavailable, cause.to_string()).into_response()

@@ -172,7 +172,10 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Nats`] when NATS cannot be reached or JetStream is not enabled.
     pub async fn connect(url: &str) -> Result<Registry, RegistryError> {
-        let client = async_nats::connect(url).await.map_err(nats)?;
+        let client = crate::source::jetstream::options(url)
+            .connect(url)
+            .await
+            .map_err(nats)?;
         let jetstream = async_nats::jetstream::new(client);
         // The bucket's stream as async-nats' `create_key_value` makes it, created directly:
         // that call first reads the account's info, whose reply from nats-server 2.9 lacks

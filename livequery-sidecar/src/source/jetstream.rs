@@ -97,11 +97,130 @@ pub fn stream_config(name: &str) -> stream::Config {
     }
 }
 
+/// Why NATS failed. `permanent`: a retry cannot fix it (the server refused the credentials,
+/// it has no JetStream, the URL is not a NATS address) and `message` names the fix; start-up
+/// ends with it. Otherwise the server is away: the role retries and `/healthz` says why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsFailure {
+    pub message: String,
+    pub permanent: bool,
+}
+
+impl NatsFailure {
+    fn permanent(message: String) -> NatsFailure {
+        NatsFailure {
+            message,
+            permanent: true,
+        }
+    }
+
+    fn transient(message: String) -> NatsFailure {
+        NatsFailure {
+            message,
+            permanent: false,
+        }
+    }
+
+    /// A failure to connect to `url`, by its kind.
+    fn of_connect(url: &str, error: &async_nats::ConnectError) -> NatsFailure {
+        use async_nats::ConnectErrorKind as Kind;
+        let url = redact_url(url);
+        match error.kind() {
+            Kind::AuthorizationViolation | Kind::Authentication => NatsFailure::permanent(format!(
+                "NATS at {url} refused the credentials ({error}); fix: give --nats-url the user \
+                 and password (nats://user:password@host:port) or token the server expects"
+            )),
+            Kind::ServerParse => NatsFailure::permanent(format!(
+                "--nats-url {url} is not a NATS server address ({error}); fix: --nats-url \
+                 nats://host:port"
+            )),
+            _ => NatsFailure::transient(format!("NATS at {url} is unreachable: {error}")),
+        }
+    }
+
+    /// A failure to open stream `name` on the server at `url`.
+    fn of_stream(
+        url: &str,
+        name: &str,
+        error: &jetstream::context::CreateStreamError,
+    ) -> NatsFailure {
+        let url = redact_url(url);
+        match error.kind() {
+            // No server answers the JetStream API.
+            jetstream::context::CreateStreamErrorKind::JetStreamUnavailable => {
+                NatsFailure::permanent(format!(
+                    "NATS at {url} does not run JetStream (stream {name}: {error}); fix: start \
+                     nats-server with -js (or a jetstream block in its configuration)"
+                ))
+            }
+            _ => NatsFailure::transient(format!("JetStream stream {name}: {error}")),
+        }
+    }
+}
+
+impl std::fmt::Display for NatsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<NatsFailure> for String {
+    fn from(failure: NatsFailure) -> String {
+        failure.message
+    }
+}
+
+/// The credentials `url` carries (the first server's that has any): `user:password@` or a
+/// `token@`.
+fn credentials(url: &str) -> Option<(&str, Option<&str>)> {
+    url.split(',').find_map(|server| {
+        let rest = server.split_once("://").map_or(server, |(_, rest)| rest);
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        let (userinfo, _) = authority.rsplit_once('@')?;
+        Some(match userinfo.split_once(':') {
+            Some((user, password)) => (user, Some(password)),
+            None => (userinfo, None),
+        })
+    })
+}
+
+/// The options of a connection to `url`, with the credentials it carries: async-nats does not
+/// read them from the URL itself (`nats://user:password@host:port` sets the user and
+/// password, `nats://token@host:port` the token).
+pub fn options(url: &str) -> async_nats::ConnectOptions {
+    let options = async_nats::ConnectOptions::new();
+    match credentials(url) {
+        Some((user, Some(password))) => options.user_and_password(user.into(), password.into()),
+        Some((token, None)) => options.token(token.into()),
+        None => options,
+    }
+}
+
+/// `url` (one NATS URL or several, comma-separated) without the credentials it may carry:
+/// `nats://user:password@host:4222` and `nats://token@host:4222` become
+/// `nats://<redacted>@host:4222`. For logs, `/healthz` and `Config`'s Debug.
+pub fn redact_url(url: &str) -> String {
+    url.split(',')
+        .map(|server| {
+            let (scheme, rest) = match server.find("://") {
+                Some(i) => server.split_at(i + 3),
+                None => ("", server),
+            };
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}<redacted>{}", &rest[at..]),
+                None => server.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A NATS connection that reports losing and regaining the server in `health` and counts
 /// reconnects (`counter`: a connection regained after it was lost, not the first one).
 ///
 /// # Errors
-/// The server could not be reached.
+/// The server could not be reached, or refused the connection ([`NatsFailure`]).
 ///
 /// # Cancel safety
 /// Cancel-safe.
@@ -109,10 +228,10 @@ pub async fn connect(
     url: &str,
     health: RoleHealth,
     counter: &'static str,
-) -> Result<async_nats::Client, String> {
-    let url_text = url.to_owned();
+) -> Result<async_nats::Client, NatsFailure> {
+    let url_text = redact_url(url);
     let lost = Arc::new(AtomicBool::new(false));
-    async_nats::ConnectOptions::new()
+    options(url)
         .connection_timeout(Duration::from_secs(5))
         .event_callback(move |event| {
             let health = health.clone();
@@ -140,7 +259,43 @@ pub async fn connect(
         })
         .connect(url)
         .await
-        .map_err(|e| format!("NATS at {url} is unreachable: {e}"))
+        .map_err(|e| NatsFailure::of_connect(url, &e))
+}
+
+/// Stream `name` of the server at `url` ([`stream_config`]; created when missing).
+///
+/// # Errors
+/// [`NatsFailure`]: permanent when the server has no JetStream.
+///
+/// # Cancel safety
+/// Cancel-safe.
+pub async fn open_stream(
+    js: &jetstream::Context,
+    url: &str,
+    name: &str,
+) -> Result<stream::Stream, NatsFailure> {
+    js.get_or_create_stream(stream_config(name))
+        .await
+        .map_err(|e| NatsFailure::of_stream(url, name, &e))
+}
+
+/// The start-up check of a role's NATS side (`--role ingest|gateway`): connect to `url` and
+/// open stream `name` once.
+///
+/// # Errors
+/// The [`NatsFailure`]: a permanent one ends start-up, a transient one is retried by the role.
+///
+/// # Cancel safety
+/// Cancel-safe.
+pub async fn preflight(url: &str, name: &str) -> Result<(), NatsFailure> {
+    let client = connect(
+        url,
+        RoleHealth::new(),
+        "docstore_nats_preflight_reconnects_total",
+    )
+    .await?;
+    open_stream(&jetstream::new(client), url, name).await?;
+    Ok(())
 }
 
 /// Where a gateway reads from.
@@ -227,10 +382,7 @@ async fn read(
     )
     .await?;
     let js = jetstream::new(client);
-    let stream = js
-        .get_or_create_stream(stream_config(&settings.stream))
-        .await
-        .map_err(|e| format!("JetStream stream {}: {e}", settings.stream))?;
+    let stream = open_stream(&js, &settings.url, &settings.stream).await?;
     let deliver_policy = match reader.last_sequence {
         None => consumer::DeliverPolicy::New,
         Some(last) => consumer::DeliverPolicy::ByStartSequence {
@@ -256,7 +408,7 @@ async fn read(
         metrics::counter!("docstore_gateway_jetstream_restarts_total").increment(1);
     } else {
         reader.started = true;
-        tracing::info!(stream = %settings.stream, url = %settings.url, "reading committed transactions from JetStream");
+        tracing::info!(stream = %settings.stream, url = %redact_url(&settings.url), "reading committed transactions from JetStream");
         if tx
             .send(SourceEvent::SlotCreated {
                 consistent_point: Lsn(0),
@@ -357,4 +509,43 @@ pub fn seconds_since(pg_micros: i64) -> f64 {
         .saturating_sub(pg_micros.saturating_add(POSTGRES_EPOCH_UNIX_MICROS))
         .max(0);
     micros as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{credentials, redact_url};
+
+    #[test]
+    fn credentials_are_read_from_nats_urls() {
+        assert_eq!(
+            credentials("nats://user:pw@h:4222"),
+            Some(("user", Some("pw")))
+        );
+        assert_eq!(credentials("nats://tok@h:4222"), Some(("tok", None)));
+        assert_eq!(
+            credentials("nats://h:1,nats://u:p@g:2"),
+            Some(("u", Some("p")))
+        );
+        assert_eq!(credentials("nats://h:4222"), None);
+        assert_eq!(credentials("nats://h:1/a@b"), None);
+    }
+
+    #[test]
+    fn credentials_in_nats_urls_are_redacted() {
+        assert_eq!(
+            redact_url("nats://user:secret@nats.example:4222"),
+            "nats://<redacted>@nats.example:4222"
+        );
+        assert_eq!(
+            redact_url("nats://s3cr3t-token@127.0.0.1:4222/x?y=1"),
+            "nats://<redacted>@127.0.0.1:4222/x?y=1"
+        );
+        assert_eq!(
+            redact_url("nats://a:b@one:4222,tls://two:4222,c:d@three:4222"),
+            "nats://<redacted>@one:4222,tls://two:4222,<redacted>@three:4222"
+        );
+        assert_eq!(redact_url("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+        // An @ after the authority is no credential.
+        assert_eq!(redact_url("nats://h:1/a@b"), "nats://h:1/a@b");
+    }
 }

@@ -6,10 +6,13 @@
 //! written in (P, H] put back as it was before its first write there (the before-images
 //! that REPLICA IDENTITY FULL puts in the stream), kept if the target matches them
 //! (`Matcher::rewound`). When that is not known exactly the client gets
-//! `reset {retention_passed}` and a snapshot instead, never a guess.
+//! `reset {retention_passed}` and a snapshot instead, never a guess. When its targets do
+//! not come live within [`ADOPT_WAIT`] (this process's change stream lags behind P, or behind
+//! the read), it resets in place: `reset {restart}`, then a snapshot once they are read again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{Hub, Stream};
 use crate::matcher::{Document, TargetDelta, Write};
@@ -22,6 +25,14 @@ use docstore_core::path::ResourcePath;
 /// The message of the `reset` of an adoption that cannot be exact.
 const NOT_EXACT: &str =
     "the stream was adopted from another process, which cannot be done exactly here; a snapshot follows";
+
+/// How long an adopted stream waits for its targets to come live (its change stream to reach
+/// both the client's position and the read of its targets) before it resets.
+pub(super) const ADOPT_WAIT: Duration = Duration::from_secs(30);
+
+/// The message of the `reset` of an adoption that waited longer than [`ADOPT_WAIT`].
+pub(super) const LATE: &str =
+    "the stream was adopted from another process whose position this process did not reach in time; a snapshot follows";
 
 /// A stream to adopt: its id, the position its client saw, and how it was read.
 #[derive(Debug)]

@@ -90,6 +90,9 @@ struct Stream {
     /// Adopted from another process for a client that saw it up to this position: its
     /// first event takes the client from there to now (`adopt`).
     adopt: Option<Lsn>,
+    /// When it was made: an adopted stream whose targets are not live [`adopt::ADOPT_WAIT`]
+    /// later resets.
+    created: Instant,
 }
 
 impl Stream {
@@ -121,6 +124,7 @@ impl Stream {
             held: false,
             read_time: None,
             adopt,
+            created: Instant::now(),
         };
         (stream, frames, closed)
     }
@@ -1026,6 +1030,21 @@ impl Hub {
             {
                 expired.push(id.clone());
             }
+        }
+        // An adopted stream whose targets did not come live in time (this process's change
+        // stream lags behind the client's position, or behind the read of the targets): the
+        // client starts over from a fresh snapshot, never from a silent gap.
+        let late: Vec<String> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| {
+                s.adopt.is_some() && now.saturating_duration_since(s.created) > adopt::ADOPT_WAIT
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in late {
+            tracing::warn!(stream = %id, position = %self.position, wait = ?adopt::ADOPT_WAIT, "an adopted stream's targets did not come live in time: it resets");
+            self.reset_in_place(&id, ResetReason::Restart, adopt::LATE);
         }
         let streams = &self.streams;
         self.guard.retain(|id| streams.contains_key(id));
