@@ -157,6 +157,7 @@ create_database() {
       bash "${ROOT}/scripts/sidecar.sh" stop
     fi
     drop_extension
+    rm -f "${PGSTATE}/dev-options.done"
   fi
   "${PSQL[@]}" -d "${DATABASE}" -qc "create extension if not exists pg_docstore" 2>&1 | grep -v NOTICE || true
   echo "${stamp}" > "${PGSTATE}/extension.sha256"
@@ -178,6 +179,20 @@ open_demo() {
   fi
 }
 
+# The (default) database as development mode configures the databases it creates
+# (docstore.create_database_for_dev, docs/grpc.md "Names"): automatic composite indexes on, so
+# Google's SDKs and their tests, written for the emulator (which needs no index definitions), run
+# unchanged against this stack (docs/query.md "Automatic composite indexes"). Set once per
+# created extension (the stamp), never over a setting someone changed since.
+dev_database_options() {
+  [ -f "${PGSTATE}/dev-options.done" ] && return 0
+  "${PSQL[@]}" -d "${DATABASE}" -qAtc "select docstore.set_database_options('(default)',
+    (select max_query_results from docstore.databases where id = '(default)'),
+    auto_composite_indexes => true)" >/dev/null
+  touch "${PGSTATE}/dev-options.done"
+  say "turned on automatic composite indexes for (default), as development mode does for the databases it creates (docs/query.md); turn them off with docstore.set_database_options('(default)', <its max_query_results>, auto_composite_indexes => false)"
+}
+
 install_packages
 install_rust_tools
 install_extension
@@ -186,6 +201,7 @@ start_cluster
 create_database
 load_demo
 open_demo
+dev_database_options
 bash "${ROOT}/scripts/venv.sh"
 bash "${ROOT}/scripts/sidecar.sh" start
 
@@ -199,6 +215,8 @@ pg_docstore is up.
            select path, data->>'name' from docstore.documents where collection = 'restaurants';
   rules:   (default) is open to every caller (demo/open_rules.sql); other databases deny
            clients until docstore.set_rules (docs/rules.md)
+  indexes: (default) creates the composite index a query needs (automatic composite indexes,
+           as development mode's databases; docs/query.md)
   HTTP:    source .docstore/dev.env
            curl -H "Authorization: Bearer \$DOCSTORE_ADMIN_KEY" "\$DOCSTORE_URL/v1/databases/(default)/documents/restaurants/one"
   SDKs:    export FIRESTORE_EMULATOR_HOST=${EMULATOR_HOST}

@@ -1,6 +1,7 @@
 """Bad input over HTTP: each answered with the right canonical code and status, and nothing
 written; a client that goes away leaves no transaction open."""
 
+import json
 import socket
 import time
 from urllib.parse import urlsplit
@@ -374,3 +375,66 @@ def test_malformed_update_time(stack, client, coll):
             assert "updateTime" in message and bad in message, (method, bad, r.text)
     got = client.get(doc, headers=stack.admin).json()
     assert (got["data"], got["updateTime"]) == ({"v": 0}, written["updateTime"])
+
+
+def read_response(s: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One response from a keep-alive connection: status, headers (lower-cased), body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, f"the connection closed before an answer: {data!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(body) < length:
+        chunk = s.recv(65536)
+        assert chunk, "the connection closed inside an answer"
+        body += chunk
+    return int(lines[0].split(" ", 2)[1]), headers, body
+
+
+def keep_alive_request(
+    stack, method: str, path: str, body: bytes, headers: dict[str, str]
+) -> bytes:
+    u = urlsplit(stack.url)
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {u.hostname}:{u.port}"]
+    lines += [f"Content-Length: {len(body)}", "Content-Type: application/json"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def test_an_answer_before_the_body_is_read_says_the_connection_closes(stack, coll):
+    """A request answered before its body is read (a bad query parameter, a bad token): the
+    sidecar does not reuse that connection, and its answer says `Connection: close`, so a
+    client does not send its next request into the closing connection. A request whose body
+    is read keeps its connection: a second request on it is answered."""
+    u = urlsplit(stack.url)
+    auth = {"Authorization": f"Bearer {stack.admin_key}"}
+    body = json.dumps({"sql": f"select * from /{coll}"}).encode()
+    early = [
+        (RUN_QUERY + "?bogus=1", auth, 400),
+        (RUN_QUERY, {"Authorization": "Bearer not-a-token"}, 401),
+        ("/v1/databases/(default):listen/nosuchstream/targets?bogus=1", auth, 400),
+    ]
+    for path, headers, status in early:
+        with socket.create_connection((u.hostname, u.port), timeout=30) as s:
+            # The next request pipelined right behind: it must not be taken for an answer's.
+            second = keep_alive_request(stack, "GET", "/healthz", b"", {})
+            s.sendall(keep_alive_request(stack, "POST", path, body, headers) + second)
+            got, answer_headers, _ = read_response(s)
+            assert got == status, (path, got)
+            assert answer_headers.get("connection") == "close", (path, answer_headers)
+            assert s.recv(65536) == b"", path
+    # A body read to its end: the connection serves the next request.
+    with socket.create_connection((u.hostname, u.port), timeout=30) as s:
+        for _ in range(2):
+            s.sendall(keep_alive_request(stack, "POST", RUN_QUERY, body, auth))
+            got, answer_headers, _ = read_response(s)
+            assert got == 200 and "connection" not in answer_headers, answer_headers
+        s.sendall(keep_alive_request(stack, "GET", "/healthz", b"", {}))
+        assert read_response(s)[0] == 200

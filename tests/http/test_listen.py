@@ -468,6 +468,36 @@ def test_a_slow_client_gets_reset_lagged(stack, coll, small_queue_sidecar):
     assert "event: change" not in tail
 
 
+def test_a_listen_query_creates_its_index_where_the_database_does_so(stack, client):
+    """A database with automatic composite indexes (docs/query.md; make up's (default), the
+    databases development mode creates): a listen query that needs a composite index creates
+    it, as a query does, although the first results are read in a snapshot transaction (where
+    the extension creates none), and the stream opens with them."""
+    database = "auto-" + os.urandom(6).hex()
+    stack.sql("select docstore.create_database(%s)", database)
+    stack.sql(
+        "select docstore.set_database_options(%s, null, auto_composite_indexes => true)", database
+    )
+    for name, n in (("a", 2), ("b", 1), ("c", 3)):
+        doc = stack.doc(f"c/{name}", database)
+        r = client.put(doc, headers=stack.admin, json={"k": 1 if name != "c" else 2, "n": n})
+        assert r.status_code == 200, r.text
+    sql = "select * from /c where k = 1 order by n"
+    listener = Listener(stack, params=[("sql", sql)], path=f"/v1/databases/{database}:listen")
+    try:
+        assert listener.status == 200, listener.error_body
+        view = View()
+        follow(listener, view, lambda ev, v: ev["event"] == "snapshot")
+        assert [path for path, _ in view.docs("0")] == ["c/b", "c/a"]
+    finally:
+        listener.close()
+    indexes = stack.sql(
+        "select count(*) from docstore.indexes where database_id = %s and state = 'READY'",
+        database,
+    )
+    assert indexes == [(1,)]
+
+
 def test_bad_input_is_refused_before_the_stream_opens(stack, client, coll):
     cases = [
         ("/v1/databases/nosuchdb:listen", [("sql", f"select * from /{coll}")], 404, "NOT_FOUND"),

@@ -45,19 +45,7 @@ pub async fn get_document(
     let read = match (&reading.transaction, reading.read_time) {
         (Some(id), _) => service_transactions::get(service, caller, &db.database, id, path).await,
         // The document as it was then (docs/grpc.md, "Transactions and read times").
-        (None, Some(t)) => service_batch_get::batch_get(
-            service,
-            caller,
-            &db.database,
-            std::slice::from_ref(path),
-            Some(t),
-        )
-        .await
-        .and_then(|read| {
-            read.documents.into_iter().flatten().next().ok_or_else(|| {
-                ServiceError::not_found(format!("document \"{path}\" does not exist"))
-            })
-        }),
+        (None, Some(t)) => service_batch_get::get_at(service, caller, &db.database, path, t).await,
         (None, None) => service_documents::get(service, caller, &db.database, path).await,
     };
     match read {

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value as Json;
 
-use super::body;
+use super::body::{self, Reads};
 use super::documents::{document_json, json_response};
 use super::error::ApiError;
 use super::resource::Target;
@@ -28,14 +28,11 @@ pub async fn batch_get(
     let post = JsonPost::read(&state, "batchGet", request).await?;
     let batch = body::BatchGet::parse(&post.body)?;
     let caller = post.caller();
-    let read = match &batch.transaction {
-        None => {
-            service_batch_get(&state.service, &caller, &database, &batch.documents, None).await?
-        }
-        Some(id) => {
-            transactions::batch_get(&state.service, &caller, &database, id, &batch.documents)
-                .await?
-        }
+    let (service, paths) = (&state.service, &batch.documents);
+    let read = match &batch.reads {
+        Reads::Now => service_batch_get(service, &caller, &database, paths, None).await?,
+        Reads::At(t) => service_batch_get(service, &caller, &database, paths, Some(*t)).await?,
+        Reads::In(id) => transactions::batch_get(service, &caller, &database, id, paths).await?,
     };
     let read_time = read.read_time;
     let mut out = String::with_capacity(64 + 128 * read.documents.len());

@@ -1,10 +1,11 @@
 //! Request bodies: the content type, the size limit, JSON syntax and the shapes of the
-//! `:runQuery`, `:commit`, `:batchGet` and `:listCollectionIds` bodies. Pure functions over bytes
+//! `:runQuery`, `:commit`, `:batchGet`, `:listCollectionIds` and `:beginTransaction` bodies,
+//! and how a read reads ([`Reads`]: now, in a held transaction or at a `readTime`). Pure functions over bytes
 //! and JSON (but [`read`]), fuzzed by the robustness tests.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
-use docstore_core::{Code, ResourcePath};
+use docstore_core::{Code, ResourcePath, Timestamp};
 use futures_util::StreamExt;
 use serde_json::{Map, Value as Json};
 
@@ -155,18 +156,27 @@ impl RunQuery {
         RunQuery::of(obj)
     }
 
-    /// Parse a body that may name a held transaction (`"transaction": id`).
+    /// Parse a body that may name a held transaction (`"transaction": id`) or a read time
+    /// (`"readTime"`, for a `structuredQuery` only).
     ///
     /// # Errors
-    /// As [`RunQuery::parse`]; a `transaction` that is not a non-empty string.
-    pub fn parse_with_transaction(bytes: &[u8]) -> Result<(RunQuery, Option<String>), ApiError> {
+    /// As [`RunQuery::parse`] and [`Reads::of`]; a `readTime` with `sql` (the text dialect
+    /// reads the current documents only).
+    pub fn parse_with_reads(bytes: &[u8]) -> Result<(RunQuery, Reads), ApiError> {
         let json = parse_json(bytes)?;
         let obj = object(
             &json,
             "a runQuery body",
-            &["sql", "structuredQuery", "transaction"],
+            &["sql", "structuredQuery", "transaction", "readTime"],
         )?;
-        Ok((RunQuery::of(obj)?, held_transaction(obj)?))
+        let query = RunQuery::of(obj)?;
+        let reads = Reads::of(obj)?;
+        if matches!((&query, &reads), (RunQuery::Sql(_), Reads::At(_))) {
+            return Err(ApiError::invalid_argument(
+                "\"readTime\" needs a \"structuredQuery\": a \"sql\" query reads the current documents",
+            ));
+        }
+        Ok((query, reads))
     }
 
     fn of(obj: &Map<String, Json>) -> Result<RunQuery, ApiError> {
@@ -182,6 +192,68 @@ impl RunQuery {
             )),
         }
     }
+}
+
+/// How a read reads, as Firestore's `consistency_selector`: now, in a held transaction
+/// (`"transaction": id`, or `?transaction=` on a GET), or the documents as they were at a read
+/// time (`"readTime"`, or `?readTime=`: RFC 3339, served from the version history as gRPC's
+/// `read_time`, docs/storage.md "Version history").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reads {
+    Now,
+    In(String),
+    At(Timestamp),
+}
+
+impl Reads {
+    /// The `"transaction"` and `"readTime"` members of a body (at most one of them).
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT for both, a `transaction` that is not a non-empty string or a
+    /// `readTime` that is not an RFC 3339 string.
+    pub fn of(obj: &Map<String, Json>) -> Result<Reads, ApiError> {
+        let read_time = match obj.get("readTime") {
+            None => None,
+            Some(Json::String(text)) => Some(read_time("readTime", text)?),
+            Some(_) => {
+                return Err(ApiError::invalid_argument(
+                    "\"readTime\" must be an RFC 3339 time (a string)",
+                ))
+            }
+        };
+        Reads::either(held_transaction(obj)?, read_time)
+    }
+
+    /// A held transaction or a read time, or neither.
+    ///
+    /// # Errors
+    /// 400 INVALID_ARGUMENT for both.
+    pub fn either(
+        transaction: Option<String>,
+        read_time: Option<Timestamp>,
+    ) -> Result<Reads, ApiError> {
+        match (transaction, read_time) {
+            (None, None) => Ok(Reads::Now),
+            (Some(id), None) => Ok(Reads::In(id)),
+            (None, Some(t)) => Ok(Reads::At(t)),
+            (Some(_), Some(_)) => Err(ApiError::invalid_argument(
+                "give a transaction or a readTime, not both (a transaction reads at its own time)",
+            )),
+        }
+    }
+}
+
+/// A read time's text (`name`, for the message): RFC 3339 with at most microseconds.
+///
+/// # Errors
+/// 400 INVALID_ARGUMENT otherwise.
+pub fn read_time(name: &str, text: &str) -> Result<Timestamp, ApiError> {
+    Timestamp::parse_rfc3339(text).ok_or_else(|| {
+        ApiError::invalid_argument(format!(
+            "{name} must be an RFC 3339 time with at most microseconds \
+             (e.g. 2026-01-02T03:04:05.123456Z), not \"{text}\""
+        ))
+    })
 }
 
 /// The `"transaction"` member of a body naming a held transaction: its id, or nothing.
@@ -240,36 +312,54 @@ impl Commit {
 }
 
 /// The body of `:beginTransaction`: `{}` or `{"options": {"readWrite": {}}}` (read-write),
-/// `{"options": {"readOnly": {}}}` (read-only), as Firestore's REST API.
+/// `{"options": {"readOnly": {}}}` (read-only), `{"options": {"readOnly": {"readTime": t}}}`
+/// (read-only at a read time), as Firestore's REST API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BeginTransaction {
     pub read_only: bool,
+    /// `readOnly.readTime`.
+    pub read_time: Option<Timestamp>,
 }
 
 impl BeginTransaction {
     /// Parse the body.
     ///
     /// # Errors
-    /// 400 INVALID_ARGUMENT for any other shape (a `readOnly.readTime` included: reads at a
-    /// past time are not kept).
+    /// 400 INVALID_ARGUMENT for any other shape, or a `readTime` that is not RFC 3339.
     pub fn parse(bytes: &[u8]) -> Result<BeginTransaction, ApiError> {
+        const READ_WRITE: BeginTransaction = BeginTransaction {
+            read_only: false,
+            read_time: None,
+        };
         let json = parse_json(bytes)?;
         let obj = object(&json, "a beginTransaction body", &["options"])?;
         let Some(options) = obj.get("options") else {
-            return Ok(BeginTransaction { read_only: false });
+            return Ok(READ_WRITE);
         };
         let options = object(options, "\"options\"", &["readOnly", "readWrite"])?;
         match (options.get("readOnly"), options.get("readWrite")) {
             (Some(read_only), None) => {
-                object(read_only, "\"readOnly\"", &[])?;
-                Ok(BeginTransaction { read_only: true })
+                let read_only = object(read_only, "\"readOnly\"", &["readTime"])?;
+                let read_time = match read_only.get("readTime") {
+                    None => None,
+                    Some(Json::String(text)) => Some(read_time("readOnly.readTime", text)?),
+                    Some(_) => {
+                        return Err(ApiError::invalid_argument(
+                            "\"readOnly.readTime\" must be an RFC 3339 time (a string)",
+                        ))
+                    }
+                };
+                Ok(BeginTransaction {
+                    read_only: true,
+                    read_time,
+                })
             }
             (None, Some(read_write)) => {
                 // `retryTransaction` names the transaction retried: nothing to do with it here.
                 object(read_write, "\"readWrite\"", &["retryTransaction"])?;
-                Ok(BeginTransaction { read_only: false })
+                Ok(READ_WRITE)
             }
-            (None, None) => Ok(BeginTransaction { read_only: false }),
+            (None, None) => Ok(READ_WRITE),
             (Some(_), Some(_)) => Err(ApiError::invalid_argument(
                 "\"options\" holds one of \"readOnly\" and \"readWrite\"",
             )),
@@ -305,8 +395,8 @@ pub const MAX_BATCH_GET: usize = 1000;
 pub struct BatchGet {
     /// The document paths, in request order (duplicates kept).
     pub documents: Vec<ResourcePath>,
-    /// The held transaction to read them in.
-    pub transaction: Option<String>,
+    /// Now, in a held transaction, or at a read time.
+    pub reads: Reads,
 }
 
 impl BatchGet {
@@ -317,8 +407,12 @@ impl BatchGet {
     /// paths (strings docstore-core's path rules accept, with an even number of segments).
     pub fn parse(bytes: &[u8]) -> Result<BatchGet, ApiError> {
         let json = parse_json(bytes)?;
-        let obj = object(&json, "a batchGet body", &["documents", "transaction"])?;
-        let transaction = held_transaction(obj)?;
+        let obj = object(
+            &json,
+            "a batchGet body",
+            &["documents", "transaction", "readTime"],
+        )?;
+        let reads = Reads::of(obj)?;
         let items = match obj.get("documents") {
             Some(Json::Array(items)) => items,
             Some(_) => {
@@ -349,10 +443,7 @@ impl BatchGet {
                     .map_err(|e| ApiError::invalid_argument(format!("documents[{i}]: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(BatchGet {
-            documents,
-            transaction,
-        })
+        Ok(BatchGet { documents, reads })
     }
 }
 
@@ -362,16 +453,23 @@ impl BatchGet {
 pub struct ListCollectionIds {
     /// The parent document's segments (none: the root).
     pub parent: Vec<String>,
+    /// `readTime`: the collections as they were then.
+    pub read_time: Option<Timestamp>,
 }
 
 impl ListCollectionIds {
     /// Parse the body.
     ///
     /// # Errors
-    /// 400 INVALID_ARGUMENT unless `parent` is absent, empty or a document path.
+    /// 400 INVALID_ARGUMENT unless `parent` is absent, empty or a document path, or for a
+    /// `readTime` that is not RFC 3339.
     pub fn parse(bytes: &[u8]) -> Result<ListCollectionIds, ApiError> {
         let json = parse_json(bytes)?;
-        let obj = object(&json, "a listCollectionIds body", &["parent"])?;
+        let obj = object(&json, "a listCollectionIds body", &["parent", "readTime"])?;
+        let read_time = match Reads::of(obj)? {
+            Reads::At(t) => Some(t),
+            _ => None,
+        };
         let parent = match obj.get("parent") {
             None => Vec::new(),
             Some(Json::String(text)) if text.is_empty() => Vec::new(),
@@ -385,7 +483,7 @@ impl ListCollectionIds {
                 ))
             }
         };
-        Ok(ListCollectionIds { parent })
+        Ok(ListCollectionIds { parent, read_time })
     }
 }
 
@@ -512,7 +610,9 @@ mod tests {
         );
         for bad in [
             r#"{"options": {"readOnly": {}, "readWrite": {}}}"#,
-            r#"{"options": {"readOnly": {"readTime": "2020-01-01T00:00:00Z"}}}"#,
+            r#"{"options": {"readOnly": {"readTime": "yesterday"}}}"#,
+            r#"{"options": {"readOnly": {"readTime": 5}}}"#,
+            r#"{"options": {"readWrite": {"readTime": "2020-01-01T00:00:00Z"}}}"#,
             r#"{"options": []}"#,
             r#"{"readOnly": {}}"#,
         ] {
@@ -531,13 +631,42 @@ mod tests {
         let c = Commit::parse(br#"{"writes": [], "transaction": "abc"}"#).unwrap();
         assert_eq!(c.held.as_deref(), Some("abc"));
         assert!(!c.transaction);
-        let (_, t) =
-            RunQuery::parse_with_transaction(br#"{"sql": "x", "transaction": "t"}"#).unwrap();
-        assert_eq!(t.as_deref(), Some("t"));
+        let (_, t) = RunQuery::parse_with_reads(br#"{"sql": "x", "transaction": "t"}"#).unwrap();
+        assert_eq!(t, Reads::In("t".into()));
         assert!(RunQuery::parse(br#"{"sql": "x", "transaction": "t"}"#).is_err());
         let b = BatchGet::parse(br#"{"documents": ["c/a"], "transaction": "t"}"#).unwrap();
-        assert_eq!(b.transaction.as_deref(), Some("t"));
+        assert_eq!(b.reads, Reads::In("t".into()));
         assert!(BatchGet::parse(br#"{"documents": ["c/a"], "transaction": 5}"#).is_err());
+    }
+
+    #[test]
+    fn read_times() {
+        let at = Timestamp::parse_rfc3339("2020-01-01T00:00:00Z").unwrap();
+        let b = BatchGet::parse(br#"{"documents": ["c/a"], "readTime": "2020-01-01T00:00:00Z"}"#)
+            .unwrap();
+        assert_eq!(b.reads, Reads::At(at));
+        let begin = BeginTransaction::parse(
+            br#"{"options": {"readOnly": {"readTime": "2020-01-01T00:00:00Z"}}}"#,
+        )
+        .unwrap();
+        assert_eq!((begin.read_only, begin.read_time), (true, Some(at)));
+        let (_, reads) = RunQuery::parse_with_reads(
+            br#"{"structuredQuery": {}, "readTime": "2020-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(reads, Reads::At(at));
+        let list = ListCollectionIds::parse(br#"{"readTime": "2020-01-01T00:00:00Z"}"#).unwrap();
+        assert_eq!(list.read_time, Some(at));
+        for bad in [
+            r#"{"structuredQuery": {}, "readTime": "2020-01-01"}"#,
+            r#"{"structuredQuery": {}, "readTime": 1577836800}"#,
+            r#"{"structuredQuery": {}, "readTime": "2020-01-01T00:00:00.0000001Z"}"#,
+            r#"{"structuredQuery": {}, "readTime": "2020-01-01T00:00:00Z", "transaction": "t"}"#,
+            r#"{"sql": "select * from /c", "readTime": "2020-01-01T00:00:00Z"}"#,
+        ] {
+            let e = RunQuery::parse_with_reads(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.error.code, Code::InvalidArgument, "{bad}");
+        }
     }
 
     #[test]

@@ -29,9 +29,14 @@ pub async fn list_collection_ids(
     // A caller other than the admin is refused whatever its body says.
     collections::may_list(&caller)?;
     let list = body::ListCollectionIds::parse(&post.body)?;
-    let ids =
-        collections::list_collection_ids(&state.service, &caller, &database, &list.parent, None)
-            .await?;
+    let ids = collections::list_collection_ids(
+        &state.service,
+        &caller,
+        &database,
+        &list.parent,
+        list.read_time,
+    )
+    .await?;
     let out = serde_json::json!({ "collectionIds": ids });
     Ok(json_response(StatusCode::OK, out.to_string()))
 }

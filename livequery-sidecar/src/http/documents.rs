@@ -14,6 +14,7 @@ use super::resource::{parse_params, Params, Target};
 use super::SharedState;
 use crate::pg::documents::Document;
 use crate::pg::PgError;
+use crate::service::batch_get;
 use crate::service::documents::{self, DocumentWrite, WriteRequest};
 use crate::service::transactions;
 
@@ -72,24 +73,26 @@ pub async fn get(
     request: Request,
 ) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
-    let transaction = call.params.transaction.clone();
+    let (transaction, read_time) = (call.params.transaction.clone(), call.params.read_time);
     if call.params
         != (Params {
             transaction: transaction.clone(),
+            read_time,
             ..Params::default()
         })
     {
         return Err(ApiError::invalid_argument(
-            "GET of a document takes only transaction",
+            "GET of a document takes only transaction or readTime",
         ));
     }
+    let reads = body::Reads::either(transaction, read_time)?;
     let caller =
         bearer::caller(&state.service.verifier, request.headers(), request.method()).await?;
-    let doc = match &transaction {
-        None => documents::get(&state.service, &caller, &call.database, &call.resource).await?,
-        Some(id) => {
-            transactions::get(&state.service, &caller, &call.database, id, &call.resource).await?
-        }
+    let (service, database, path) = (&state.service, &call.database, &call.resource);
+    let doc = match &reads {
+        body::Reads::Now => documents::get(service, &caller, database, path).await?,
+        body::Reads::In(id) => transactions::get(service, &caller, database, id, path).await?,
+        body::Reads::At(t) => batch_get::get_at(service, &caller, database, path, *t).await?,
     };
     Ok(json_response(StatusCode::OK, document_json(&doc)?))
 }
@@ -129,9 +132,14 @@ pub async fn put(
     request: Request,
 ) -> Result<Response, ApiError> {
     let call = call(target, &request)?;
-    if call.params.page_size.is_some() || call.params.transaction.is_some() {
+    if call.params.page_size.is_some() {
         return Err(ApiError::invalid_argument(
             "pageSize is for GET of a collection",
+        ));
+    }
+    if call.params.transaction.is_some() || call.params.read_time.is_some() {
+        return Err(ApiError::invalid_argument(
+            "transaction and readTime are for GET of a document",
         ));
     }
     body::require_json(request.headers())?;
@@ -172,6 +180,7 @@ pub async fn patch(
         || !call.params.update_mask.is_empty()
         || call.params.page_size.is_some()
         || call.params.transaction.is_some()
+        || call.params.read_time.is_some()
     {
         return Err(ApiError::invalid_argument(
             "PATCH takes only the exists and updateTime preconditions: its body names the field paths",
@@ -199,6 +208,7 @@ pub async fn delete(
         || !call.params.update_mask.is_empty()
         || call.params.page_size.is_some()
         || call.params.transaction.is_some()
+        || call.params.read_time.is_some()
     {
         return Err(ApiError::invalid_argument(
             "DELETE takes only the exists and updateTime preconditions",

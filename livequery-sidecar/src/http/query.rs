@@ -16,7 +16,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value as Json;
 
-use super::body::RunQuery;
+use super::body::{Reads, RunQuery};
 use super::error::ApiError;
 use super::resource::{parse_params, Target};
 use super::{JsonPost, SharedState};
@@ -41,15 +41,23 @@ pub async fn run_query(
 ) -> Result<Response, ApiError> {
     let database = target.database().to_owned();
     let post = JsonPost::read(&state, "runQuery", request).await?;
-    let (query, transaction) = RunQuery::parse_with_transaction(&post.body)?;
-    let query = match query {
-        RunQuery::Sql(text) => Query::Text(text),
-        RunQuery::Structured(text) => Query::Structured(text),
+    let (query, reads) = RunQuery::parse_with_reads(&post.body)?;
+    let query = match (query, &reads) {
+        // The documents as they were then: the version history, as gRPC's `read_time`.
+        (RunQuery::Structured(text), Reads::At(t)) => Query::StructuredAt {
+            text,
+            read_time: t.to_rfc3339(),
+        },
+        (RunQuery::Structured(text), _) => Query::Structured(text),
+        // parse_with_reads refuses a readTime with sql.
+        (RunQuery::Sql(text), _) => Query::Text(text),
     };
     let caller = post.caller();
-    let rows = match &transaction {
-        None => query::run(&state.service, &caller, &database, &query).await?,
-        Some(id) => transactions::query(&state.service, &caller, &database, id, &query).await?,
+    let rows = match &reads {
+        Reads::Now | Reads::At(_) => query::run(&state.service, &caller, &database, &query).await?,
+        Reads::In(id) => {
+            transactions::query(&state.service, &caller, &database, id, &query).await?
+        }
     };
     stream(&state, rows).await
 }
@@ -71,6 +79,7 @@ pub async fn list(
         || !params.update_mask.is_empty()
         || params.precondition.is_some()
         || params.transaction.is_some()
+        || params.read_time.is_some()
     {
         return Err(ApiError::invalid_argument(
             "GET of a collection takes only pageSize",

@@ -195,6 +195,8 @@ pub struct Params {
     pub page_size: Option<u32>,
     /// `transaction=<id>` (GET of a document): read in that held transaction.
     pub transaction: Option<String>,
+    /// `readTime=<RFC 3339>` (GET of a document): the document as it was then.
+    pub read_time: Option<Timestamp>,
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ApiError> {
@@ -262,6 +264,10 @@ pub fn parse_params(query: Option<&str>) -> Result<Params, ApiError> {
                     params.transaction = Some(value);
                     None
                 }
+                "readTime" => {
+                    params.read_time = Some(super::body::read_time("readTime", &value)?);
+                    None
+                }
                 "pageSize" => {
                     params.page_size = Some(value.parse().map_err(|_| {
                         ApiError::invalid_argument(format!(
@@ -274,7 +280,7 @@ pub fn parse_params(query: Option<&str>) -> Result<Params, ApiError> {
                     "unknown query parameter \"{name}\""
                 ))
                 .with_hint(
-                    "the document routes take merge, updateMask, exists, updateTime, pageSize and transaction",
+                    "the document routes take merge, updateMask, exists, updateTime, pageSize, transaction and readTime",
                 )),
             };
         if let Some(p) = precondition {

@@ -11,6 +11,9 @@
 //!   reading its answer) is closed.
 //! - Caps: connections in total and per client address. A connection over a cap is answered
 //!   429 RESOURCE_EXHAUSTED to its first request and closed.
+//! - Unread bodies: an answer given before its request's body was read to the end (a 400,
+//!   401 or 413 decided from the path, the query or the headers) carries `Connection: close`,
+//!   and the connection closes after it (see [`close_unless_read`]).
 //!
 //! Each refusal is counted in `docstore_http_limited_total{limit}`; the open connections are
 //! the gauge `docstore_http_connections`.
@@ -21,6 +24,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -251,11 +255,13 @@ impl BodyTimeout {
     }
 }
 
-/// A request body that fails with [`BodyTimeout`] once its deadline passes.
+/// A request body that fails with [`BodyTimeout`] once its deadline passes, and records
+/// whether it was read to its end.
 struct Deadline {
     inner: hyper::body::Incoming,
     limit: Duration,
     timer: Pin<Box<Sleep>>,
+    ended: Arc<AtomicBool>,
 }
 
 impl http_body::Body for Deadline {
@@ -267,7 +273,13 @@ impl http_body::Body for Deadline {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Ready(frame) => {
+                let failed = matches!(frame, Some(Err(_)));
+                if !failed && (frame.is_none() || self.inner.is_end_stream()) {
+                    self.ended.store(true, Ordering::Release);
+                }
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
             Poll::Pending => {
                 if self.timer.as_mut().poll(cx).is_ready() {
                     count_limited("body_timeout");
@@ -412,14 +424,41 @@ fn connection_service(
 > + Clone {
     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         let router = router.clone();
+        let ended = Arc::new(AtomicBool::new(http_body::Body::is_end_stream(
+            request.body(),
+        )));
         let mut request = request.map(|inner| {
             Body::new(Deadline {
                 inner,
                 limit: body_timeout,
                 timer: Box::pin(tokio::time::sleep(body_timeout)),
+                ended: Arc::clone(&ended),
             })
         });
         request.extensions_mut().insert(ConnectInfo(peer));
-        async move { router.oneshot(request).await }
+        async move {
+            let response = router.oneshot(request).await?;
+            Ok(close_unless_read(response, &ended))
+        }
     })
+}
+
+/// Mark `response` `Connection: close` when its request's body was not read to its end.
+///
+/// hyper does not reuse a connection whose request body is left unread (the rest of it is
+/// still on the wire, ahead of the next request): it closes the connection after the answer.
+/// Unless the answer says so, a client sends its next request on that connection as on any
+/// keep-alive connection, and that request races the close (a reset, or no answer at all).
+/// So the answer says it (RFC 9112 section 9.6: a server that closes after a response sends
+/// `close` in it), as Go's net/http does when it does not drain a body its handler left.
+/// The alternative, reading on through the rest before answering (nginx's discard), would
+/// make an early 401 or 400 read whatever a client cares to send; the answers given before
+/// the body is read are errors, for which a new connection is cheap.
+fn close_unless_read(mut response: Response, ended: &AtomicBool) -> Response {
+    if !ended.load(Ordering::Acquire) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }

@@ -32,7 +32,7 @@ pub async fn begin(
         &post.caller(),
         &database,
         options.read_only,
-        None,
+        options.read_time,
     )
     .await?;
     let answer = serde_json::json!({ "transaction": Json::String(id) });

@@ -53,6 +53,36 @@ pub async fn batch_get(
     BatchRead::of(read)
 }
 
+/// The document at `path` as it was at `at` (a [`batch_get`] of one path): the GET of a
+/// document at a read time, over HTTP and gRPC.
+///
+/// # Errors
+/// NOT_FOUND when it did not exist then; as [`batch_get`].
+///
+/// # Cancel safety
+/// As [`batch_get`].
+pub async fn get_at(
+    service: &Service,
+    caller: &Caller,
+    database: &str,
+    path: &ResourcePath,
+    at: Timestamp,
+) -> Result<Document, ServiceError> {
+    let read = batch_get(
+        service,
+        caller,
+        database,
+        std::slice::from_ref(path),
+        Some(at),
+    )
+    .await?;
+    read.documents
+        .into_iter()
+        .flatten()
+        .next()
+        .ok_or_else(|| ServiceError::not_found(format!("document \"{path}\" does not exist")))
+}
+
 impl BatchRead {
     /// The answer of `read` (a snapshot's documents and read time), wherever it was read.
     ///
