@@ -84,6 +84,7 @@ fn restaurant(i: usize, tick: i64) -> Document {
         ResourcePath::parse_document(&format!("restaurants/r{i:06}")).unwrap(),
         fields,
         Timestamp::from_micros(tick.max(1)).unwrap(),
+        Timestamp::from_micros(tick.max(1)).unwrap(),
     )
 }
 

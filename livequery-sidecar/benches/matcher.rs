@@ -30,6 +30,7 @@ fn restaurant(i: usize, city: usize, rating: i64, micros: i64) -> Document {
         ResourcePath::parse_document(&format!("restaurants/r{i}")).expect("path"),
         fields,
         Timestamp::from_micros(micros).expect("time"),
+        Timestamp::from_micros(micros).expect("time"),
     )
 }
 

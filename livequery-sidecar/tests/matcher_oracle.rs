@@ -488,7 +488,8 @@ fn run(case: &Case, (write_partitions, query_partitions): (u16, u16)) -> Vec<Str
     // The documents after each transaction, and the transactions as the matcher gets them.
     let mut data = Data::new();
     for (p, doc) in &case.initial {
-        data.insert(path(*p), Document::new(path(*p), doc.clone(), tick()));
+        let t = tick();
+        data.insert(path(*p), Document::new(path(*p), doc.clone(), t, t));
     }
     let mut states = vec![data.clone()];
     let mut txns: Vec<Vec<Write>> = Vec::new();
@@ -497,7 +498,8 @@ fn run(case: &Case, (write_partitions, query_partitions): (u16, u16)) -> Vec<Str
         for op in ops {
             match op {
                 Op::Set(p, doc) => {
-                    let d = Document::new(path(*p), doc.clone(), tick());
+                    let t = tick();
+                    let d = Document::new(path(*p), doc.clone(), t, t);
                     data.insert(path(*p), d.clone());
                     writes.push(Write::Set(d));
                 }

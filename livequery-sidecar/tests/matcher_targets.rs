@@ -20,6 +20,7 @@ fn doc(path: &str, fields: serde_json::Value, micros: i64) -> Document {
         ResourcePath::parse_document(path).unwrap(),
         map_from_json(&fields).unwrap(),
         Timestamp::from_micros(micros).unwrap(),
+        Timestamp::from_micros(micros).unwrap(),
     )
 }
 

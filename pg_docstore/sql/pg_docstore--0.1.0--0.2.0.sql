@@ -468,3 +468,51 @@ AS 'MODULE_PATHNAME', 'child_ids_at_wrapper';
 grant execute on function docstore.get_document_at(text, timestamptz),
     docstore.run_query_at(jsonb, timestamptz), docstore.list_documents_at(text, timestamptz),
     docstore.child_ids_at(text, timestamptz) to docstore_client;
+
+-- Issue 26: query, run_query and run_query_at also return each document's create_time (a
+-- fourth column, after update_time). A function's result type cannot be replaced: dropped and
+-- created again, with its grant.
+DROP FUNCTION docstore."query"(text);
+-- pg_docstore::api::query::query
+CREATE  FUNCTION docstore."query"(
+	"text" TEXT /* & str */
+) RETURNS TABLE (
+	"path" TEXT,  /* String */
+	"data" jsonb,  /* JsonbOut */
+	"update_time" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"create_time" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'query_wrapper';
+
+DROP FUNCTION docstore."run_query"(jsonb);
+-- pg_docstore::api::query::run_query
+CREATE  FUNCTION docstore."run_query"(
+	"structured" jsonb /* TypedJsonb */
+) RETURNS TABLE (
+	"path" TEXT,  /* String */
+	"data" jsonb,  /* JsonbOut */
+	"update_time" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"create_time" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'run_query_wrapper';
+
+DROP FUNCTION docstore."run_query_at"(jsonb, timestamptz);
+-- pg_docstore::api::history::run_query_at
+CREATE  FUNCTION docstore."run_query_at"(
+	"structured" jsonb, /* TypedJsonb */
+	"read_time" timestamp with time zone /* TimestampWithTimeZone */
+) RETURNS TABLE (
+	"path" TEXT,  /* String */
+	"data" jsonb,  /* JsonbOut */
+	"update_time" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"create_time" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'run_query_at_wrapper';
+grant execute on function docstore.query(text), docstore.run_query(jsonb),
+    docstore.run_query_at(jsonb, timestamptz) to docstore_client;

@@ -56,6 +56,29 @@ def test_document_on_snapshot(db, coll):
         watch.unsubscribe()
 
 
+def test_create_time_is_the_documents(db, coll):
+    """RunQuery and Listen (its first result and a later change) send a document's
+    create_time, the time of its first write, not its update time (as Firestore)."""
+    ref = db.collection(coll).document("a")
+    created = ref.set({"n": 1}).update_time
+    updated = ref.set({"n": 2}).update_time
+    assert updated > created
+    (snap,) = db.collection(coll).get()
+    assert (snap.create_time, snap.update_time) == (created, updated)
+    assert ref.get().create_time == created
+    seen: queue.Queue = queue.Queue()
+    watch = db.collection(coll).on_snapshot(lambda docs, changes, read_time: seen.put(docs))
+    try:
+        (doc,) = seen.get(timeout=HANG)
+        assert (doc.create_time, doc.update_time) == (created, updated)
+        later = ref.set({"n": 3}).update_time
+        (doc,) = seen.get(timeout=HANG)
+        assert doc.to_dict() == {"n": 3}
+        assert (doc.create_time, doc.update_time) == (created, later)
+    finally:
+        watch.unsubscribe()
+
+
 def test_query_on_snapshot_added_modified_removed(db, coll):
     col = db.collection(coll)
     col.document("a").set({"n": 1})

@@ -162,3 +162,49 @@ def test_list_documents_in_a_transaction(monkeypatch, stack, coll, firestore_emu
     with pytest.raises(exceptions.InvalidArgument) as raised:
         listing(b"\x00" * 16)
     assert "invalid or expired" in str(raised.value)
+
+
+def test_list_documents_of_every_collection_under_a_parent(
+    monkeypatch, coll, firestore_emulator_host
+):
+    """Without a `collection_id`, ListDocuments lists the documents of every collection directly
+    under `parent`, in name order (collection id, then document id: `a` before `a-b`, though
+    "a-b/..." sorts before "a/..." as text), paged with `{collection}/{id}` tokens; with
+    `show_missing` also the missing documents, those of a collection holding no document
+    directly included."""
+    from google.cloud.firestore_v1.types import firestore as types
+
+    db = sdk_client(monkeypatch, firestore_emulator_host)
+    api = db._firestore_api
+    top = db.collection(coll).document("p")
+    top.set({"top": True})
+    top.collection("b").document("y").set({"n": 2})
+    top.collection("b").document("x").set({"n": 1})
+    top.collection("a-b").document("w").set({"n": 3})
+    top.collection("a").document("z").set({"n": 4})
+    # Deeper documents are not listed; `c` holds none directly (c/m is missing).
+    top.collection("b").document("x").collection("s").document("t").set({})
+    top.collection("c").document("m").collection("d").document("n").set({})
+    parent = top._document_path
+
+    def names(docs):
+        return [d.name.split("/documents/", 1)[1].removeprefix(f"{coll}/p/") for d in docs]
+
+    def request(**extra):
+        return types.ListDocumentsRequest(parent=parent, **extra)
+
+    everything = list(api.list_documents(request=request(), metadata=db._rpc_metadata))
+    assert names(everything) == ["a/z", "a-b/w", "b/x", "b/y"]
+    assert everything[0].fields["n"].integer_value == 4
+    missing = api.list_documents(request=request(show_missing=True), metadata=db._rpc_metadata)
+    assert names(missing) == ["a/z", "a-b/w", "b/x", "b/y", "c/m"]
+    # Pages of two: each token is the last `{collection}/{id}` of its page.
+    pages = api.list_documents(request=request(page_size=2), metadata=db._rpc_metadata).pages
+    got = [(names(page.documents), page.next_page_token) for page in pages]
+    assert got == [(["a/z", "a-b/w"], "a-b/w"), (["b/x", "b/y"], "")]
+    after = api.list_documents(request=request(page_token="a/z"), metadata=db._rpc_metadata)
+    assert names(after) == ["a-b/w", "b/x", "b/y"]
+    # A token without its collection: INVALID_ARGUMENT.
+    with pytest.raises(exceptions.InvalidArgument) as raised:
+        list(api.list_documents(request=request(page_token="z"), metadata=db._rpc_metadata))
+    assert "{collection}/{id}" in str(raised.value)

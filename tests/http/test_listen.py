@@ -203,6 +203,33 @@ def test_snapshot_then_changes_for_a_query_and_a_document(stack, client, coll):
         listener.close()
 
 
+def test_documents_carry_their_create_time(stack, client, coll):
+    """The documents of a snapshot and of a change carry the document's createTime (its first
+    write), as a GET of it does, not their update time."""
+    stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
+    stack.sql("select docstore.set(%s, '{\"n\": 2}')", f"{coll}/a")
+    created = client.get(stack.doc(f"{coll}/a"), headers=stack.admin).json()["createTime"]
+    listener = Listener(
+        stack, params=[("sql", f"select * from /{coll}"), ("document", f"{coll}/a")]
+    )
+    try:
+        assert listener.status == 200, listener.error_body
+        view = View()
+        first = listener.next()
+        assert first["event"] == "snapshot"
+        view.apply(first)
+        for target in ("0", "1"):
+            (doc,) = view.targets[target]
+            assert doc["createTime"] == created and doc["updateTime"] > created, doc
+        stack.sql("select docstore.set(%s, '{\"n\": 3}')", f"{coll}/a")
+        follow(listener, view, has_doc("0", f"{coll}/a", {"n": 3}))
+        for target in ("0", "1"):
+            (doc,) = view.targets[target]
+            assert doc["data"] == {"n": 3} and doc["createTime"] == created, doc
+    finally:
+        listener.close()
+
+
 def test_targets_advance_together_and_a_transaction_is_one_event(stack, client, coll):
     stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
     body = {

@@ -28,8 +28,27 @@ def test_run_query_text(stack, client, coll):
     assert r.status_code == 200, r.text
     rows = r.json()
     assert [row["data"]["i"] for row in rows] == [10, 9, 8]
-    assert set(rows[0]) == {"path", "data", "updateTime"}
+    assert set(rows[0]) == {"path", "data", "createTime", "updateTime"}
     assert rows[0]["path"] == f"{coll}/d00010"
+
+
+def test_rows_carry_the_create_time(stack, client, coll):
+    """A row's createTime is the document's (its first write), not its update time: the same
+    as a GET of the document, text and structured, in a held transaction too."""
+    stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/a")
+    stack.sql("select docstore.set(%s, '{\"n\": 2}')", f"{coll}/a")
+    got = client.get(stack.doc(f"{coll}/a"), headers=stack.admin).json()
+    assert got["createTime"] < got["updateTime"]
+    times = {"createTime": got["createTime"], "updateTime": got["updateTime"]}
+    for body in (
+        {"sql": f"select * from /{coll}"},
+        {"structuredQuery": {"from": [{"collectionId": coll}]}},
+        {"structuredQuery": {"from": [{"collectionId": coll}], "select": {"fields": []}}},
+    ):
+        r = client.post(RUN, headers=stack.admin, json=body)
+        assert r.status_code == 200, r.text
+        (row,) = r.json()
+        assert {k: row[k] for k in times} == times, body
 
 
 def test_run_query_structured(stack, client, coll):

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use docstore_core::proto::{document_to_proto, timestamp_to_proto, DatabaseName, ProtoTimestamp};
 use docstore_core::proto_query::query_from_proto;
-use docstore_core::{Code, Timestamp};
+use docstore_core::Code;
 use futures_util::StreamExt;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use googleapis_tonic_google_firestore_v1::google::rpc;
@@ -653,10 +653,15 @@ fn current(id: i32, token: &[u8], read_time: Option<ProtoTimestamp>) -> wire::Li
 }
 
 fn document_change(db: &DatabaseName, doc: &Document, id: i32) -> wire::ListenResponse {
-    let time: Timestamp = doc.update_time;
     wire::ListenResponse {
         response_type: Some(ResponseType::DocumentChange(wire::DocumentChange {
-            document: Some(document_to_proto(db, &doc.path, &doc.fields, time, time)),
+            document: Some(document_to_proto(
+                db,
+                &doc.path,
+                &doc.fields,
+                doc.create_time,
+                doc.update_time,
+            )),
             target_ids: vec![id],
             removed_target_ids: Vec::new(),
         })),

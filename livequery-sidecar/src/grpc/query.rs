@@ -6,7 +6,6 @@
 //! In a transaction a query is the held transaction's query, at a `read_time` the query over
 //! the documents as they were then (the extension's `run_query_at`). Not yet: `explain_options`
 //! (UNIMPLEMENTED).
-//! A document's `create_time` is its update time (the query's rows carry no create time).
 
 use docstore_core::proto::{document_to_proto, fields_to_proto, timestamp_to_proto, DatabaseName};
 use docstore_core::proto_query::{aggregation_query_from_proto, query_from_proto};
@@ -120,6 +119,7 @@ fn document(db: &DatabaseName, row: ResultRow) -> Result<wire::Document, Status>
     let ResultRow::Document {
         path,
         data,
+        create_time,
         update_time,
     } = row
     else {
@@ -132,7 +132,9 @@ fn document(db: &DatabaseName, row: ResultRow) -> Result<wire::Document, Status>
     };
     let time = Timestamp::from_postgres_micros(update_time.0)
         .ok_or_else(|| internal(format!("the update time of {path} is out of range")))?;
-    Ok(document_to_proto(db, &path, &fields, time, time))
+    let created = Timestamp::from_postgres_micros(create_time.0)
+        .ok_or_else(|| internal(format!("the create time of {path} is out of range")))?;
+    Ok(document_to_proto(db, &path, &fields, created, time))
 }
 
 /// The time now: the read time of the answers.

@@ -5,7 +5,7 @@
 //! The first row is read before the 200 header is sent, so an error of the query itself (bad
 //! syntax, a missing index: 400 FAILED_PRECONDITION with the `create_index` call) keeps its
 //! status. An error after the header ends the array with an `{"error": {...}}` item and the
-//! response ends there. Document rows are `{"path", "data", "updateTime"}`, the row of an
+//! response ends there. Document rows are `{"path", "data", "createTime", "updateTime"}`, the row of an
 //! aggregation query `{"aggregation": {...}}`.
 
 use std::convert::Infallible;
@@ -100,15 +100,22 @@ fn row_json(row: ResultRow) -> Result<String, ApiError> {
         ResultRow::Document {
             path,
             data,
+            create_time,
             update_time,
         } => {
-            let time = update_time.to_rfc3339().ok_or_else(|| {
+            let out_of_range = |what: &str| {
                 ApiError::from(PgError::Decode(format!(
-                    "update time of {path} out of range"
+                    "{what} time of {path} out of range"
                 )))
-            })?;
+            };
+            let time = update_time
+                .to_rfc3339()
+                .ok_or_else(|| out_of_range("update"))?;
+            let created = create_time
+                .to_rfc3339()
+                .ok_or_else(|| out_of_range("create"))?;
             Ok(format!(
-                "{{\"path\":{},\"data\":{},\"updateTime\":\"{time}\"}}",
+                "{{\"path\":{},\"data\":{},\"createTime\":\"{created}\",\"updateTime\":\"{time}\"}}",
                 Json::String(path),
                 data.0
             ))

@@ -67,13 +67,14 @@ fn head(out: &mut String, event: &Event) {
     }
 }
 
-/// A document as `{"path", "data", "updateTime"}`.
+/// A document as `{"path", "data", "createTime", "updateTime"}`.
 pub fn document_json(out: &mut String, doc: &Document) {
     let _ = write!(
         out,
-        "{{\"path\":{},\"data\":{},\"updateTime\":\"{}\"}}",
+        "{{\"path\":{},\"data\":{},\"createTime\":\"{}\",\"updateTime\":\"{}\"}}",
         Json::String(doc.path.to_string()),
         RENDERED.fields_json(&doc.fields),
+        doc.create_time.to_rfc3339(),
         doc.update_time.to_rfc3339()
     );
 }
@@ -236,6 +237,7 @@ mod tests {
         let doc = Document::new(
             ResourcePath::parse("r/a").unwrap(),
             fields,
+            Timestamp::from_micros(0).unwrap(),
             Timestamp::from_micros(0).unwrap(),
         );
         let f = change(

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use docstore_core::path::ResourcePath;
 use docstore_core::value::{Map, Timestamp};
 
-/// A document as the matcher holds and reports it: name, fields and update time.
+/// A document as the matcher holds and reports it: name, fields, create and update time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     /// The document's name.
@@ -26,15 +26,23 @@ pub struct Document {
     pub fields: Arc<Map>,
     /// The commit time of this version (`docstore.entities.update_time`).
     pub update_time: Timestamp,
+    /// The commit time of the document's creation (`docstore.entities.create_time`).
+    pub create_time: Timestamp,
 }
 
 impl Document {
     /// A document from its parts.
-    pub fn new(path: ResourcePath, fields: Map, update_time: Timestamp) -> Document {
+    pub fn new(
+        path: ResourcePath,
+        fields: Map,
+        create_time: Timestamp,
+        update_time: Timestamp,
+    ) -> Document {
         Document {
             path,
             fields: Arc::new(fields),
             update_time,
+            create_time,
         }
     }
 

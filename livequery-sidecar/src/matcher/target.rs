@@ -365,6 +365,7 @@ impl QueryTarget {
                 path: doc.path.clone(),
                 fields: Arc::new(project(&doc.path, &doc.fields, fields)),
                 update_time: doc.update_time,
+                create_time: doc.create_time,
             },
             Selection::Documents | Selection::Aggregations(_) => doc.clone(),
         }

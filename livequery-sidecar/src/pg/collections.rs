@@ -33,6 +33,27 @@ pub async fn child_collection_ids(
     database: &str,
     parent: &[String],
 ) -> Result<Vec<String>, PgError> {
+    Ok(child_collections(tx, database, parent)
+        .await?
+        .into_iter()
+        .filter_map(|(id, direct)| direct.then_some(id))
+        .collect())
+}
+
+/// The ids of every collection under the document `parent` (none: the root), in byte order,
+/// each with whether it holds a document directly (`false`: only its documents'
+/// subcollections do). The same probes as [`child_collection_ids`].
+///
+/// # Errors
+/// As [`child_collection_ids`].
+///
+/// # Cancel safety
+/// As [`child_collection_ids`].
+pub async fn child_collections(
+    tx: &RequestTx,
+    database: &str,
+    parent: &[String],
+) -> Result<Vec<(String, bool)>, PgError> {
     let client = tx.client()?;
     let stmt = client.prepare_cached(PROBE_SQL).await?;
     let scan = ChildCollections::under(parent);
@@ -43,9 +64,7 @@ pub async fn child_collection_ids(
         let child = scan
             .step(&found)
             .map_err(|e| PgError::Decode(format!("stored parent: {e}")))?;
-        if child.direct {
-            ids.push(child.id);
-        }
+        ids.push((child.id, child.direct));
         bound = child.next;
     }
     Ok(ids)

@@ -28,6 +28,7 @@ pub enum ResultRow {
     Document {
         path: String,
         data: RawJson,
+        create_time: PgTime,
         update_time: PgTime,
     },
     Aggregation {
@@ -49,14 +50,14 @@ pub async fn start(tx: &RequestTx, input: QueryInput<'_>) -> Result<RowStream, P
     let json;
     let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = match &input {
         QueryInput::Sql(text) => (
-            "select (r).path, (r).data, (r).update_time \
+            "select (r).path, (r).data, (r).update_time, (r).create_time \
              from (select docstore.query($1) as r offset 0) q",
             vec![text],
         ),
         QueryInput::Structured(text) => {
             json = JsonText(text);
             (
-                "select (r).path, (r).data, (r).update_time \
+                "select (r).path, (r).data, (r).update_time, (r).create_time \
                  from (select docstore.run_query($1::jsonb) as r offset 0) q",
                 vec![&json],
             )
@@ -64,7 +65,7 @@ pub async fn start(tx: &RequestTx, input: QueryInput<'_>) -> Result<RowStream, P
         QueryInput::StructuredAt(text, at) => {
             json = JsonText(text);
             (
-                "select (r).path, (r).data, (r).update_time \
+                "select (r).path, (r).data, (r).update_time, (r).create_time \
                  from (select docstore.run_query_at($1::jsonb, $2::text::timestamptz) as r \
                  offset 0) q",
                 vec![&json, at],
@@ -83,10 +84,12 @@ pub fn decode(row: &Row) -> Result<ResultRow, PgError> {
     let path: String = row.try_get(0)?;
     let data: RawJson = row.try_get(1)?;
     let update_time: Option<PgTime> = row.try_get(2)?;
-    Ok(match update_time {
-        Some(update_time) if !path.is_empty() => ResultRow::Document {
+    let create_time: Option<PgTime> = row.try_get(3)?;
+    Ok(match (update_time, create_time) {
+        (Some(update_time), Some(create_time)) if !path.is_empty() => ResultRow::Document {
             path,
             data,
+            create_time,
             update_time,
         },
         _ => ResultRow::Aggregation { data },

@@ -166,7 +166,8 @@ async fn read_snapshot(
             Fetch::Query(structured) => {
                 let stmt = client
                     .prepare_cached(
-                        "select path, data, update_time from docstore.run_query($1::jsonb)",
+                        "select path, data, create_time, update_time \
+                         from docstore.run_query($1::jsonb)",
                     )
                     .await?;
                 let rows = client.query(&stmt, &[&JsonText(structured)]).await?;
@@ -174,16 +175,22 @@ async fn read_snapshot(
                 for row in rows {
                     let path: String = row.try_get(0)?;
                     let data: RawJson = row.try_get(1)?;
-                    let time: Option<PgTime> = row.try_get(2)?;
+                    let created: Option<PgTime> = row.try_get(2)?;
+                    let time: Option<PgTime> = row.try_get(3)?;
                     let path = ResourcePath::parse_document(&path)
                         .map_err(|e| PgError::Decode(format!("result path {path:?}: {e}")))?;
-                    docs.push(document(path, &data, time)?);
+                    docs.push(document(path, &data, created, time)?);
                 }
                 docs
             }
             Fetch::Document(path) => {
                 match super::documents::read_as(&tx, database, run_as, path).await? {
-                    Some(doc) => vec![document(path.clone(), &doc.data, Some(doc.update_time))?],
+                    Some(doc) => vec![document(
+                        path.clone(),
+                        &doc.data,
+                        Some(doc.create_time),
+                        Some(doc.update_time),
+                    )?],
                     None => Vec::new(),
                 }
             }
@@ -208,7 +215,12 @@ pub async fn current_snapshot(client: &tokio_postgres::Client) -> Result<Snapsho
     Snapshot::parse(&text).map_err(|e| PgError::Decode(e.to_string()))
 }
 
-fn document(path: ResourcePath, data: &RawJson, time: Option<PgTime>) -> Result<Document, PgError> {
+fn document(
+    path: ResourcePath,
+    data: &RawJson,
+    created: Option<PgTime>,
+    time: Option<PgTime>,
+) -> Result<Document, PgError> {
     let fields = docstore_core::typed_json::parse(&data.0)
         .map_err(|e| PgError::Decode(format!("data of {path}: {e}")))?;
     let docstore_core::value::Value::Map(fields) = fields else {
@@ -217,5 +229,8 @@ fn document(path: ResourcePath, data: &RawJson, time: Option<PgTime>) -> Result<
     let time = time
         .and_then(|t| Timestamp::from_postgres_micros(t.0))
         .ok_or_else(|| PgError::Decode(format!("update time of {path}")))?;
-    Ok(Document::new(path, fields, time))
+    let created = created
+        .and_then(|t| Timestamp::from_postgres_micros(t.0))
+        .ok_or_else(|| PgError::Decode(format!("create time of {path}")))?;
+    Ok(Document::new(path, fields, created, time))
 }

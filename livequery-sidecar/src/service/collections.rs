@@ -63,18 +63,28 @@ pub async fn list_collection_ids(
     Ok(ids)
 }
 
-/// One document of a collection's listing: its id, and the document (`None`: it does not exist
-/// but has descendants, a "missing" document).
+/// One document of a listing: its collection's id and its id, and the document (`None`: it
+/// does not exist but has descendants, a "missing" document).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
+    pub collection: String,
     pub id: String,
     pub document: Option<Document>,
 }
 
-/// The documents directly in `collection`, in name order (the byte order of their ids); with
-/// `show_missing`, also the ids that do not exist but have descendants, in their place. One
-/// snapshot of the database (a REPEATABLE READ transaction); with `at`, as they were at that
-/// time (docs/storage.md, "Version history").
+/// What ListDocuments lists: the documents of one collection, or those of every collection
+/// directly under a document (its segments; empty: the root), as Firestore does for a request
+/// without a `collection_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing<'a> {
+    Collection(&'a ResourcePath),
+    Parent(&'a [String]),
+}
+
+/// The documents listed by `listing`, in name order (by collection id, then id, in the byte
+/// order of each); with `show_missing`, also the ids that do not exist but have descendants,
+/// in their place. One snapshot of the database (a REPEATABLE READ transaction); with `at`, as
+/// they were at that time (docs/storage.md, "Version history").
 ///
 /// # Errors
 /// PERMISSION_DENIED for a caller other than the admin ([`may_list`]), database errors
@@ -86,7 +96,7 @@ pub async fn list_documents(
     service: &Service,
     caller: &Caller,
     database: &str,
-    collection: &ResourcePath,
+    listing: Listing<'_>,
     show_missing: bool,
     at: Option<Timestamp>,
 ) -> Result<Vec<Listed>, ServiceError> {
@@ -96,12 +106,53 @@ pub async fn list_documents(
         .db
         .begin_snapshot_with(database, &RunAs::Admin, async |tx: &RequestTx| {
             Ok::<_, ServiceError>(
-                listing(tx, database, collection, show_missing, at.as_deref()).await?,
+                list_in(tx, database, listing, show_missing, at.as_deref()).await?,
             )
         })
         .await?;
     tx.commit().await?;
     Ok(listed)
+}
+
+/// The documents of `listing` in `tx` (also a held transaction's), as [`list_documents`]:
+/// for a parent, the collections under it that hold a document directly (with `show_missing`,
+/// also those whose documents are all missing), each listed by [`listing`] in id order.
+///
+/// # Errors
+/// Database errors (55000 for a time older than the version history).
+///
+/// # Cancel safety
+/// A read; the caller's [`RequestTx`] decides.
+pub(super) async fn list_in(
+    tx: &RequestTx,
+    database: &str,
+    listing: Listing<'_>,
+    show_missing: bool,
+    at: Option<&str>,
+) -> Result<Vec<Listed>, PgError> {
+    let parent = match listing {
+        Listing::Collection(collection) => {
+            return self::listing(tx, database, collection, show_missing, at).await
+        }
+        Listing::Parent(parent) => parent,
+    };
+    let mut children = match at {
+        Some(t) => pg_collections::child_ids_at(tx, parent, t).await?,
+        None => pg_collections::child_collections(tx, database, parent).await?,
+    };
+    children.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let mut out = Vec::new();
+    for (id, direct) in children {
+        if !(direct || show_missing) {
+            continue;
+        }
+        let mut segments = parent.to_vec();
+        segments.push(id);
+        let collection = ResourcePath::from_segments(segments)
+            .map_err(|e| PgError::Decode(format!("stored collection: {e}")))?;
+        out.extend(self::listing(tx, database, &collection, show_missing, at).await?);
+    }
+    Ok(out)
 }
 
 /// The listing of `collection` in `tx` (also a held transaction's): its documents, as they
@@ -113,7 +164,7 @@ pub async fn list_documents(
 ///
 /// # Cancel safety
 /// A read; the caller's [`RequestTx`] decides.
-pub(super) async fn listing(
+async fn listing(
     tx: &RequestTx,
     database: &str,
     collection: &ResourcePath,
@@ -133,15 +184,21 @@ pub(super) async fn listing(
             .collect(),
         (None, true) => pg_collections::ids_with_descendants(tx, database, collection).await?,
     };
-    Ok(merge(documents, with_descendants))
+    let id = collection
+        .segments()
+        .last()
+        .map(String::as_str)
+        .unwrap_or_default();
+    Ok(merge(id, documents, with_descendants))
 }
 
-/// The listing of `documents` (in name order) and `with_descendants` (sorted ids): each id once,
-/// in byte order, a document where one exists.
-fn merge(documents: Vec<Document>, with_descendants: Vec<String>) -> Vec<Listed> {
+/// The listing of collection `collection`'s `documents` (in name order) and
+/// `with_descendants` (sorted ids): each id once, in byte order, a document where one exists.
+fn merge(collection: &str, documents: Vec<Document>, with_descendants: Vec<String>) -> Vec<Listed> {
     let mut out: Vec<Listed> = documents
         .into_iter()
         .map(|doc| Listed {
+            collection: collection.to_owned(),
             id: doc.path.rsplit('/').next().unwrap_or_default().to_owned(),
             document: Some(doc),
         })
@@ -151,7 +208,11 @@ fn merge(documents: Vec<Document>, with_descendants: Vec<String>) -> Vec<Listed>
         with_descendants
             .into_iter()
             .filter(|id| !present.contains(id))
-            .map(|id| Listed { id, document: None }),
+            .map(|id| Listed {
+                collection: collection.to_owned(),
+                id,
+                document: None,
+            }),
     );
     out.sort_by(|a, b| a.id.as_bytes().cmp(b.id.as_bytes()));
     out
@@ -174,6 +235,7 @@ mod tests {
     #[test]
     fn missing_documents_take_their_place_once() {
         let listed = merge(
+            "c",
             vec![doc("c/a"), doc("c/m")],
             vec!["b".to_owned(), "m".to_owned(), "z".to_owned()],
         );

@@ -34,7 +34,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::batch_get::BatchRead;
 use super::caller::{Caller, Principal};
-use super::collections::{self as service_collections, Listed};
+use super::collections::{self as service_collections, Listed, Listing};
 use super::commit::Committed;
 use super::context::{structured_query_info, text_query_info, RulesMethod};
 use super::error::ServiceError;
@@ -612,10 +612,10 @@ enum Read<'a> {
         paths: &'a [ResourcePath],
     },
     Query(QueryInput<'a>),
-    /// ListDocuments: the documents directly in `collection` (with `show_missing`, also the
-    /// ids without a document that have descendants).
+    /// ListDocuments: the documents of `listing` (with `show_missing`, also the ids without a
+    /// document that have descendants).
     Listing {
-        collection: &'a ResourcePath,
+        listing: Listing<'a>,
         show_missing: bool,
     },
 }
@@ -652,10 +652,10 @@ impl Read<'_> {
             ),
             Read::Query(input) => query_rows(tx, *input).await?,
             Read::Listing {
-                collection,
+                listing,
                 show_missing,
             } => Found::Listing(
-                service_collections::listing(tx, database, collection, *show_missing, None)
+                service_collections::list_in(tx, database, *listing, *show_missing, None)
                     .await
                     .map_err(held_error)?,
             ),
@@ -691,10 +691,10 @@ impl Read<'_> {
                 ))
             }
             Read::Listing {
-                collection,
+                listing,
                 show_missing,
             } => Found::Listing(
-                service_collections::listing(tx, database, collection, *show_missing, Some(at))
+                service_collections::list_in(tx, database, *listing, *show_missing, Some(at))
                     .await
                     .map_err(held_error)?,
             ),
@@ -955,7 +955,7 @@ pub async fn query(
     Ok(QueryRows::buffered(rows))
 }
 
-/// ListDocuments of `collection` in transaction `text` (the admin's only, as outside one:
+/// ListDocuments of `listing` in transaction `text` (the admin's only, as outside one:
 /// [`service_collections::may_list`]). In a read-write transaction the documents listed are
 /// then locked as a query's are (read again when one changed in between); a read-only one
 /// lists its snapshot.
@@ -967,12 +967,12 @@ pub async fn list_documents(
     caller: &Caller,
     database: &str,
     text: &str,
-    collection: &ResourcePath,
+    listing: Listing<'_>,
     show_missing: bool,
 ) -> Result<Vec<Listed>, ServiceError> {
     service_collections::may_list(caller)?;
     let read = Read::Listing {
-        collection,
+        listing,
         show_missing,
     };
     match read_in(service, caller, database, text, &RunAs::Admin, read).await? {

@@ -93,6 +93,7 @@ fn run_query_at(
             name!(path, String),
             name!(data, JsonbOut),
             name!(update_time, Option<TimestampWithTimeZone>),
+            name!(create_time, Option<TimestampWithTimeZone>),
         ),
     >,
     ErrorReport,
@@ -104,7 +105,12 @@ fn run_query_at(
     Ok(TableIterator::new(rows))
 }
 
-type QueryRow = (String, JsonbOut, Option<TimestampWithTimeZone>);
+type QueryRow = (
+    String,
+    JsonbOut,
+    Option<TimestampWithTimeZone>,
+    Option<TimestampWithTimeZone>,
+);
 
 fn query_rows(
     client: &pgrx::spi::SpiClient<'_>,
@@ -134,7 +140,8 @@ fn query_rows(
         }
         None => versions::scan_at(client, database, Scope::Group(&source.collection_id), at)?,
     };
-    let mut update_times: HashMap<String, i64> = HashMap::with_capacity(found.len());
+    // Each path's (update time, create time).
+    let mut times: HashMap<String, (i64, i64)> = HashMap::with_capacity(found.len());
     let mut docs: Vec<(ResourcePath, Map)> = Vec::with_capacity(found.len());
     for (_, version) in found {
         let path = ResourcePath::parse(&version.path)
@@ -143,13 +150,14 @@ fn query_rows(
             continue;
         }
         docs.push((path, version.fields()?));
-        update_times.insert(version.path, version.update_time);
+        times.insert(version.path, (version.update_time, version.create_time));
     }
     if matches!(query.selection, Selection::Aggregations(_)) {
         let data = TypedJsonb::from_value(&Value::Map(aggregate(query, &docs)));
         return Ok(vec![(
             result::AGGREGATION_PATH.to_owned(),
             JsonbOut::Text(data),
+            None,
             None,
         )]);
     }
@@ -160,11 +168,12 @@ fn query_rows(
     rows.into_iter()
         .map(|(path, data)| {
             let path = path.to_string();
-            let time = update_times.get(&path).copied().unwrap_or_default();
+            let (time, created) = times.get(&path).copied().unwrap_or_default();
             Ok((
                 path,
                 JsonbOut::Text(TypedJsonb::from_value(&Value::Map(data))),
                 Some(to_timestamptz(time)?),
+                Some(to_timestamptz(created)?),
             ))
         })
         .collect()

@@ -21,6 +21,7 @@ pub(crate) type Rows = TableIterator<
         name!(path, String),
         name!(data, JsonbOut),
         name!(update_time, Option<TimestampWithTimeZone>),
+        name!(create_time, Option<TimestampWithTimeZone>),
     ),
 >;
 
@@ -48,12 +49,15 @@ impl LazyRows {
                 if self.cap > 0 && self.returned > self.cap {
                     return Err(DocstoreError::ResultTooLarge(self.cap));
                 }
-                let time = if row.update_time == 0 && row.path.is_empty() {
-                    None
+                let (time, created) = if row.update_time == 0 && row.path.is_empty() {
+                    (None, None)
                 } else {
-                    Some(to_timestamptz(row.update_time)?)
+                    (
+                        Some(to_timestamptz(row.update_time)?),
+                        Some(to_timestamptz(row.create_time)?),
+                    )
                 };
-                return Ok(Some((row.path, row.data, time)));
+                return Ok(Some((row.path, row.data, time, created)));
             }
             if self.done {
                 return Ok(None);
@@ -73,7 +77,12 @@ impl LazyRows {
     }
 }
 
-type Row = (String, JsonbOut, Option<TimestampWithTimeZone>);
+type Row = (
+    String,
+    JsonbOut,
+    Option<TimestampWithTimeZone>,
+    Option<TimestampWithTimeZone>,
+);
 
 impl Iterator for LazyRows {
     type Item = Row;
@@ -135,6 +144,7 @@ fn query(
             name!(path, String),
             name!(data, JsonbOut),
             name!(update_time, Option<TimestampWithTimeZone>),
+            name!(create_time, Option<TimestampWithTimeZone>),
         ),
     >,
     ErrorReport,
@@ -159,6 +169,7 @@ fn run_query(
             name!(path, String),
             name!(data, JsonbOut),
             name!(update_time, Option<TimestampWithTimeZone>),
+            name!(create_time, Option<TimestampWithTimeZone>),
         ),
     >,
     ErrorReport,

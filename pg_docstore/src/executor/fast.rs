@@ -52,11 +52,11 @@ pub fn documents(
         return Ok(None);
     };
     let sql = if scan.backward {
-        "select e.path, e.data, e.update_time from docstore.index_entries i \
+        "select e.path, e.data, e.update_time, e.create_time from docstore.index_entries i \
          join docstore.entities e on e.database_id = i.database_id and e.name = i.name \
          where i.database_id = $1 and i.key >= $2 and i.key < $3 order by i.key desc limit $4 offset $5"
     } else {
-        "select e.path, e.data, e.update_time from docstore.index_entries i \
+        "select e.path, e.data, e.update_time, e.create_time from docstore.index_entries i \
          join docstore.entities e on e.database_id = i.database_id and e.name = i.name \
          where i.database_id = $1 and i.key >= $2 and i.key < $3 order by i.key limit $4 offset $5"
     };
@@ -78,10 +78,12 @@ pub fn documents(
             return Err(DocstoreError::Internal("entity without data".into()));
         };
         let time: Option<TimestampWithTimeZone> = row.get(3)?;
+        let created: Option<TimestampWithTimeZone> = row.get(4)?;
         rows.push(ResultRow {
             path,
             data: JsonbOut::Stored(data),
             update_time: time.map(from_timestamptz).unwrap_or_default(),
+            create_time: created.map(from_timestamptz).unwrap_or_default(),
         });
     }
     if plan.reverse_output {

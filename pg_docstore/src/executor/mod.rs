@@ -32,6 +32,8 @@ pub struct ResultRow {
     pub data: JsonbOut,
     /// Postgres microseconds; 0 for aggregation rows.
     pub update_time: i64,
+    /// Postgres microseconds; 0 for aggregation rows.
+    pub create_time: i64,
 }
 
 /// What a run read, for `explain(..., analyze => true)`.
@@ -392,6 +394,7 @@ impl Run {
                         path: f.path,
                         data: JsonbOut::Stored(f.data),
                         update_time: f.update_time,
+                        create_time: f.create_time,
                     };
                     if r.aggregations || plan.reverse_output {
                         r.held.push((path, fields, row));
@@ -431,6 +434,7 @@ impl Run {
                 path: result::AGGREGATION_PATH.to_owned(),
                 data: JsonbOut::Text(TypedJsonb::from_value(&Value::Map(result))),
                 update_time: 0,
+                create_time: 0,
             });
         } else {
             // Reversed output (the plan scans opposite to the requested order, under a limit).

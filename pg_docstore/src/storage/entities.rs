@@ -370,6 +370,8 @@ pub struct Fetched {
     pub data: StoredJsonb,
     /// Postgres microseconds.
     pub update_time: i64,
+    /// Postgres microseconds.
+    pub create_time: i64,
 }
 
 /// Fetch documents by name (one statement); missing names are absent from the result.
@@ -382,7 +384,7 @@ pub fn fetch_many(
     if names.is_empty() {
         return Ok(out);
     }
-    let sql = "select name, path, data, update_time from docstore.entities \
+    let sql = "select name, path, data, update_time, create_time from docstore.entities \
                where database_id = $1 and name = any($2)";
     let stmt = plan(client, sql, &[TEXT, BYTEA_ARRAY])?;
     for row in client.select(&*stmt, None, &[database.into(), names.into()])? {
@@ -390,6 +392,7 @@ pub fn fetch_many(
         let path: String = row.get(2)?.unwrap_or_default();
         let data: Option<StoredJsonb> = row.get(3)?;
         let update: Option<TimestampWithTimeZone> = row.get(4)?;
+        let create: Option<TimestampWithTimeZone> = row.get(5)?;
         if let Some(data) = data {
             out.insert(
                 name,
@@ -397,6 +400,7 @@ pub fn fetch_many(
                     path,
                     data,
                     update_time: update.map(from_timestamptz).unwrap_or_default(),
+                    create_time: create.map(from_timestamptz).unwrap_or_default(),
                 },
             );
         }

@@ -12,7 +12,7 @@ client) and ``async_watch.py`` (one task per client) both drive.
 - ``StreamState``: the targets of one stream, the resume token (the id of the last event
   fully handled), and ``handle(event)`` -> what to hand each listener.
 
-Documents are the raw typed-JSON objects of the wire (``{"path", "data", "updateTime"}``);
+Documents are the raw typed-JSON objects of the wire (``{"path", "data", "createTime", "updateTime"}``);
 turning them into snapshots is the caller's.
 """
 

@@ -327,9 +327,14 @@ fn a_write_to_a_looked_up_document_is_seen_and_rechecks() {
     );
     assert_eq!(delivered(&actions), vec![1]);
     // Another database's write, or a document no decision read: nothing to re-check.
-    let other = Write::Set(Document::new(path("rooms/r2"), room(&[]), time()));
+    let other = Write::Set(Document::new(path("rooms/r2"), room(&[]), time(), time()));
     assert!(guard.observe(DB, std::slice::from_ref(&other)).is_empty());
-    let removed = Write::Set(Document::new(path("rooms/r1"), room(&["bob"]), time()));
+    let removed = Write::Set(Document::new(
+        path("rooms/r1"),
+        room(&["bob"]),
+        time(),
+        time(),
+    ));
     assert!(guard
         .observe("other", std::slice::from_ref(&removed))
         .is_empty());
@@ -354,7 +359,12 @@ fn a_write_during_the_read_wins_over_the_read() {
     let (serial, _) = fetch(&guard.submit("s", DB, &alice(), item)).unwrap();
     // The change stream brings the room's removal of alice before the read answers with
     // the older version (the read's snapshot was taken before that commit was visible).
-    let removed = Write::Set(Document::new(path("rooms/r1"), room(&["bob"]), time()));
+    let removed = Write::Set(Document::new(
+        path("rooms/r1"),
+        room(&["bob"]),
+        time(),
+        time(),
+    ));
     guard.observe(DB, &[removed]);
     let actions = guard.looked_up(
         "s",

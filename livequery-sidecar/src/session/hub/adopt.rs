@@ -70,6 +70,7 @@ pub(super) fn before_images(
             Some(Some(previous)) => Some(Document::new(
                 path.clone(),
                 previous.fields.clone(),
+                previous.create_time,
                 previous.update_time,
             )),
         };

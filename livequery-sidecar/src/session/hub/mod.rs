@@ -325,6 +325,7 @@ impl TxnWrites {
                         .push(Write::Set(Document::new(
                             d.path.clone(),
                             fields.clone(),
+                            d.create_time,
                             d.update_time,
                         ))),
                     DocumentData::UnchangedToast => unresolved.push(d.database_id.clone()),

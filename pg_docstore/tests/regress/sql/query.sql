@@ -93,3 +93,16 @@ call docstore.build_indexes();
 select q('select * from /q where n = 2');
 select sqlstate_of($$select docstore.create_index('q', '[{"field": "city"}]')$$);
 select * from docstore.check_indexes();
+-- each document row carries the document's create time (its first write) and update time; an
+-- aggregation row neither
+select docstore.commit('[{"set": "ct/a", "data": {"n": 1}}]') ? 'commitTime' as created;
+select docstore.commit('[{"set": "ct/a", "data": {"n": 2}}]') ? 'commitTime' as updated;
+select r.path, r.create_time = e.create_time as create_time, r.update_time = e.update_time as update_time,
+       r.create_time < r.update_time as created_first
+  from docstore.query('select * from /ct') r join docstore.entities e on e.path = r.path;
+select r.path, r.create_time = e.create_time as create_time, r.create_time < r.update_time as created_first
+  from docstore.run_query('{"from": [{"collectionId": "ct"}], "select": {"fields": []}}') r join docstore.entities e on e.path = r.path;
+select r.path, r.create_time = e.create_time as create_time, r.update_time = e.update_time as update_time
+  from docstore.entities e, docstore.run_query_at('{"from": [{"collectionId": "ct"}]}', e.update_time) r
+ where e.path = 'ct/a';
+select path, create_time, update_time from docstore.query('select count(*) from /ct');
