@@ -520,3 +520,46 @@ def test_an_ingest_killed_while_nats_is_down_loses_nothing(cluster, coll):
     cluster.ingest = cluster.standby
     cluster.standby = cluster.start("ingest", "ingest4")
     cluster.wait_health(cluster.standby, 503, "standby")
+
+
+def test_a_gateway_that_read_nothing_before_nats_restarted_misses_nothing(cluster, coll):
+    """A gateway reads from the end the stream had when it started, by sequence, and goes on
+    from there when NATS restarts before it read anything (a consumer made again from the end
+    of that moment would skip what the ingest published before it was made). The active
+    ingest is held (SIGSTOP) while a new gateway starts and a stream opens on it, so that the
+    gateway has read nothing; the gateway is held while NATS restarts and the ingest publishes
+    the workload (the other gateways saw all of it); then the new gateway's stream must get
+    every transaction."""
+    rng = seeded()
+    ingest = cluster.ingest
+    gateway = None
+    listener = None
+    others: list[Listener] = []
+    ingest.proc.send_signal(signal.SIGSTOP)
+    try:
+        gateway = cluster.start("gateway", "gateway3")
+        cluster.wait_health(gateway, 200)
+        listener = Listener(gateway.url, cluster.stack.admin, coll)
+        gateway.proc.send_signal(signal.SIGSTOP)
+        cluster.nats.kill()
+        cluster.nats.start()
+    finally:
+        ingest.proc.send_signal(signal.SIGCONT)
+    try:
+        for g in cluster.gateways:
+            cluster.wait_health(g, 200)
+        others = listen_all(cluster, coll)
+        written = workload(cluster, coll, range(20), rng)
+        quiesce(cluster, others, coll, "published")
+        gateway.proc.send_signal(signal.SIGCONT)
+        cluster.wait_health(gateway, 200)
+        check_all(cluster, [listener], written, coll)
+    finally:
+        if gateway is not None:
+            gateway.proc.send_signal(signal.SIGCONT)
+        for one in [*others, *([listener] if listener else [])]:
+            one.close()
+        if gateway is not None:
+            gateway.proc.terminate()
+            gateway.proc.wait(WAIT)
+            cluster.roles.remove(gateway)
