@@ -563,3 +563,31 @@ def test_a_gateway_that_read_nothing_before_nats_restarted_misses_nothing(cluste
             gateway.proc.terminate()
             gateway.proc.wait(WAIT)
             cluster.roles.remove(gateway)
+
+
+def test_a_new_stream_sends_no_heartbeat_before_its_first_snapshot(cluster, coll):
+    """A stream sends no heartbeat before its first snapshot: a heartbeat's position would be
+    a token at which the client holds no results, and a resume with it on another gateway
+    would be adopted as if the client had them (a `change` to a client with nothing to apply
+    it to). The active ingest is held (SIGSTOP) while transactions commit and a stream opens
+    on a gateway, and for longer than a heartbeat interval; let go, it publishes them, and the
+    gateway passes transactions at positions before the stream's read (heartbeat candidates)
+    before the one its first snapshot waits for."""
+    ingest = cluster.ingest
+    ingest.proc.send_signal(signal.SIGSTOP)
+    try:
+        workload(cluster, coll, range(5), seeded())
+        listener = Listener(cluster.gateways[0].url, cluster.stack.admin, coll)
+        time.sleep(2)  # the stream's last event (its opening) is older than an interval
+    finally:
+        ingest.proc.send_signal(signal.SIGCONT)
+    try:
+        deadline = time.monotonic() + WAIT
+        while not listener.snapshot():
+            assert time.monotonic() < deadline, "no event"
+            time.sleep(0.05)
+        first = listener.snapshot()[0]
+        assert first[0] == "snapshot", first
+        check_all(cluster, [listener], {}, coll)
+    finally:
+        listener.close()

@@ -90,6 +90,11 @@ struct Stream {
     /// Adopted from another process for a client that saw it up to this position: its
     /// first event takes the client from there to now (`adopt`).
     adopt: Option<Lsn>,
+    /// Its client holds results: a snapshot went out since the stream opened or last reset
+    /// (or it was adopted). Before that it is sent no heartbeat: a heartbeat's position would
+    /// be a token at which the client holds nothing, and a resume with it on another process
+    /// would be adopted as if it did (docs/listen.md, "Resuming on another process").
+    shown: bool,
 }
 
 impl Stream {
@@ -120,6 +125,7 @@ impl Stream {
             epoch: 0,
             held: false,
             read_time: None,
+            shown: adopt.is_some(),
             adopt,
         };
         (stream, frames, closed)
@@ -718,7 +724,7 @@ impl Hub {
                     events::change(&id, position, at, Arc::clone(&changes)),
                     true,
                 ))
-            } else if stream.last_event.elapsed() >= interval {
+            } else if stream.shown && stream.last_event.elapsed() >= interval {
                 Some((events::heartbeat(&id, position, at), false))
             } else {
                 None
@@ -759,6 +765,11 @@ impl Hub {
             .into_iter()
             .flatten()
             .max();
+        match frame.event.kind {
+            EventKind::Snapshot { .. } => stream.shown = true,
+            EventKind::Reset { .. } => stream.shown = false,
+            EventKind::Change { .. } | EventKind::Heartbeat => {}
+        }
         if !matches!(frame.event.kind, EventKind::Reset { .. }) {
             stream.read_time = read_time;
             if frame.event.read_time != read_time {
