@@ -508,3 +508,74 @@ def test_an_ingest_killed_while_nats_is_down_loses_nothing(cluster, coll):
     cluster.ingest = cluster.standby
     cluster.standby = cluster.start("ingest", "ingest4")
     cluster.wait_health(cluster.standby, 503, "standby")
+
+
+def test_a_gateway_that_read_nothing_before_nats_restarted_misses_nothing(cluster, coll):
+    """A gateway reads from the end the stream had when it started, by sequence, and goes on
+    from there when NATS restarts before it read anything (a consumer made again from the end
+    of that moment would skip what the ingest published before it was made). The active
+    ingest is held (SIGSTOP) while a new gateway starts and a stream opens on it, so that the
+    gateway has read nothing; the gateway is held while NATS restarts and the ingest publishes
+    the workload (the other gateways saw all of it); then the new gateway's stream must get
+    every transaction."""
+    rng = seeded()
+    ingest = cluster.ingest
+    gateway = None
+    listener = None
+    others: list[Listener] = []
+    ingest.proc.send_signal(signal.SIGSTOP)
+    try:
+        gateway = cluster.start("gateway", "gateway3")
+        cluster.wait_health(gateway, 200)
+        listener = Listener(gateway.url, cluster.stack.admin, coll)
+        gateway.proc.send_signal(signal.SIGSTOP)
+        cluster.nats.kill()
+        cluster.nats.start()
+    finally:
+        ingest.proc.send_signal(signal.SIGCONT)
+    try:
+        for g in cluster.gateways:
+            cluster.wait_health(g, 200)
+        others = listen_all(cluster, coll)
+        written = workload(cluster, coll, range(20), rng)
+        quiesce(cluster, others, coll, "published")
+        gateway.proc.send_signal(signal.SIGCONT)
+        cluster.wait_health(gateway, 200)
+        check_all(cluster, [listener], written, coll)
+    finally:
+        if gateway is not None:
+            gateway.proc.send_signal(signal.SIGCONT)
+        for one in [*others, *([listener] if listener else [])]:
+            one.close()
+        if gateway is not None:
+            gateway.proc.terminate()
+            gateway.proc.wait(WAIT)
+            cluster.roles.remove(gateway)
+
+
+def test_a_new_stream_sends_no_heartbeat_before_its_first_snapshot(cluster, coll):
+    """A stream sends no heartbeat before its first snapshot: a heartbeat's position would be
+    a token at which the client holds no results, and a resume with it on another gateway
+    would be adopted as if the client had them (a `change` to a client with nothing to apply
+    it to). The active ingest is held (SIGSTOP) while transactions commit and a stream opens
+    on a gateway, and for longer than a heartbeat interval; let go, it publishes them, and the
+    gateway passes transactions at positions before the stream's read (heartbeat candidates)
+    before the one its first snapshot waits for."""
+    ingest = cluster.ingest
+    ingest.proc.send_signal(signal.SIGSTOP)
+    try:
+        workload(cluster, coll, range(5), seeded())
+        listener = Listener(cluster.gateways[0].url, cluster.stack.admin, coll)
+        time.sleep(2)  # the stream's last event (its opening) is older than an interval
+    finally:
+        ingest.proc.send_signal(signal.SIGCONT)
+    try:
+        deadline = time.monotonic() + WAIT
+        while not listener.snapshot():
+            assert time.monotonic() < deadline, "no event"
+            time.sleep(0.05)
+        first = listener.snapshot()[0]
+        assert first[0] == "snapshot", first
+        check_all(cluster, [listener], {}, coll)
+    finally:
+        listener.close()

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from conftest import free_port, sidecar_binary, wait_healthy
 from test_listen import Listener, View
@@ -73,10 +76,19 @@ class Sidecar:
 
 
 @contextlib.contextmanager
-def sidecars(stack, nats: str, count: int, graces: list[int] | None = None):
+def sidecars(
+    stack,
+    nats: str,
+    count: int,
+    graces: list[int] | None = None,
+    urls: list[str] | None = None,
+    queues: list[int | None] | None = None,
+):
     """`count` sidecars on the test cluster, each with a slot of its own, all registering
     their streams in `nats`; `graces`: each one's `--listen-grace-seconds` (the default
-    otherwise). Their session module logs at debug level (the registry's deletes)."""
+    otherwise); `urls`: each one's NATS URL (`nats` otherwise: a proxy to it); `queues`: each
+    one's `--listen-queue` (`None`: the default). Their session module logs at debug level
+    (the registry's deletes)."""
     started: list[tuple[Sidecar, str]] = []
     try:
         for i in range(count):
@@ -90,14 +102,16 @@ def sidecars(stack, nats: str, count: int, graces: list[int] | None = None):
                     "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
                     "DOCSTORE_ADMIN_KEY": stack.admin_key,
                     "DOCSTORE_JWT_SECRET": stack.jwt_secret,
-                    "DOCSTORE_NATS_URL": nats,
+                    "DOCSTORE_NATS_URL": nats if urls is None else urls[i],
                     "RUST_LOG": "info,docstore_sidecar::session=debug",
                 }
             )
             binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
-            grace = [] if graces is None else ["--listen-grace-seconds", str(graces[i])]
+            args = [] if graces is None else ["--listen-grace-seconds", str(graces[i])]
+            if queues is not None and queues[i] is not None:
+                args += ["--listen-queue", str(queues[i])]
             proc = subprocess.Popen(
-                [binary, "--slot", slot, "--heartbeat-ms", "200", *grace],
+                [binary, "--slot", slot, "--heartbeat-ms", "200", *args],
                 env=env,
                 stdout=log.open("w"),
                 stderr=subprocess.STDOUT,
@@ -128,6 +142,61 @@ def sidecars(stack, nats: str, count: int, graces: list[int] | None = None):
                 "where slot_name = %s and not active",
                 slot,
             )
+
+
+class HeldProxy:
+    """A TCP proxy to `upstream` (host:port) whose client-to-server bytes the test can hold
+    (`hold`) and let go (`release`): a sidecar behind it cannot reach NATS meanwhile, while
+    the others can."""
+
+    def __init__(self, upstream: str) -> None:
+        host, _, port = upstream.rpartition("//")[2].partition(":")
+        self.upstream = (host, int(port))
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"nats://127.0.0.1:{self.server.getsockname()[1]}"
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                down, _ = self.server.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pump, args=(down, up, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, down, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, held: bool) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := src.recv(65536):
+                if held:
+                    self.flowing.wait()
+                dst.sendall(chunk)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def hold(self) -> None:
+        self.flowing.clear()
+
+    def release(self) -> None:
+        self.flowing.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.release()
+        self.server.close()
+
+
+def metric(side: Sidecar, name: str, label: str) -> float:
+    text = httpx.get(f"{side.url}/metrics", timeout=10).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and label in line
+    )
 
 
 def at(stack, side: Sidecar):
@@ -386,6 +455,104 @@ def test_an_adoption_that_waits_too_long_resets_and_snapshots(stack, nats, clien
             until_current(stack, client, coll, listener, view)
         finally:
             listener.close()
+
+
+def test_a_stream_whose_end_its_client_read_is_not_adopted_elsewhere(stack, nats, client):
+    # A reaches NATS through a proxy the test holds while A closes a slow client's stream
+    # (`reset {lagged}`). A must forget the stream in the registry before the client can
+    # read that reset: while A cannot reach NATS, the reset waits (without the order, the
+    # client read it at once and a resume on B found the entry and adopted the ended stream,
+    # sending a `change` where one process answers a reset).
+    coll = "c" + uuid.uuid4().hex[:10]
+    proxy = HeldProxy(nats)
+    sql = f"select * from /{coll}"
+    try:
+        with sidecars(stack, nats, 2, urls=[proxy.url, nats], queues=[4, None]) as (a, b):
+            put(stack, client, f"{coll}/a", 0)
+            # A slow client: a small receive buffer, and nothing read until `go`.
+            transport = httpx.HTTPTransport(
+                socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)]
+            )
+            slow = httpx.Client(base_url=a.url, transport=transport, timeout=httpx.Timeout(60))
+            events: list[dict] = []
+            go = threading.Event()
+            opened = threading.Event()
+            stream: list[str] = []
+
+            def read() -> None:
+                with contextlib.suppress(httpx.HTTPError):
+                    with slow.stream("GET", LISTEN, params={"sql": sql}, headers=stack.admin) as r:
+                        stream.append(r.headers.get("x-docstore-stream", ""))
+                        opened.set()
+                        go.wait()
+                        ev: dict = {}
+                        for line in r.iter_lines():
+                            if line == "":
+                                if "event" in ev:
+                                    events.append(ev)
+                                ev = {}
+                            elif not line.startswith((":", "retry:")):
+                                name, _, value = line.partition(": ")
+                                ev[name] = json.loads(value) if name == "data" else value
+                opened.set()
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            assert opened.wait(60) and stream and stream[0], "the stream did not open"
+            # The stream is registered (before its id reached the client); now A's requests to
+            # NATS are held, and the client reads nothing while its target changes a lot.
+            proxy.hold()
+            lagged = metric(a, "docstore_session_resets_total", 'reason="lagged"')
+            big = "x" * 4000
+            with psycopg.connect(stack.cluster.url(), autocommit=True) as conn:
+                conn.execute("select set_config('docstore.database', %s, false)", (DB,))
+                for i in range(20000):
+                    conn.execute(
+                        "select docstore.set(%s, jsonb_build_object('n', %s::int, 'pad', %s::text))",
+                        (f"{coll}/a", i, big),
+                    )
+                    if i % 50 == 49 and (
+                        metric(a, "docstore_session_resets_total", 'reason="lagged"') > lagged
+                    ):
+                        break
+            assert metric(a, "docstore_session_resets_total", 'reason="lagged"') > lagged
+            go.set()
+            # A's first attempt to forget the stream failed (its request to NATS timed out):
+            # the client has read what was queued before the end, but not the end.
+            deadline = time.monotonic() + 120
+            while not any(
+                "registry entry stays" in line and stream[0] in line
+                for line in a.log.read_text().splitlines()
+            ):
+                assert time.monotonic() < deadline, "A never tried to forget the stream"
+                time.sleep(0.1)
+            assert not any(ev["event"] == "reset" for ev in events), (
+                "the client read the end of its stream while the registry still had it"
+            )
+            proxy.release()
+            reader.join(60)
+            assert events and events[-1]["event"] == "reset", events[-3:]
+            assert events[-1]["data"]["reason"] == "lagged", events[-1]
+            last = events[-1]["id"]
+            # Resumed on B at once: the stream is unknown there, as on one process.
+            hdrs = {**stack.admin, "Last-Event-ID": last}
+            listener = Listener(at(stack, b), params=[("sql", sql)], path=LISTEN, headers=hdrs)
+            try:
+                assert listener.status == 200, listener.error_body
+                first = listener.next()
+                assert first["event"] == "reset", first
+                assert listener.stream_id != stream[0]
+                ev = listener.next()
+                assert ev["event"] == "snapshot", ev
+                r = client.post(RUN, headers=stack.admin, json={"sql": sql})
+                assert r.status_code == 200, r.text
+                docs = ev["data"]["targets"][0]["documents"]
+                assert [d["data"]["n"] for d in docs] == [row["data"]["n"] for row in r.json()]
+            finally:
+                listener.close()
+            slow.close()
+    finally:
+        proxy.close()
 
 
 def test_another_callers_token_is_unknown_on_the_other_process(stack, nats, client):

@@ -30,7 +30,7 @@ use crate::changelog::{Limits, Ticket};
 use crate::matcher::{Document, MatcherConfig, TargetSpec};
 use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
 use crate::pg::{Db, PgError, RunAs};
-use crate::source::{Consumer, Lsn, SourceHealth};
+use crate::source::{Backoff, Consumer, Lsn, SourceHealth};
 pub use events::{Frame, ResetReason};
 pub use hub::Feed;
 use registry::{Registry, TargetEntry};
@@ -671,21 +671,39 @@ struct Adopting<'a> {
     caller: &'a Caller,
 }
 
-/// Delete the registry entries of streams that ended for good here (`retired`).
+/// Delete the registry entries of streams that ended for good here (`retired`), each before
+/// its client is sent the stream's closing reset: a client that resumes on another process
+/// once it read the end finds no entry there to adopt. While NATS does not answer, the
+/// delete is retried and the reset waits (the other processes cannot read the registry
+/// either meanwhile).
 ///
 /// # Cancel safety
 /// Runs for the life of the process.
 async fn forget_retired(
     registry: Registry,
     instance: String,
-    mut retired: mpsc::UnboundedReceiver<String>,
+    mut retired: mpsc::UnboundedReceiver<hub::Retired>,
 ) {
-    while let Some(stream) = retired.recv().await {
-        match registry.forget(&stream, &instance).await {
-            Ok(()) => tracing::debug!(stream, "an ended stream's registry entry is gone"),
-            Err(e) => {
-                tracing::warn!(stream, error = %e, "an ended stream's registry entry stays");
+    while let Some(hub::Retired { stream, last }) = retired.recv().await {
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+        let mut warned = false;
+        loop {
+            match registry.forget(&stream, &instance).await {
+                Ok(()) => {
+                    tracing::debug!(stream, "an ended stream's registry entry is gone");
+                    break;
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!(stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
+                        warned = true;
+                    }
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
             }
+        }
+        if let Some(last) = last {
+            last.send();
         }
     }
 }

@@ -8,8 +8,9 @@
 //!   start as [`SourceEvent::SlotCreated`]: the hub becomes ready, and would reset every stream
 //!   if it had any (never a silent gap).
 //! - After NATS went away it reconnects with backoff and continues after the last stream
-//!   sequence it read; a sequence that does not follow that one (messages aged out of the
-//!   stream meanwhile) is reported as [`SourceEvent::SlotCreated`] too.
+//!   sequence it read (before any, after the stream's last sequence when it started); a
+//!   sequence that does not follow that one (messages aged out of the stream meanwhile) is
+//!   reported as [`SourceEvent::SlotCreated`] too.
 //! - Parts of a split payload are put back together ([`wire::Reassembler`]); a transaction
 //!   at or before the last one delivered is skipped (JetStream's message-id deduplication
 //!   covers only its duplicate window; an ingest that took over republishes what its
@@ -383,11 +384,14 @@ async fn read(
     .await?;
     let js = jetstream::new(client);
     let stream = open_stream(&js, &settings.url, &settings.stream).await?;
-    let deliver_policy = match reader.last_sequence {
-        None => consumer::DeliverPolicy::New,
-        Some(last) => consumer::DeliverPolicy::ByStartSequence {
-            start_sequence: last + 1,
-        },
+    // The first start reads from the stream's end as it is then, by its sequence: a
+    // reconnect before any message arrived continues from there too. (A consumer created
+    // `New` again would skip what was published while NATS was away: a silent gap.)
+    let last = *reader
+        .last_sequence
+        .get_or_insert(stream.cached_info().state.last_sequence);
+    let deliver_policy = consumer::DeliverPolicy::ByStartSequence {
+        start_sequence: last + 1,
     };
     let consumer = stream
         .create_consumer(consumer::pull::OrderedConfig {

@@ -93,6 +93,11 @@ struct Stream {
     /// When it was made: an adopted stream whose targets are not live [`adopt::ADOPT_WAIT`]
     /// later resets.
     created: Instant,
+    /// Its client holds results: a snapshot went out since the stream opened or last reset
+    /// (or it was adopted). Before that it is sent no heartbeat: a heartbeat's position would
+    /// be a token at which the client holds nothing, and a resume with it on another process
+    /// would be adopted as if it did (docs/listen.md, "Resuming on another process").
+    shown: bool,
 }
 
 impl Stream {
@@ -123,6 +128,7 @@ impl Stream {
             epoch: 0,
             held: false,
             read_time: None,
+            shown: adopt.is_some(),
             adopt,
             created: Instant::now(),
         };
@@ -228,19 +234,47 @@ struct Hub {
     /// The other consumers of the stream (write triggers' recorder).
     consumers: Vec<Box<dyn Consumer>>,
     /// Streams that ended for good, for the registry (`--nats-url`) to forget.
-    retired: Option<mpsc::UnboundedSender<String>>,
+    retired: Option<mpsc::UnboundedSender<Retired>>,
+}
+
+/// A stream that ended for good here, for the registry (`--nats-url`) to forget before its
+/// client can learn of the end: a client that read its closing reset and resumes on another
+/// process at once must find no entry there to adopt (docs/listen.md, "Resuming on another
+/// process").
+#[derive(Debug)]
+pub struct Retired {
+    pub stream: String,
+    /// The closing reset of a connected stream, sent once the entry is gone.
+    pub last: Option<Closing>,
+}
+
+/// The last frame of a stream and where it goes; the stream's queue stays open until it
+/// went (a transport ends its response when the queue closes).
+#[derive(Debug)]
+pub struct Closing {
+    closer: oneshot::Sender<Frame>,
+    frame: Frame,
+    queue: Option<mpsc::Sender<Frame>>,
+}
+
+impl Closing {
+    /// Hand the last frame to the client's connection, then let its queue close.
+    pub fn send(self) {
+        let _ = self.closer.send(self.frame);
+        drop(self.queue);
+    }
 }
 
 /// Start the hub and the upkeep task; returns the command channel and the instance id (the
 /// first part of this process's stream ids). `retired` hears of every stream that ends for
-/// good.
+/// good, and sends a connected stream's closing reset ([`Closing::send`]) once it forgot it.
 pub fn spawn(
     db: Db,
     settings: Settings,
     consumers: Vec<Box<dyn Consumer>>,
     health: SourceHealth,
     feed: Feed,
-    retired: Option<mpsc::UnboundedSender<String>>,
+    retired: Option<mpsc::UnboundedSender<Retired>>,
 ) -> (mpsc::Sender<Command>, String) {
     let (commands, rx) = mpsc::channel(1024);
     let (internal, internal_rx) = mpsc::channel(1024);
@@ -695,7 +729,7 @@ impl Hub {
                     events::change(&id, position, at, Arc::clone(&changes)),
                     true,
                 ))
-            } else if stream.last_event.elapsed() >= interval {
+            } else if stream.shown && stream.last_event.elapsed() >= interval {
                 Some((events::heartbeat(&id, position, at), false))
             } else {
                 None
@@ -736,6 +770,11 @@ impl Hub {
             .into_iter()
             .flatten()
             .max();
+        match frame.event.kind {
+            EventKind::Snapshot { .. } => stream.shown = true,
+            EventKind::Reset { .. } => stream.shown = false,
+            EventKind::Change { .. } | EventKind::Heartbeat => {}
+        }
         if !matches!(frame.event.kind, EventKind::Reset { .. }) {
             stream.read_time = read_time;
             if frame.event.read_time != read_time {
@@ -779,17 +818,29 @@ impl Hub {
         };
         metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
             .increment(1);
-        if let Some(closer) = stream.closer.take() {
-            let _ = closer.send(events::reset(id, stream.position, reason, message));
-        }
+        let last = stream.closer.take().map(|closer| Closing {
+            closer,
+            frame: events::reset(id, stream.position, reason, message),
+            queue: stream.sender.take(),
+        });
         self.drop_targets(&stream);
-        self.remember_end(id, reason);
+        self.remember_end(id, reason, last);
     }
 
-    /// Remember why a stream ended, for a later resume's reset (the last [`ENDED_KEPT`]).
-    fn remember_end(&mut self, id: &str, reason: ResetReason) {
-        if let Some(retired) = &self.retired {
-            let _ = retired.send(id.to_owned());
+    /// Remember why a stream ended, for a later resume's reset (the last [`ENDED_KEPT`]), and
+    /// send its closing reset (`last`): with a registry, once the registry forgot the stream.
+    fn remember_end(&mut self, id: &str, reason: ResetReason, last: Option<Closing>) {
+        let retired = Retired {
+            stream: id.to_owned(),
+            last,
+        };
+        // Without a registry (or with its task gone) the reset goes out at once.
+        let unsent = match &self.retired {
+            Some(to_forget) => to_forget.send(retired).err().map(|e| e.0),
+            None => Some(retired),
+        };
+        if let Some(last) = unsent.and_then(|r| r.last) {
+            last.send();
         }
         self.ended.insert(id.to_owned(), reason);
         self.ended_order.push_back(id.to_owned());
@@ -1052,7 +1103,7 @@ impl Hub {
         for id in expired {
             if let Some(stream) = self.streams.remove(&id) {
                 self.drop_targets(&stream);
-                self.remember_end(&id, ResetReason::RetentionPassed);
+                self.remember_end(&id, ResetReason::RetentionPassed, None);
             }
         }
         if self.ready && !self.observing {
