@@ -4,7 +4,9 @@
 //! they are the held transaction's reads, at a `read_time` the documents as they were then
 //! (the extension's `get_document_at`, [`super::transactions`]).
 
-use docstore_core::proto::{document_to_proto, timestamp_to_proto, DatabaseName};
+use docstore_core::proto::{
+    document_from_typed_json, document_to_proto, timestamp_to_proto, DatabaseName,
+};
 use docstore_core::query::evaluate::project;
 use docstore_core::value::Map;
 use docstore_core::{typed_json, Code, FieldPath, ResourcePath, Timestamp, Value};
@@ -139,13 +141,23 @@ pub(super) fn mask(mask: Option<&wire::DocumentMask>) -> Result<Option<Vec<Field
     .transpose()
 }
 
-/// A read document as Firestore's `Document` (its fields cut to `mask`).
+/// A read document as Firestore's `Document` (its fields cut to `mask`). Without a mask the
+/// stored typed JSON goes to protobuf in one pass (`proto::document_from_typed_json`).
 pub(super) fn render(
     db: &DatabaseName,
     path: &ResourcePath,
     doc: &Document,
     mask: Option<&[FieldPath]>,
 ) -> Result<wire::Document, Status> {
+    let time = |t: crate::pg::types::PgTime| {
+        Timestamp::from_postgres_micros(t.0)
+            .ok_or_else(|| decode_error(&format!("time {} of {path} is out of range", t.0)))
+    };
+    let (create_time, update_time) = (time(doc.create_time)?, time(doc.update_time)?);
+    let Some(mask) = mask else {
+        return document_from_typed_json(db, path, &doc.data.0, create_time, update_time)
+            .map_err(|e| decode_error(&format!("document {path}: {e}")));
+    };
     let fields = match typed_json::parse(&doc.data.0) {
         Ok(Value::Map(fields)) => fields,
         Ok(other) => {
@@ -156,20 +168,13 @@ pub(super) fn render(
         }
         Err(e) => return Err(decode_error(&format!("document {path}: {e}"))),
     };
-    let fields: Map = match mask {
-        Some(mask) => project(path, &fields, mask),
-        None => fields,
-    };
-    let time = |t: crate::pg::types::PgTime| {
-        Timestamp::from_postgres_micros(t.0)
-            .ok_or_else(|| decode_error(&format!("time {} of {path} is out of range", t.0)))
-    };
+    let fields: Map = project(path, &fields, mask);
     Ok(document_to_proto(
         db,
         path,
         &fields,
-        time(doc.create_time)?,
-        time(doc.update_time)?,
+        create_time,
+        update_time,
     ))
 }
 

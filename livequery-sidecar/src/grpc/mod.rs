@@ -11,7 +11,8 @@
 //! the others answer UNIMPLEMENTED for now). [`serve`]
 //! runs the server on its own listener (`--grpc-listen`): HTTP/2 without TLS (h2c with prior
 //! knowledge), what the SDKs' emulator channel speaks, or over TLS with `--tls-cert` and
-//! `--tls-key` (`http::tls`).
+//! `--tls-key` (`http::tls`); each connection under [`transport::Coalescing`], so that a unary
+//! answer goes out in one system call.
 
 pub mod auth;
 pub mod collections;
@@ -23,6 +24,7 @@ pub mod names;
 pub mod query;
 pub mod service;
 pub mod transactions;
+pub mod transport;
 
 /// tonic's generated server of `google.firestore.v1.Firestore` (build.rs).
 #[allow(
@@ -41,6 +43,8 @@ pub mod generated {
 }
 
 use std::future::Future;
+
+use futures_util::StreamExt as _;
 
 /// `google.protobuf.Empty` as prost has it (the answer of DeleteDocument and Rollback).
 pub type Empty = ();
@@ -66,15 +70,21 @@ pub async fn serve(
     let builder = tonic::transport::Server::builder();
     let served = match tls {
         None => {
-            let incoming =
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = tonic::transport::server::TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .map(|stream| stream.map(transport::Coalescing::new));
             builder
                 .serve_with_incoming_shutdown(server, incoming, shutdown)
                 .await
         }
         Some(acceptor) => {
             builder
-                .serve_with_incoming_shutdown(server, tls_incoming(listener, acceptor), shutdown)
+                .serve_with_incoming_shutdown(
+                    server,
+                    tls_incoming(listener, acceptor)
+                        .map(|stream| stream.map(transport::Coalescing::new)),
+                    shutdown,
+                )
                 .await
         }
     };

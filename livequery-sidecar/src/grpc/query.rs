@@ -7,7 +7,9 @@
 //! the documents as they were then (the extension's `run_query_at`). Not yet: `explain_options`
 //! (UNIMPLEMENTED).
 
-use docstore_core::proto::{document_to_proto, fields_to_proto, timestamp_to_proto, DatabaseName};
+use docstore_core::proto::{
+    document_from_typed_json, fields_to_proto, timestamp_to_proto, DatabaseName,
+};
 use docstore_core::proto_query::{aggregation_query_from_proto, query_from_proto};
 use docstore_core::{typed_json, Code, ResourcePath, Timestamp, Value};
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
@@ -126,15 +128,12 @@ fn document(db: &DatabaseName, row: ResultRow) -> Result<wire::Document, Status>
         return Err(internal("a query answered an aggregation row".into()));
     };
     let path = ResourcePath::parse(&path).map_err(|e| internal(format!("row path {path}: {e}")))?;
-    let fields = match typed_json::parse(&data.0) {
-        Ok(Value::Map(fields)) => fields,
-        _ => return Err(internal(format!("the data of {path} is not a map"))),
-    };
     let time = Timestamp::from_postgres_micros(update_time.0)
         .ok_or_else(|| internal(format!("the update time of {path} is out of range")))?;
     let created = Timestamp::from_postgres_micros(create_time.0)
         .ok_or_else(|| internal(format!("the create time of {path} is out of range")))?;
-    Ok(document_to_proto(db, &path, &fields, created, time))
+    document_from_typed_json(db, &path, &data.0, created, time)
+        .map_err(|e| internal(format!("the data of {path} is not a document: {e}")))
 }
 
 /// The time now: the read time of the answers.

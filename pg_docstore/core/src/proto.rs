@@ -29,6 +29,7 @@ use thiserror::Error;
 use crate::error::ErrorKind;
 use crate::limits::MAX_VECTOR_DIMENSIONS;
 use crate::path::ResourcePath;
+use crate::typed_json::{self, TypedJsonError};
 use crate::value::{GeoPoint, Map, Timestamp, Value};
 
 pub use googleapis_tonic_google_firestore_v1::google::firestore::v1::value::ValueType;
@@ -169,27 +170,38 @@ impl DatabaseName {
 
 /// Our value as Firestore's protobuf value. Never fails: every [`Value`] has a wire form.
 pub fn value_to_proto(value: &Value, db: &DatabaseName) -> ProtoValue {
+    match value {
+        Value::Array(items) => array_proto(items.iter().map(|v| value_to_proto(v, db)).collect()),
+        Value::Map(map) => map_proto(fields_to_proto(map, db)),
+        // A leaf: cloning it is the copy of its string or bytes the message needs anyway.
+        leaf => value_into_proto(leaf.clone(), db),
+    }
+}
+
+/// [`value_to_proto`] of a value given away (strings and bytes move into the message). The
+/// one mapping of our kinds to the wire's.
+pub fn value_into_proto(value: Value, db: &DatabaseName) -> ProtoValue {
     let kind = match value {
         Value::Null => ValueType::NullValue(0),
-        Value::Boolean(b) => ValueType::BooleanValue(*b),
-        Value::Integer(i) => ValueType::IntegerValue(*i),
-        Value::Double(d) => ValueType::DoubleValue(*d),
-        Value::Timestamp(t) => ValueType::TimestampValue(timestamp_to_proto(*t)),
-        Value::String(s) => ValueType::StringValue(s.clone()),
-        Value::Bytes(b) => ValueType::BytesValue(b.clone()),
-        Value::Reference(path) => ValueType::ReferenceValue(db.document_name(path)),
+        Value::Boolean(b) => ValueType::BooleanValue(b),
+        Value::Integer(i) => ValueType::IntegerValue(i),
+        Value::Double(d) => ValueType::DoubleValue(d),
+        Value::Timestamp(t) => ValueType::TimestampValue(timestamp_to_proto(t)),
+        Value::String(s) => ValueType::StringValue(s),
+        Value::Bytes(b) => ValueType::BytesValue(b),
+        Value::Reference(path) => ValueType::ReferenceValue(db.document_name(&path)),
         Value::GeoPoint(g) => ValueType::GeoPointValue(LatLng {
             latitude: g.latitude,
             longitude: g.longitude,
         }),
-        Value::Array(items) => ValueType::ArrayValue(ArrayValue {
-            values: items.iter().map(|v| value_to_proto(v, db)).collect(),
-        }),
+        Value::Array(items) => {
+            return array_proto(items.into_iter().map(|v| value_into_proto(v, db)).collect())
+        }
         Value::Vector(items) => {
             let elements = items
-                .iter()
+                .into_iter()
                 .map(|d| ProtoValue {
-                    value_type: Some(ValueType::DoubleValue(*d)),
+                    value_type: Some(ValueType::DoubleValue(d)),
                 })
                 .collect();
             let fields = HashMap::from([
@@ -199,21 +211,32 @@ pub fn value_to_proto(value: &Value, db: &DatabaseName) -> ProtoValue {
                         value_type: Some(ValueType::StringValue(VECTOR_TYPE.to_owned())),
                     },
                 ),
-                (
-                    VECTOR_VALUE_KEY.to_owned(),
-                    ProtoValue {
-                        value_type: Some(ValueType::ArrayValue(ArrayValue { values: elements })),
-                    },
-                ),
+                (VECTOR_VALUE_KEY.to_owned(), array_proto(elements)),
             ]);
             ValueType::MapValue(MapValue { fields })
         }
-        Value::Map(map) => ValueType::MapValue(MapValue {
-            fields: fields_to_proto(map, db),
-        }),
+        Value::Map(map) => {
+            return map_proto(
+                map.into_iter()
+                    .map(|(k, v)| (k, value_into_proto(v, db)))
+                    .collect(),
+            )
+        }
     };
     ProtoValue {
         value_type: Some(kind),
+    }
+}
+
+fn array_proto(values: Vec<ProtoValue>) -> ProtoValue {
+    ProtoValue {
+        value_type: Some(ValueType::ArrayValue(ArrayValue { values })),
+    }
+}
+
+fn map_proto(fields: HashMap<String, ProtoValue>) -> ProtoValue {
+    ProtoValue {
+        value_type: Some(ValueType::MapValue(MapValue { fields })),
     }
 }
 
@@ -237,6 +260,96 @@ pub fn document_to_proto(
         fields: fields_to_proto(fields, db),
         create_time: Some(timestamp_to_proto(create_time)),
         update_time: Some(timestamp_to_proto(update_time)),
+    }
+}
+
+/// [`typed_json::Build`] of protobuf values: typed JSON text read straight into the wire
+/// form ([`typed_json::parse_with`]), each value through [`value_into_proto`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProtoBuild<'a> {
+    /// The database references are named in.
+    pub db: &'a DatabaseName,
+}
+
+impl typed_json::Build for ProtoBuild<'_> {
+    type Out = ProtoValue;
+    type Fields = HashMap<String, ProtoValue>;
+    fn value(&self, value: Value) -> ProtoValue {
+        value_into_proto(value, self.db)
+    }
+    fn array(&self, items: Vec<ProtoValue>) -> ProtoValue {
+        array_proto(items)
+    }
+    fn insert(&self, fields: &mut Self::Fields, key: String, value: ProtoValue) {
+        fields.insert(key, value);
+    }
+    fn map(&self, fields: Self::Fields) -> ProtoValue {
+        map_proto(fields)
+    }
+}
+
+/// Typed JSON text (a stored document's data, as Postgres returns it) as the protobuf
+/// `fields` of a `Document`, in one pass: the same as [`fields_to_proto`] of what
+/// [`typed_json::parse`] reads, without that [`Value`] between.
+///
+/// # Errors
+/// As [`typed_json::parse`]; [`TypedJsonError::BadTag`] (`$map`) when the text is not a map.
+pub fn fields_from_typed_json(
+    text: &str,
+    db: &DatabaseName,
+) -> Result<HashMap<String, ProtoValue>, TypedJsonError> {
+    match typed_json::parse_with(text, &ProtoBuild { db })?.value_type {
+        // Not a vector's wire form (a map of `__type__` and `value`, names no document holds).
+        Some(ValueType::MapValue(map)) if vector_type(&map) != Some(true) => Ok(map.fields),
+        Some(ValueType::MapValue(_)) => Err(not_a_map("a vector")),
+        other => Err(not_a_map(other.as_ref().map_or("no value", wire_kind))),
+    }
+}
+
+/// [`fields_from_typed_json`]'s error for a text that is not a map.
+fn not_a_map(kind: &str) -> TypedJsonError {
+    TypedJsonError::BadTag {
+        at: "<root>".into(),
+        tag: "$map",
+        reason: format!("a document must be a JSON object, not {kind}"),
+    }
+}
+
+/// A stored document, its data typed JSON text, as Firestore's protobuf `Document`: the same
+/// as [`document_to_proto`] of the parsed fields, in one pass ([`fields_from_typed_json`]).
+///
+/// # Errors
+/// As [`fields_from_typed_json`].
+pub fn document_from_typed_json(
+    db: &DatabaseName,
+    path: &ResourcePath,
+    text: &str,
+    create_time: Timestamp,
+    update_time: Timestamp,
+) -> Result<ProtoDocument, TypedJsonError> {
+    Ok(ProtoDocument {
+        name: db.document_name(path),
+        fields: fields_from_typed_json(text, db)?,
+        create_time: Some(timestamp_to_proto(create_time)),
+        update_time: Some(timestamp_to_proto(update_time)),
+    })
+}
+
+/// The kind of a wire value, for messages.
+fn wire_kind(kind: &ValueType) -> &'static str {
+    match kind {
+        ValueType::NullValue(_) => "a null",
+        ValueType::BooleanValue(_) => "a boolean",
+        ValueType::IntegerValue(_) => "an integer",
+        ValueType::DoubleValue(_) => "a double",
+        ValueType::TimestampValue(_) => "a timestamp",
+        ValueType::StringValue(_) => "a string",
+        ValueType::BytesValue(_) => "bytes",
+        ValueType::ReferenceValue(_) => "a reference",
+        ValueType::GeoPointValue(_) => "a geopoint",
+        ValueType::ArrayValue(_) => "an array",
+        ValueType::MapValue(_) => "a map",
+        _ => "an expression",
     }
 }
 

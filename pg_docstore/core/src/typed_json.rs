@@ -89,7 +89,230 @@ impl TypedJsonError {
 /// # Errors
 /// [`TypedJsonError::Syntax`] for malformed JSON, otherwise as [`from_json`].
 pub fn parse(text: &str) -> Result<Value, TypedJsonError> {
-    from_json(&json_from_str(text)?)
+    parse_with(text, &ValueBuild)
+}
+
+/// What [`parse_with`] builds from typed JSON text, as it reads it: values already
+/// interpreted (scalars and tagged values: timestamps, bytes, references, ...) and containers
+/// of what it built for their elements. [`ValueBuild`] builds our [`Value`]; the protobuf
+/// front end builds Firestore's values (`proto::ProtoBuild`) without a [`Value`] tree between.
+pub trait Build {
+    /// A built value.
+    type Out;
+    /// A map's fields being built.
+    type Fields: Default;
+    /// A value that is not an array or a plain map (or one read the slow way, see
+    /// [`parse_with`]: any value).
+    fn value(&self, value: Value) -> Self::Out;
+    /// An array of built elements, in order.
+    fn array(&self, items: Vec<Self::Out>) -> Self::Out;
+    /// Add a field (a later equal key replaces an earlier one, as JSON parsers do).
+    fn insert(&self, fields: &mut Self::Fields, key: String, value: Self::Out);
+    /// A map of built fields.
+    fn map(&self, fields: Self::Fields) -> Self::Out;
+}
+
+/// [`Build`] of our [`Value`]: what [`parse`] returns.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ValueBuild;
+
+impl Build for ValueBuild {
+    type Out = Value;
+    type Fields = Map;
+    fn value(&self, value: Value) -> Value {
+        value
+    }
+    fn array(&self, items: Vec<Value>) -> Value {
+        Value::Array(items)
+    }
+    fn insert(&self, fields: &mut Map, key: String, value: Value) {
+        fields.insert(key, value);
+    }
+    fn map(&self, fields: Map) -> Value {
+        Value::Map(fields)
+    }
+}
+
+/// Parse typed JSON text into what `build` builds, in one pass over the text (no
+/// `serde_json::Value` between). The meaning is [`from_json`]'s, by construction: the pass
+/// reads plain JSON and numbers itself and hands every tagged object to the functions
+/// [`from_json`] uses; whatever it does not take on (an object whose first key is a tag and
+/// that has more keys, any error) is read again the two-pass way ([`json_from_str`], then
+/// [`from_json`]), whose answer (the value, or the error and its message) is returned.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_with<B: Build>(text: &str, build: &B) -> Result<B::Out, TypedJsonError> {
+    refuse_reserved(text)?;
+    let mut reader = serde_json::Deserializer::from_str(text);
+    let seed = OnePass { build, depth: 0 };
+    let fast = serde::de::DeserializeSeed::deserialize(seed, &mut reader)
+        .and_then(|out| reader.end().map(|()| out));
+    match fast {
+        Ok(out) => Ok(out),
+        Err(_) => from_json(&json_from_str(text)?).map(|v| build.value(v)),
+    }
+}
+
+/// The one-pass reader of [`parse_with`] for a value `depth` levels below the root. Its
+/// errors carry no message: [`parse_with`] reads the text again for the real one.
+struct OnePass<'b, B> {
+    build: &'b B,
+    depth: usize,
+}
+
+impl<B> OnePass<'_, B> {
+    fn child(&self) -> OnePass<'_, B> {
+        OnePass {
+            build: self.build,
+            depth: self.depth + 1,
+        }
+    }
+}
+
+/// Leave the one-pass reader (see [`parse_with`]).
+fn read_again<E: serde::de::Error>() -> E {
+    E::custom("read again in two passes")
+}
+
+impl<'de, B: Build> serde::de::DeserializeSeed<'de> for OnePass<'_, B> {
+    type Value = B::Out;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<B::Out, D::Error> {
+        // As `convert`'s depth check.
+        if self.depth > crate::limits::MAX_DECODE_DEPTH {
+            return Err(read_again());
+        }
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'de, B: Build> serde::de::Visitor<'de> for OnePass<'_, B> {
+    type Value = B::Out;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("typed JSON")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<B::Out, E> {
+        Ok(self.build.value(Value::Null))
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<B::Out, E> {
+        Ok(self.build.value(Value::Boolean(b)))
+    }
+
+    // serde_json (`arbitrary_precision`) gives integers that fit these types as such, every
+    // other number as its text (`visit_map`, `RESERVED_KEY`).
+    fn visit_i64<E: serde::de::Error>(self, i: i64) -> Result<B::Out, E> {
+        Ok(self.build.value(Value::Integer(i)))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, u: u64) -> Result<B::Out, E> {
+        match i64::try_from(u) {
+            Ok(i) => Ok(self.build.value(Value::Integer(i))),
+            Err(_) => number(&u.to_string(), &[])
+                .map(|v| self.build.value(v))
+                .map_err(|_| read_again()),
+        }
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<B::Out, E> {
+        self.visit_string(s.to_owned())
+    }
+
+    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<B::Out, E> {
+        if s.contains('\0') {
+            return Err(read_again());
+        }
+        Ok(self.build.value(Value::String(s)))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<B::Out, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(self.child())? {
+            items.push(item);
+        }
+        Ok(self.build.array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<B::Out, A::Error> {
+        let mut fields = B::Fields::default();
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(self.build.map(fields));
+        };
+        if first == RESERVED_KEY {
+            // A number (serde_json's `arbitrary_precision` form): its text.
+            let text = map.next_value::<String>()?;
+            return number(&text, &[])
+                .map(|v| self.build.value(v))
+                .map_err(|_| read_again());
+        }
+        if first == "$map" {
+            // `{"$map": {..}}`: the fields of the inner object, at this depth (`plain_map`).
+            map.next_value_seed(Fields(OnePass {
+                build: self.build,
+                depth: self.depth,
+            }))
+            .map(|inner| fields = inner)?;
+            return match map.next_key::<serde::de::IgnoredAny>()? {
+                None => Ok(self.build.map(fields)),
+                Some(_) => Err(read_again()),
+            };
+        }
+        if is_tag(&first) {
+            let arg = map.next_value::<Json>()?;
+            if map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+                return Err(read_again());
+            }
+            return tagged(&first, &arg, &mut Vec::new())
+                .map(|v| self.build.value(v))
+                .map_err(|_| read_again());
+        }
+        let mut key = first;
+        loop {
+            if key.contains('\0') {
+                return Err(read_again());
+            }
+            let value = map.next_value_seed(self.child())?;
+            self.build.insert(&mut fields, key, value);
+            match map.next_key::<String>()? {
+                Some(next) => key = next,
+                None => return Ok(self.build.map(fields)),
+            }
+        }
+    }
+}
+
+/// The one-pass reader of a plain object's fields (the argument of `$map`).
+struct Fields<'b, B>(OnePass<'b, B>);
+
+impl<'de, B: Build> serde::de::DeserializeSeed<'de> for Fields<'_, B> {
+    type Value = B::Fields;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<B::Fields, D::Error> {
+        reader.deserialize_map(self)
+    }
+}
+
+impl<'de, B: Build> serde::de::Visitor<'de> for Fields<'_, B> {
+    type Value = B::Fields;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<B::Fields, A::Error> {
+        let mut fields = B::Fields::default();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == RESERVED_KEY || key.contains('\0') {
+                return Err(read_again());
+            }
+            let value = map.next_value_seed(self.0.child())?;
+            self.0.build.insert(&mut fields, key, value);
+        }
+        Ok(fields)
+    }
 }
 
 pub use crate::reserved::{mentions_reserved, RESERVED_KEY};

@@ -6,11 +6,13 @@
 use std::collections::HashMap;
 
 use docstore_core::proto::{
-    document_to_proto, fields_from_proto, timestamp_from_proto, timestamp_to_proto,
-    value_from_proto, value_to_proto, ArrayValue, DatabaseName, MapValue, ProtoError,
-    ProtoTimestamp, ProtoValue, ValueType,
+    document_from_typed_json, document_to_proto, fields_from_proto, fields_from_typed_json,
+    fields_to_proto, timestamp_from_proto, timestamp_to_proto, value_from_proto, value_into_proto,
+    value_to_proto, ArrayValue, DatabaseName, MapValue, ProtoBuild, ProtoError, ProtoTimestamp,
+    ProtoValue, ValueType,
 };
 use docstore_core::test_env;
+use docstore_core::typed_json;
 use docstore_core::value::{Map, Timestamp, MAX_TIMESTAMP_MICROS, MIN_TIMESTAMP_MICROS};
 use docstore_core::{Code, ErrorKind, ResourcePath, Value};
 use proptest::prelude::*;
@@ -50,7 +52,19 @@ fn round_trip(v: &Value) -> Value {
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "", ".", "a.b", "`", "`a`", "a b", "ключ", "🔥", "__name__", "\\"
+            "",
+            ".",
+            "a.b",
+            "`",
+            "`a`",
+            "a b",
+            "ключ",
+            "🔥",
+            "__name__",
+            "\\",
+            "$map",
+            "$ref",
+            "$increment"
         ])
         .prop_map(str::to_owned),
         small_string(),
@@ -468,4 +482,68 @@ fn documents_carry_their_name_and_times() {
     );
     assert_eq!(fields_from_proto(&doc.fields, &db()).unwrap(), fields);
     let _: HashMap<String, ProtoValue> = doc.fields;
+}
+
+/// The one-pass entry point (typed JSON text straight to the wire) gives what the two steps
+/// give: the text `typed_json` prints for a value, read into protobuf, is the value's wire
+/// form; and the same for a document's fields and for the owned conversion.
+#[test]
+fn typed_json_text_to_wire_is_ours_to_wire() {
+    let (seed, mut runner) = runner("proto_values::typed_json_text_to_wire_is_ours_to_wire");
+    let fields = prop::collection::btree_map(key(), value(), 0..6);
+    let result = runner.run(&(value(), fields), |(v, fields)| {
+        let expected = value_to_proto(&v, &db());
+        let text = typed_json::to_string(&v);
+        let read = typed_json::parse_with(&text, &ProtoBuild { db: &db() })
+            .map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
+        prop_assert!(same(&read, &expected), "{text}: {read:?} != {expected:?}");
+        prop_assert!(same(&value_into_proto(v.clone(), &db()), &expected));
+
+        let text = typed_json::map_to_string(&fields);
+        let read = fields_from_typed_json(&text, &db())
+            .map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
+        let read = pv(ValueType::MapValue(MapValue { fields: read }));
+        let expected = pv(ValueType::MapValue(MapValue {
+            fields: fields_to_proto(&fields, &db()),
+        }));
+        prop_assert!(same(&read, &expected), "{text}: {read:?} != {expected:?}");
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e} (replay with DOCSTORE_SEED={seed})");
+    }
+}
+
+#[test]
+fn typed_json_documents_carry_their_name_and_times() {
+    let path = ResourcePath::parse_document("c/d").unwrap();
+    let created = Timestamp::from_micros(1).unwrap();
+    let updated = Timestamp::from_micros(2_000_001).unwrap();
+    // As Postgres prints a jsonb: keys by length, spaces after colons and commas.
+    let text =
+        r#"{"n": 1, "at": {"$timestamp": "2026-11-27T12:00:00.000001Z"}, "ref": {"$ref": "c/e"}}"#;
+    let doc = document_from_typed_json(&db(), &path, text, created, updated).unwrap();
+    let fields = typed_json::map_from_json(&serde_json::from_str(text).unwrap()).unwrap();
+    assert_eq!(
+        doc,
+        document_to_proto(&db(), &path, &fields, created, updated)
+    );
+}
+
+#[test]
+fn typed_json_that_is_not_a_map_is_no_document() {
+    for (text, kind) in [
+        ("[1]", "an array"),
+        ("1", "an integer"),
+        (r#"{"$vector": [1.0]}"#, "a vector"),
+        (r#"{"$timestamp": "2026-11-27T12:00:00Z"}"#, "a timestamp"),
+    ] {
+        let e = fields_from_typed_json(text, &db()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidTypedJson, "{text}");
+        assert!(e.to_string().contains(kind), "{text}: {e}");
+    }
+    for text in ["{", r#"{"a": {"$timestamp": 1}}"#, r#"{"a": "\u0000"}"#] {
+        let e = fields_from_typed_json(text, &db()).unwrap_err();
+        assert_eq!(e, typed_json::parse(text).unwrap_err(), "{text}");
+    }
 }
