@@ -4,6 +4,10 @@ preconditions, optimistic transactions)."""
 import json
 import re
 import threading
+import time
+
+import httpx
+from conftest import own_sidecar
 
 RUN = "/v1/databases/(default):runQuery"
 COMMIT = "/v1/databases/(default):commit"
@@ -99,20 +103,33 @@ def test_large_result_is_streamed(stack, client, coll):
     assert rows[0]["path"] == f"{coll}/d00001" and rows[-1]["data"]["i"] == 5000
 
 
-def test_first_rows_leave_before_the_result_is_read(stack, client, coll):
-    # 80 MB of documents: more than the socket buffers between Postgres and the client, so the
-    # statement is still running after the first chunk while the client does not read; and more
-    # than work_mem, so a result collected before its first row is sent (a set-returning
-    # function in FROM) would sit in a temporary file. Called in the select list, the extension
-    # produces rows a batch at a time: no temporary file exists.
+def seed_large(stack, coll):
+    """80 MB of documents: more than the socket buffers between Postgres and the client."""
     stack.sql(
         "select count(docstore.set(%s || '/d' || lpad(i::text, 5, '0'), "
         "jsonb_build_object('i', i, 'pad', repeat('x', 2000)))) from generate_series(1, 40000) i",
         coll,
     )
-    with client.stream(
-        "POST", RUN, headers=stack.admin, json={"sql": f"select * from /{coll}"}
-    ) as r:
+
+
+def test_first_rows_leave_before_the_result_is_read(stack, coll):
+    # 80 MB of documents: more than the socket buffers between Postgres and the client, so the
+    # statement is still running after the first chunk while the client does not read; and more
+    # than work_mem, so a result collected before its first row is sent (a set-returning
+    # function in FROM) would sit in a temporary file. Called in the select list, the extension
+    # produces rows a batch at a time: no temporary file exists.
+    # The statement runs as long as the client takes to read the answer; on a loaded machine
+    # that once passed the default 30 s --statement-timeout-ms, which (as specified, see
+    # test_statement_timeout_mid_stream_ends_the_array_with_an_error_item) ends the array
+    # with an error item. This test is about streaming, so its sidecar has no timeout.
+    seed_large(stack, coll)
+    with (
+        own_sidecar(stack, "--statement-timeout-ms", "0") as url,
+        httpx.Client(base_url=url, timeout=120) as client,
+        client.stream(
+            "POST", RUN, headers=stack.admin, json={"sql": f"select * from /{coll}"}
+        ) as r,
+    ):
         assert r.status_code == 200
         chunks = r.iter_raw()
         first = next(chunks)
@@ -125,7 +142,36 @@ def test_first_rows_leave_before_the_result_is_read(stack, client, coll):
         assert stack.sql("select count(*) from pg_ls_tmpdir()") == [(0,)]
         rest = b"".join(chunks)
     rows = json.loads(first + rest)
+    assert "error" not in rows[-1], (len(rows), rows[-1])
     assert len(rows) == 40000 and rows[-1]["data"]["i"] == 40000
+
+
+def test_statement_timeout_mid_stream_ends_the_array_with_an_error_item(stack, coll):
+    """The statement timeout hits after the 200 header (the client stops reading an 80 MB
+    answer for longer than --statement-timeout-ms): the array ends with a DEADLINE_EXCEEDED
+    error item, never as if the rows so far were the whole result."""
+    seed_large(stack, coll)
+    with (
+        own_sidecar(stack, "--statement-timeout-ms", "500") as url,
+        httpx.Client(base_url=url, timeout=120) as client,
+    ):
+        with client.stream(
+            "POST", RUN, headers=stack.admin, json={"sql": f"select * from /{coll}"}
+        ) as r:
+            assert r.status_code == 200
+            chunks = r.iter_raw()
+            first = next(chunks)
+            # The statement cannot end before the client reads on (its rows fill the sockets),
+            # so it is still running when the timeout passes.
+            time.sleep(1.5)
+            rows = json.loads(first + b"".join(chunks))
+        assert 0 < len(rows) < 40000
+        assert set(rows[-1]) == {"error"}, rows[-1]
+        assert rows[-1]["error"]["code"] == "DEADLINE_EXCEEDED"
+        assert all("path" in row for row in rows[:-1])
+        # The connection went back to the pool usable: the next query is whole.
+        r = client.post(RUN, headers=stack.admin, json={"sql": f"select * from /{coll} limit 2"})
+        assert [row["data"]["i"] for row in r.json()] == [1, 2]
 
 
 def test_commit_batch(stack, client, coll):
@@ -285,7 +331,6 @@ def test_error_after_the_header_ends_the_array_with_an_error_item(stack, coll):
     """The query's backend is terminated while the client has read only the start of a
     large answer: the array ends with an {"error": ...} item, and the JSON stays valid."""
     import socket
-    import time
     from urllib.parse import urlsplit
 
     stack.sql(
