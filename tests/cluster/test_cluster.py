@@ -11,6 +11,7 @@ event (whole), once (no duplicate), and none may be missing. No test asserts on 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -41,24 +42,33 @@ LISTEN = "/v1/databases/(default):listen"
 
 
 class Nats:
-    """nats-server -js on a free port with its store under `dir`; restartable on the same
-    store."""
+    """nats-server on a free port with its store under `dir` (JetStream unless told
+    otherwise) and configuration `extra` (default: the cluster tests' `max_payload`);
+    restartable on the same port and store. Started at once unless `start` is false."""
 
-    def __init__(self, dir: Path) -> None:
+    def __init__(
+        self,
+        dir: Path,
+        extra: str = f"max_payload: {MAX_PAYLOAD}\n",
+        jetstream: bool = True,
+        start: bool = True,
+    ) -> None:
         self.dir = dir
         self.port = free_port()
+        store = f'jetstream {{ store_dir: "{dir / "store"}" }}\n' if jetstream else ""
         self.conf = dir / "nats.conf"
-        self.conf.write_text(
-            f"listen: 127.0.0.1:{self.port}\n"
-            f"max_payload: {MAX_PAYLOAD}\n"
-            f'jetstream {{ store_dir: "{dir / "store"}" }}\n'
-        )
+        self.conf.write_text(f"listen: 127.0.0.1:{self.port}\n{store}{extra}")
         self.proc: subprocess.Popen | None = None
-        self.start()
+        if start:
+            self.start()
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return self.url_with("")
+
+    def url_with(self, auth: str) -> str:
+        """The server's URL carrying credentials `auth` (`user:password` or a token)."""
+        return f"nats://{auth + '@' if auth else ''}127.0.0.1:{self.port}"
 
     def start(self) -> None:
         log = (self.dir / "nats.log").open("a")
@@ -66,14 +76,13 @@ class Nats:
             [NATS_SERVER, "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            try:
+        while True:
+            with contextlib.suppress(OSError):
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                     if s.recv(4096).startswith(b"INFO"):
                         return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("nats-server did not start")
+            assert time.monotonic() < deadline, (self.dir / "nats.log").read_text()
+            time.sleep(0.05)
 
     def kill(self) -> None:
         if self.proc is not None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -22,51 +20,14 @@ from pathlib import Path
 
 import httpx
 from conftest import free_port, sidecar_binary, sidecar_login
-from test_cluster import NATS_SERVER
+from test_cluster import Nats
 
 WAIT = 60
 
 
-class NatsServer:
-    """nats-server on a free port with configuration `extra` (JetStream unless told
-    otherwise); stoppable and restartable on the same port and store."""
-
-    def __init__(self, dir: Path, extra: str = "", jetstream: bool = True) -> None:
-        self.dir = dir
-        self.port = free_port()
-        store = f'jetstream {{ store_dir: "{dir / "store"}" }}\n' if jetstream else ""
-        self.conf = dir / "nats.conf"
-        self.conf.write_text(f"listen: 127.0.0.1:{self.port}\n{store}{extra}")
-        self.proc: subprocess.Popen | None = None
-
-    def url(self, auth: str = "") -> str:
-        return f"nats://{auth + '@' if auth else ''}127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        log = (self.dir / "nats.log").open("a")
-        self.proc = subprocess.Popen(
-            [NATS_SERVER, "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + WAIT
-        while True:
-            with contextlib.suppress(OSError):
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    if s.recv(4096).startswith(b"INFO"):
-                        return
-            assert time.monotonic() < deadline, (self.dir / "nats.log").read_text()
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(WAIT)
-            self.proc = None
-
-
 @contextlib.contextmanager
-def nats_server(tmp_path: Path, extra: str = "", jetstream: bool = True) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path, extra, jetstream)
-    server.start()
+def nats_server(tmp_path: Path, extra: str = "", jetstream: bool = True) -> Iterator[Nats]:
+    server = Nats(tmp_path, extra, jetstream)
     try:
         yield server
     finally:
@@ -171,7 +132,7 @@ def login(stack, replication: bool = True) -> Iterator[tuple[str, str]]:
 
 def test_an_ingest_without_replication_ends_start_up(stack, tmp_path):
     with login(stack, replication=False) as (role, url), nats_server(tmp_path) as nats:
-        text = Role(stack, tmp_path, "ingest", url, nats.url(), role).ends()
+        text = Role(stack, tmp_path, "ingest", url, nats.url, role).ends()
         assert "REPLICATION attribute" in text, text
         assert "alter role" in text, text
 
@@ -180,7 +141,7 @@ def test_an_ingest_names_a_later_slot_cause_on_healthz_and_recovers(stack, tmp_p
     """REPLICATION revoked under a running ingest: its /healthz names the cause and its fix
     (it was only logged), the source retries, and once the right is back it is healthy."""
     with login(stack) as (role, url), nats_server(tmp_path) as nats:
-        ingest = Role(stack, tmp_path, "ingest", url, nats.url(), role)
+        ingest = Role(stack, tmp_path, "ingest", url, nats.url, role)
         try:
             ingest.health(200)
             stack.sql(f"alter role {role} noreplication")
@@ -203,12 +164,14 @@ def test_nats_refusing_the_credentials_ends_start_up_of_both_roles(stack, tmp_pa
     auth = 'authorization { user: docstore, password: "right-one" }\n'
     with login(stack) as (role, url), nats_server(tmp_path, auth) as nats:
         for kind in ("ingest", "gateway"):
-            text = Role(stack, tmp_path, kind, url, nats.url("docstore:wrong-one"), role).ends()
+            text = Role(
+                stack, tmp_path, kind, url, nats.url_with("docstore:wrong-one"), role
+            ).ends()
             assert "refused the credentials" in text, text
             assert "--nats-url" in text, text
             assert "wrong-one" not in text, text
         # The right ones start.
-        ingest = Role(stack, tmp_path, "ingest", url, nats.url("docstore:right-one"), role)
+        ingest = Role(stack, tmp_path, "ingest", url, nats.url_with("docstore:right-one"), role)
         try:
             ingest.health(200)
             assert "right-one" not in ingest.log.read_text()
@@ -219,15 +182,15 @@ def test_nats_refusing_the_credentials_ends_start_up_of_both_roles(stack, tmp_pa
 def test_nats_without_jetstream_ends_start_up(stack, tmp_path):
     with login(stack) as (role, url), nats_server(tmp_path, jetstream=False) as nats:
         for kind in ("ingest", "gateway"):
-            text = Role(stack, tmp_path, kind, url, nats.url(), role).ends()
+            text = Role(stack, tmp_path, kind, url, nats.url, role).ends()
             assert "does not run JetStream" in text, text
             assert "-js" in text, text
 
 
 def test_an_ingest_started_while_nats_is_away_waits_and_says_why(stack, tmp_path):
     with login(stack) as (role, url):
-        nats = NatsServer(tmp_path)
-        ingest = Role(stack, tmp_path, "ingest", url, nats.url(), role)
+        nats = Nats(tmp_path, "", start=False)
+        ingest = Role(stack, tmp_path, "ingest", url, nats.url, role)
         try:
             body = ingest.health(503, "unreachable").json()
             assert body["code"] == "UNAVAILABLE", body
@@ -244,7 +207,7 @@ def test_an_ingest_that_loses_its_lock_while_retrying_publishes_nothing_more(sta
     possible. It notices before its next retry, with NATS still down, and publishes nothing
     more (without the check it retried until NATS came back, and published then)."""
     with login(stack) as (role, url), nats_server(tmp_path) as nats:
-        ingest = Role(stack, tmp_path, "ingest", url, nats.url(), role)
+        ingest = Role(stack, tmp_path, "ingest", url, nats.url, role)
         try:
             ingest.health(200)
             nats.kill()

@@ -11,26 +11,14 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use docstore_core::proto::{document_from_typed_json, document_to_proto, DatabaseName};
 use docstore_core::{typed_json, ResourcePath, Timestamp, Value};
 
+#[path = "support/restaurant.rs"]
+mod restaurant;
+
 /// The values bench's restaurant document (20 fields of every kind), as Postgres prints its
 /// `jsonb`: keys by length, then bytes; a space after each colon and comma.
 fn document() -> String {
-    let text = r#"{
-      "name": "The Golden Spoon Bistro and Wine Bar",
-      "city": "San Francisco", "state": "CA", "country": "USA",
-      "type": "BBQ", "cuisine": ["american", "barbecue", "southern", "smokehouse"],
-      "avgRating": 4.37, "numRatings": 1289, "price": 3, "open": true,
-      "address": {"street": "1234 Market Street", "zip": "94103", "unit": null},
-      "location": {"$geo": [37.7749, -122.4194]},
-      "opened": {"$timestamp": "2015-06-01T18:30:00.000000Z"},
-      "owner": {"$ref": "owners/alice"},
-      "logo": {"$bytes": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="},
-      "tags": ["outdoor seating", "late night", "happy hour", "family friendly", "vegan options"],
-      "hours": {"mon": "11-22", "tue": "11-22", "wed": "11-22", "thu": "11-23", "fri": "11-24", "sat": "10-24", "sun": "10-21"},
-      "description": "A neighbourhood favourite since 2015 serving slow-smoked brisket, ribs and seasonal sides, with a long list of Californian wines and local craft beers on tap.",
-      "embedding": {"$vector": [0.12, -0.53, 0.33, 0.91, -0.07, 0.44, 0.18, -0.29]},
-      "ratio": {"$double": "NaN"}
-    }"#;
-    let json: serde_json::Value = serde_json::from_str(text).expect("valid JSON");
+    let text = restaurant::document();
+    let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     let mut fields: Vec<_> = json.as_object().expect("an object").iter().collect();
     fields.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then(a.cmp(b)));
     let body: Vec<String> = fields
