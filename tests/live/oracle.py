@@ -1228,7 +1228,7 @@ class Campaign:
                 return []
             r.raise_for_status()
             doc = r.json()
-            return [{"path": doc["path"], "data": doc["data"], "updateTime": doc["updateTime"]}]
+            return [{k: doc[k] for k in ("path", "data", "createTime", "updateTime")}]
         r = client.post(RUN, json={"sql": target["sql"]}, headers=self.stack.admin)
         r.raise_for_status()
         rows = r.json()
