@@ -16,22 +16,13 @@ fn two_passes(text: &str) -> Result<Value, TypedJsonError> {
 
 /// Keys: plain, every tag, empty, NUL.
 fn key() -> impl Strategy<Value = String> {
-    prop::sample::select(vec![
-        "a",
-        "b",
-        "",
-        "\u{0}",
-        "$timestamp",
-        "$bytes",
-        "$ref",
-        "$geo",
-        "$double",
-        "$vector",
-        "$map",
-        "$increment",
-        "$delete",
-    ])
-    .prop_map(str::to_owned)
+    let plain = ["a", "b", "", "\u{0}"];
+    let keys: Vec<&str> = plain
+        .into_iter()
+        .chain(typed_json::VALUE_TAGS)
+        .chain(typed_json::TRANSFORM_TAGS)
+        .collect();
+    prop::sample::select(keys).prop_map(str::to_owned)
 }
 
 /// Leaves that fit a tag's argument or do not.
