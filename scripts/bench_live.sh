@@ -18,6 +18,8 @@
 #   cluster     the latency run through one process and through the cluster of --role ingest,
 #               nats-server -js and --role gateway (docs/architecture.md "Processes"), interleaved:
 #               the cost NATS adds to commit -> event (issue 27)
+#   cluster-scale the scale run (BENCH_SCALE_SUBS, BENCH_SCALE_RATE) through the cluster's
+#               ingest -> nats-server -> gateway: matching scale in the cluster (issue 27)
 #   rules       the latency run under a ruleset (list rule with one get() of the city's document):
 #               as the admin key (rules bypassed) then as a JWT stream, whose every event is
 #               decided by the sidecar's rules evaluator (session/guard) before it is sent
@@ -341,6 +343,14 @@ for scenario in "${SCENARIOS[@]}"; do
           row "${mode}-1k-100ws-r${r}" "$([ "${mode}" = cluster ] && echo "gateway <- nats-server <- ingest (sidecar CPU: the gateway's)" || echo "one process")"
           CLUSTER=0
         done ;;
+      cluster-scale)
+        for subs in ${SCALE_SUBS}; do
+          CLUSTER=1
+          name="cluster-scale-${subs%%:*}-${SCALE_RATE}ws-r${r}"
+          loadgen "${name}" --streams "${subs##*:}" --targets 100 --rate "${SCALE_RATE}" --seconds "${SECONDS_PER_RUN}" --connections "${WRITERS}" --ready-timeout "${READY_TIMEOUT}"
+          row "${name}" "gateway <- nats-server <- ingest (sidecar CPU: the gateway's)"
+          CLUSTER=0
+        done ;;
       transport)
         order=(sse grpc)
         [ $((r % 2)) = 1 ] || order=(grpc sse)
@@ -425,7 +435,7 @@ SQL
             YROWS+=("$(pgbench_ycsb "${w}" "${rate}" "ycsb-${w}-${rate}-sql-r${r}") - | - | - | - | $(cat "${OUT}/ycsb-${w}-${rate}-sql-r${r}.load") |")
           done
         done ;;
-      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, cluster, rules, throughput, triggers, triggers-live, fanout, ycsb)" ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, cluster, cluster-scale, rules, throughput, triggers, triggers-live, fanout, ycsb)" ;;
     esac
   done
 done
