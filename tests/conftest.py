@@ -331,6 +331,23 @@ def log_tail(log: Path, chars: int = 4000) -> str:
     return text if len(text) <= chars else f"...{text[-chars:]}"
 
 
+def show_past_capture(config: pytest.Config, text: str) -> None:
+    """Print past pytest's capture (also under -q): a campaign's seed and its closing summary."""
+    with config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+        config.pluginmanager.get_plugin("terminalreporter").write_line(text)
+
+
+def assert_campaign_check(campaign: Any, check: str, checks: dict[str, str], replay: str) -> None:
+    """One check of an oracle campaign (tests/live, tests/cluster): fails with the check's
+    first 20 problems, its seed as the environment variable `replay` replays it, and the
+    campaign's logs."""
+    problems = campaign.report()[check]
+    assert not problems, (
+        f"{check}: {checks[check]}; seed {campaign.seed} (replay: {replay}="
+        f"{campaign.seed}, logs in {campaign.dirs}):\n" + "\n".join(problems[:20])
+    )
+
+
 @pytest.fixture(scope="session")
 def stack():
     binary = sidecar_binary()

@@ -15,29 +15,22 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "live"))
+from conftest import assert_campaign_check, show_past_capture  # noqa: E402
 from oracle import CHECKS, Campaign, campaign_seed, parse_partitions  # noqa: E402
-
-
-def show(config, text: str) -> None:
-    """Print past pytest's capture (also under -q): the seed and the coverage of the run."""
-    with config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
-        config.pluginmanager.get_plugin("terminalreporter").write_line(text)
 
 
 @pytest.fixture(scope="module")
 def campaign(pytestconfig):
     seed = campaign_seed()
     partitions = os.environ.get("DOCSTORE_ORACLE_PARTITIONS") or "2x2"
-    show(pytestconfig, f"\noracle (cluster): seed {seed} (replay: DOCSTORE_SEED={seed})")
+    show_past_capture(
+        pytestconfig, f"\noracle (cluster): seed {seed} (replay: DOCSTORE_SEED={seed})"
+    )
     done = Campaign(seed, None, partitions=parse_partitions(partitions), topology="cluster").run()
-    show(pytestconfig, done.summary())
+    show_past_capture(pytestconfig, done.summary())
     return done
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_oracle_cluster(campaign, check):
-    problems = campaign.report()[check]
-    assert not problems, (
-        f"{check}: {CHECKS[check]}; seed {campaign.seed} (replay: DOCSTORE_SEED="
-        f"{campaign.seed}, logs in {campaign.dirs}):\n" + "\n".join(problems[:20])
-    )
+    assert_campaign_check(campaign, check, CHECKS, "DOCSTORE_SEED")

@@ -9,6 +9,7 @@ partitions, the tasks' path); DOCSTORE_ORACLE_PARTITIONS (e.g. `2x2`) runs only 
 import os
 
 import pytest
+from conftest import assert_campaign_check, show_past_capture
 from oracle import CHECKS, Campaign, campaign_seed, parse_partitions
 
 PARTITIONS = (
@@ -18,26 +19,18 @@ PARTITIONS = (
 )
 
 
-def show(config, text: str) -> None:
-    """Print past pytest's capture (also under -q): the seed and the coverage of the run."""
-    with config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
-        config.pluginmanager.get_plugin("terminalreporter").write_line(text)
-
-
 @pytest.fixture(scope="module", params=PARTITIONS)
 def campaign(pytestconfig, request):
     seed = campaign_seed()
     seconds = float(os.environ.get("DOCSTORE_ORACLE_SECONDS") or 0) or None
-    show(pytestconfig, f"\noracle: seed {seed} (replay: DOCSTORE_SEED={seed}), {request.param}")
+    show_past_capture(
+        pytestconfig, f"\noracle: seed {seed} (replay: DOCSTORE_SEED={seed}), {request.param}"
+    )
     done = Campaign(seed, seconds, partitions=parse_partitions(request.param)).run()
-    show(pytestconfig, done.summary())
+    show_past_capture(pytestconfig, done.summary())
     return done
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_oracle(campaign, check):
-    problems = campaign.report()[check]
-    assert not problems, (
-        f"{check}: {CHECKS[check]}; seed {campaign.seed} (replay: DOCSTORE_SEED="
-        f"{campaign.seed}, logs in {campaign.dirs}):\n" + "\n".join(problems[:20])
-    )
+    assert_campaign_check(campaign, check, CHECKS, "DOCSTORE_SEED")
