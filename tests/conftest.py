@@ -451,6 +451,23 @@ def sidecar_login(cluster: Cluster, *psql_vars: str, role: str = "docstore_sidec
     return cluster.url().replace("postgres@", f"{role}:{password}@", 1)
 
 
+def sidecar_env(stack, port: int, database_url: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a sidecar a test starts on the test cluster: this process's, without
+    its DOCSTORE_ settings, then the cluster's URL (or `database_url`), `127.0.0.1:port`, the
+    stack's admin key and JWT secret, and the variables `extra` sets."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
+    env.update(
+        {
+            "DOCSTORE_DATABASE_URL": database_url or stack.cluster.url(),
+            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
+            "DOCSTORE_ADMIN_KEY": stack.admin_key,
+            "DOCSTORE_JWT_SECRET": stack.jwt_secret,
+            **extra,
+        }
+    )
+    return env
+
+
 @contextlib.contextmanager
 def own_sidecar(stack, *flags: str, slot: str | None = None, database_url: str | None = None):
     """A sidecar of the test's own on the test cluster, started with `flags`; yields its URL.
@@ -460,17 +477,9 @@ def own_sidecar(stack, *flags: str, slot: str | None = None, database_url: str |
     otherwise."""
     port = free_port()
     log = Path(stack.cluster.dir) / f"sidecar-{port}.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
-    env.update(
-        {
-            "DOCSTORE_DATABASE_URL": database_url or stack.cluster.url(),
-            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
-            "DOCSTORE_ADMIN_KEY": stack.admin_key,
-            "DOCSTORE_JWT_SECRET": stack.jwt_secret,
-        }
-    )
+    env = sidecar_env(stack, port, database_url)
     live = ["--slot", slot] if slot else ["--live", "false"]
-    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    binary = str(sidecar_binary())
     proc = subprocess.Popen(
         [binary, *live, *flags], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
     )

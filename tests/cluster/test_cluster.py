@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from conftest import free_port, sidecar_binary, sidecar_login
+from conftest import free_port, sidecar_binary, sidecar_env, sidecar_login
 
 WAIT = 60
 
@@ -186,7 +186,7 @@ class Cluster:
     def __init__(self, stack, dir: Path) -> None:
         self.stack = stack
         self.dir = dir
-        self.binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+        self.binary = str(sidecar_binary())
         self.database_url = sidecar_login(stack.cluster, role="docstore_cluster_e2e")
         self.nats = Nats(dir)
         self.roles: list[Role] = []
@@ -194,16 +194,7 @@ class Cluster:
     def start(self, role: str, name: str) -> Role:
         port = free_port()
         log = self.dir / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
-        env.update(
-            {
-                "DOCSTORE_DATABASE_URL": self.database_url,
-                "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
-                "DOCSTORE_ADMIN_KEY": self.stack.admin_key,
-                "DOCSTORE_JWT_SECRET": self.stack.jwt_secret,
-                "RUST_LOG": "info",
-            }
-        )
+        env = sidecar_env(self.stack, port, self.database_url, RUST_LOG="info")
         args = ["--role", role, "--nats-url", self.nats.url, "--slot", SLOT]
         proc = subprocess.Popen(
             [self.binary, *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT

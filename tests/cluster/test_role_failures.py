@@ -11,7 +11,6 @@ test_cluster.py is untouched."""
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import time
 import uuid
@@ -19,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from conftest import free_port, sidecar_binary, sidecar_login
+from conftest import free_port, sidecar_binary, sidecar_env, sidecar_login
 from test_cluster import Nats
 
 WAIT = 60
@@ -41,17 +40,8 @@ class Role:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log = dir / f"{role}-{port}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
-        env.update(
-            {
-                "DOCSTORE_DATABASE_URL": database_url,
-                "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
-                "DOCSTORE_ADMIN_KEY": stack.admin_key,
-                "DOCSTORE_JWT_SECRET": stack.jwt_secret,
-                "RUST_LOG": "info",
-            }
-        )
-        binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+        env = sidecar_env(stack, port, database_url, RUST_LOG="info")
+        binary = str(sidecar_binary())
         args = ["--role", role, "--nats-url", nats_url, "--slot", slot]
         args += ["--nats-stream", "T" + slot.upper()]
         self.proc = subprocess.Popen(

@@ -428,7 +428,7 @@ def extra_sidecar(stack, slot: str, **env_extra: str):
         "DOCSTORE_SLOT": slot,
         **env_extra,
     }
-    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    binary = str(sidecar_binary())
     proc = subprocess.Popen([binary], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

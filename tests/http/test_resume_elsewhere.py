@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from conftest import free_port, sidecar_binary, wait_healthy
+from conftest import free_port, sidecar_binary, sidecar_env, wait_healthy
 from test_listen import Listener, View
 
 DB = "elsewhere"
@@ -95,18 +95,13 @@ def sidecars(
             port = free_port()
             slot = "elsewhere_" + uuid.uuid4().hex[:8]
             log = Path(stack.cluster.dir) / f"sidecar-{port}.log"
-            env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
-            env.update(
-                {
-                    "DOCSTORE_DATABASE_URL": stack.cluster.url(),
-                    "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
-                    "DOCSTORE_ADMIN_KEY": stack.admin_key,
-                    "DOCSTORE_JWT_SECRET": stack.jwt_secret,
-                    "DOCSTORE_NATS_URL": nats if urls is None else urls[i],
-                    "RUST_LOG": "info,docstore_sidecar::session=debug",
-                }
+            env = sidecar_env(
+                stack,
+                port,
+                DOCSTORE_NATS_URL=nats if urls is None else urls[i],
+                RUST_LOG="info,docstore_sidecar::session=debug",
             )
-            binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+            binary = str(sidecar_binary())
             args = [] if graces is None else ["--listen-grace-seconds", str(graces[i])]
             if queues is not None and queues[i] is not None:
                 args += ["--listen-queue", str(queues[i])]
@@ -590,7 +585,7 @@ def test_a_bad_nats_url_ends_start_up_with_a_clear_message(stack):
             "DOCSTORE_NATS_URL": f"nats://127.0.0.1:{free_port()}",
         }
     )
-    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    binary = str(sidecar_binary())
     done = subprocess.run(
         [binary, "--slot", "elsewhere_never"],
         env=env,

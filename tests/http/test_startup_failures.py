@@ -8,7 +8,6 @@ Every case runs against the test cluster except wal_level, which needs a cluster
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -25,6 +24,7 @@ from conftest import (
     free_port,
     own_sidecar,
     sidecar_binary,
+    sidecar_env,
     sidecar_login,
 )
 from test_listen import Listener, View, follow, fresh, has_doc
@@ -33,16 +33,8 @@ from test_listen import Listener, View, follow, fresh, has_doc
 def run_sidecar(stack, url: str, *flags: str) -> tuple[subprocess.Popen, str, Path]:
     port = free_port()
     log = Path(stack.cluster.dir) / f"sidecar-startup-{port}.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
-    env.update(
-        {
-            "DOCSTORE_DATABASE_URL": url,
-            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
-            "DOCSTORE_ADMIN_KEY": stack.admin_key,
-            "DOCSTORE_JWT_SECRET": stack.jwt_secret,
-        }
-    )
-    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    env = sidecar_env(stack, port, url)
+    binary = str(sidecar_binary())
     proc = subprocess.Popen(
         [binary, *flags], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
     )

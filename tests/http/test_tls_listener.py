@@ -8,7 +8,6 @@ two flags, or a file that is not PEM, ends start-up with a message naming the fl
 from __future__ import annotations
 
 import json
-import os
 import socket
 import ssl
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from conftest import free_port, sidecar_binary
+from conftest import free_port, sidecar_binary, sidecar_env
 from google.cloud.firestore_v1.services.firestore import FirestoreClient
 from google.cloud.firestore_v1.services.firestore.transports import FirestoreGrpcTransport
 from google.cloud.firestore_v1.types import Document, Value, Write
@@ -41,16 +40,8 @@ def certs(stack) -> Path:
 def start(stack, *flags: str) -> tuple[subprocess.Popen, int, Path]:
     port = free_port()
     log = Path(stack.cluster.dir) / f"sidecar-tls-{port}.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCSTORE_")}
-    env.update(
-        {
-            "DOCSTORE_DATABASE_URL": stack.cluster.url(),
-            "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
-            "DOCSTORE_ADMIN_KEY": stack.admin_key,
-            "DOCSTORE_JWT_SECRET": stack.jwt_secret,
-        }
-    )
-    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    env = sidecar_env(stack, port)
+    binary = str(sidecar_binary())
     proc = subprocess.Popen(
         [binary, *flags], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
     )

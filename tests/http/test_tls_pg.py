@@ -9,7 +9,6 @@ GET and a live event; with another CA it does not start, and says why.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -104,7 +103,7 @@ def sidecar(stack, url: str, log: Path) -> subprocess.Popen:
         "DOCSTORE_ADMIN_KEY": stack.admin_key,
         "DOCSTORE_JWT_SECRET": stack.jwt_secret,
     }
-    binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+    binary = str(sidecar_binary())
     proc = subprocess.Popen(
         [binary, "--slot", SLOT], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
     )

@@ -125,7 +125,7 @@ class Sidecar:
                 "RUST_LOG": "info",
             }
         )
-        binary = os.environ.get("DOCSTORE_SIDECAR_BIN") or str(sidecar_binary())
+        binary = str(sidecar_binary())
         self.proc = subprocess.Popen(
             [binary, "--slot", "triggers_test", *FLAGS],
             env=env,
