@@ -211,6 +211,7 @@ impl Registry {
     /// [`RegistryError::Nats`] when NATS cannot be reached or JetStream is not enabled.
     pub async fn connect(url: &str) -> Result<Registry, RegistryError> {
         let client = crate::source::jetstream::options(url)
+            .map_err(RegistryError::Nats)?
             .connect(url)
             .await
             .map_err(nats)?;
