@@ -136,7 +136,8 @@ pub struct Config {
     /// stream on another process of the same Postgres (another gateway) continues exactly
     /// (docs/listen.md, "Resuming on another process"). Unset (`--role all` only): streams are
     /// known to their process only. Credentials go in the URL (`nats://user:password@host:port`
-    /// or `nats://token@host:port`); logs, `/healthz` and errors show it redacted.
+    /// or `nats://token@host:port`, percent-encoded: `us%40er` is `us@er`); logs, `/healthz`
+    /// and errors show it redacted.
     #[arg(long, env = "DOCSTORE_NATS_URL")]
     pub nats_url: Option<String>,
 

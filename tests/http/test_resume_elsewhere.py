@@ -379,6 +379,113 @@ def test_a_stream_moves_between_live_processes_and_back(stack, nats, client):
         back.close()
 
 
+def add_target(stack, side: Sidecar, stream: str, sql: str) -> None:
+    """Add target `x` (`sql`) to `stream` on `side`."""
+    r = httpx.post(
+        f"{side.url}{LISTEN}/{stream}/targets",
+        headers=stack.admin,
+        json={"targets": [{"id": "x", "sql": sql}]},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+
+
+def current(stack, client, coll: str, sql: str) -> dict[str, list]:
+    """A fresh read of every target of `params(coll)` and of target `x` (`sql`)."""
+    out = fresh(stack, client, coll)
+    r = client.post(RUN, headers=stack.admin, json={"sql": sql})
+    assert r.status_code == 200, r.text
+    out["x"] = [(row["path"], row["data"]) for row in r.json()]
+    return out
+
+
+def test_a_target_added_after_the_token_comes_whole_on_the_other_process(stack, nats, client):
+    # The stream's client, disconnected after the event at P, adds target x on A: A writes x
+    # to the registry before the add's reply, but the client holds none of x's results until
+    # x's first snapshot, which it never read. Resumed on B with P, the client gets x whole
+    # (a `snapshot` of x carrying the other targets' changes since P), in B's first event.
+    # Without the registry knowing x as not shown at P, B took x as held at P and sent one
+    # `change` that said nothing of x: the client never got x's documents.
+    coll = "c" + uuid.uuid4().hex[:10]
+    other = "x" + uuid.uuid4().hex[:10]
+    sql = f"select * from /{other} where n >= 0"
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        for i in range(3):
+            put(stack, client, f"{other}/o{i}", i)
+        view, on_a, last = open_and_follow(stack, client, coll, a)
+        add_target(stack, a, last.rpartition(".")[0], sql)
+        move_everything(stack, client, coll)
+        put(stack, client, f"{other}/o1", 11)
+        hdrs = {**stack.admin, "Last-Event-ID": last}
+        listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert listener.status == 200, listener.error_body
+            assert listener.stream_id == last.rpartition(".")[0]
+            first = listener.next()
+            assert first["event"] == "snapshot", first
+            assert [t["target"] for t in first["data"]["targets"]] == ["x"], first
+            assert {t["target"] for t in first["data"]["changes"]} == {"0", "1", "2"}, first
+            view.apply(first)
+            assert {**folded(view), "x": view.docs("x")} == current(stack, client, coll, sql)
+            put(stack, client, f"{other}/o2", 22)
+            ev = listener.until(lambda ev: ev["event"] != "heartbeat")
+            view.apply(ev)
+            assert {**folded(view), "x": view.docs("x")} == current(stack, client, coll, sql)
+            assert all(ev["event"] != "reset" for ev in listener.received)
+        finally:
+            listener.close()
+
+
+def test_an_added_target_the_client_was_shown_moves_as_a_change(stack, nats, client):
+    # x is added while the client reads on A, and the client reads x's first snapshot (at
+    # S); A records S in the registry. Resumed on B with a later token, the client holds x:
+    # B's first event is one `change` for every target, x included (a snapshot of x would
+    # be correct too, but would send x whole again).
+    coll = "c" + uuid.uuid4().hex[:10]
+    other = "x" + uuid.uuid4().hex[:10]
+    sql = f"select * from /{other} where n >= 0"
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        put(stack, client, f"{other}/o0", 0)
+        on_a = Listener(at(stack, a), params=params(coll), path=LISTEN)
+        try:
+            assert on_a.status == 200, on_a.error_body
+            view = View()
+            until_current(stack, client, coll, on_a, view)
+            stream = on_a.stream_id
+            add_target(stack, a, stream, sql)
+            shown = on_a.until(lambda ev: ev["event"] == "snapshot")
+            view.apply(shown)
+            deadline = time.monotonic() + 60
+            while not any(
+                "records the targets' first snapshot" in line and stream in line
+                for line in a.log.read_text().splitlines()
+            ):
+                assert time.monotonic() < deadline, "A did not record x's first snapshot"
+                time.sleep(0.1)
+            put(stack, client, f"{coll}/d3", 33)
+            ev = on_a.until(lambda ev: ev["event"] == "change")
+            view.apply(ev)
+        finally:
+            on_a.close()
+        last = on_a.received[-1]["id"]
+        move_everything(stack, client, coll)
+        put(stack, client, f"{other}/o0", 10)
+        put(stack, client, f"{other}/o1", 1)
+        hdrs = {**stack.admin, "Last-Event-ID": last}
+        listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert listener.status == 200, listener.error_body
+            first = listener.next()
+            assert first["event"] == "change", first
+            assert {t["target"] for t in first["data"]["targets"]} == {"0", "1", "2", "x"}
+            view.apply(first)
+            assert {**folded(view), "x": view.docs("x")} == current(stack, client, coll, sql)
+        finally:
+            listener.close()
+
+
 def test_a_stream_that_expired_where_it_moved_resets_where_it_was_before(stack, nats, client):
     # A keeps a disconnected stream for 600 s, B for 1 s. The stream opens on A, moves to B
     # (A keeps its copy, disconnected) and expires on B, which deletes its registry entry.

@@ -21,6 +21,7 @@ pub mod hub;
 pub mod registry;
 pub mod upkeep;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -197,6 +198,9 @@ pub enum Command {
         grant: Grant,
         point: ReadPoint,
         slack: u32,
+        /// The targets the client holds no results of at `position` (`registry::TargetEntry::held_at`):
+        /// sent a snapshot, as new targets are.
+        unshown: Vec<String>,
         reply: Reply<Result<Connection, SessionError>>,
     },
     /// Drop this process's copy of a stream another process took over (no reset, no end
@@ -212,13 +216,15 @@ pub enum Command {
         targets: Vec<String>,
         reply: Reply<Result<(), SessionError>>,
     },
+    /// Answered, with a registry, with what hears when the registry wrote the added
+    /// targets.
     Add {
         stream: String,
         caller: String,
         targets: Vec<(TargetRequest, Vec<Document>)>,
         grant: Grant,
         point: ReadPoint,
-        reply: Reply<Result<(), SessionError>>,
+        reply: Reply<Result<Option<oneshot::Receiver<()>>, SessionError>>,
     },
     Remove {
         stream: String,
@@ -285,15 +291,17 @@ impl Session {
         let matcher = settings.matcher;
         let health = SourceHealth::new();
         let (retired, retired_rx) = mpsc::unbounded_channel();
+        let (records, records_rx) = mpsc::unbounded_channel();
         let (commands, instance) = hub::spawn(
             db.clone(),
             settings,
             consumers,
             health.clone(),
             feed,
-            registry.is_some().then_some(retired),
+            registry.is_some().then_some((retired, records)),
         );
         if let Some(registry) = registry.clone() {
+            tokio::spawn(record(registry.clone(), instance.clone(), records_rx));
             tokio::spawn(forget_retired(registry, instance.clone(), retired_rx));
         }
         Session {
@@ -508,6 +516,14 @@ impl Session {
             max_slack: self.matcher.max_slack.max(slack),
             ..self.matcher
         };
+        // A target the client holds no results of at `position` (added after it, or whose
+        // first snapshot is not recorded) is sent whole, as a new target.
+        let unshown: Vec<String> = entry
+            .targets
+            .iter()
+            .filter(|t| !t.held_at(position.0))
+            .map(|t| t.id.clone())
+            .collect();
         let read = self.read_with(database, caller, targets, &config).await;
         let (targets, grant, point) = match read {
             Ok(read) => read,
@@ -530,13 +546,20 @@ impl Session {
                 grant,
                 point,
                 slack,
+                unshown: unshown.clone(),
                 reply,
             })
             .await??;
-        let claimed = registry::Entry {
+        // Those sent whole count as not shown until this process records their snapshot.
+        let mut claimed = registry::Entry {
             holder: self.instance.clone(),
             ..entry
         };
+        for t in &mut claimed.targets {
+            if unshown.contains(&t.id) {
+                t.shown = Some(None);
+            }
+        }
         if let Err(e) = registry.claim(stream, &claimed, revision).await {
             tracing::warn!(stream, error = %e, "the stream was not claimed: another process took it");
             self.call(|reply| Command::Release {
@@ -565,7 +588,6 @@ impl Session {
         targets: Vec<TargetRequest>,
     ) -> Result<(), SessionError> {
         let ids = targets.iter().map(|t| t.id.clone()).collect();
-        let entries: Vec<TargetEntry> = targets.iter().map(TargetEntry::of).collect();
         self.call(|reply| Command::Check {
             stream: stream.to_owned(),
             database: database.to_owned(),
@@ -575,24 +597,19 @@ impl Session {
         })
         .await??;
         let (targets, grant, point) = self.read(database, &caller, targets).await?;
-        self.call(|reply| Command::Add {
-            stream: stream.to_owned(),
-            caller: caller.key,
-            targets,
-            grant,
-            point,
-            reply,
-        })
-        .await??;
-        if let Some(registry) = &self.registry {
-            let added = registry
-                .modify(stream, &self.instance, |e| {
-                    e.targets.extend(entries.iter().cloned());
-                })
-                .await;
-            if let Err(e) = added {
-                tracing::warn!(stream, error = %e, "the stream's registry entry lacks the added targets");
-            }
+        let written = self
+            .call(|reply| Command::Add {
+                stream: stream.to_owned(),
+                caller: caller.key,
+                targets,
+                grant,
+                point,
+                reply,
+            })
+            .await??;
+        // The registry's entry has them before the reply (`record`).
+        if let Some(written) = written {
+            let _ = written.await;
         }
         Ok(())
     }
@@ -669,6 +686,70 @@ struct Adopting<'a> {
     stream: &'a str,
     position: Lsn,
     caller: &'a Caller,
+}
+
+/// Write to the registry what the hub reports of streams' targets (`records`), in its order:
+/// targets added to a running stream, as not shown; then the position of the first snapshot
+/// of targets the entries have as not shown, so that a client that resumes on another
+/// process with a later token gets their changes rather than their whole results. Not
+/// recorded (NATS did not answer), a target stays not shown: an adoption sends it whole,
+/// which replaces whatever the client holds of it.
+///
+/// # Cancel safety
+/// Runs for the life of the process.
+async fn record(
+    registry: Registry,
+    instance: String,
+    mut records: mpsc::UnboundedReceiver<hub::Record>,
+) {
+    while let Some(record) = records.recv().await {
+        match record {
+            hub::Record::Added {
+                stream,
+                targets,
+                written,
+            } => {
+                let added = registry
+                    .modify(&stream, &instance, |e| {
+                        e.targets.retain(|t| !targets.iter().any(|n| n.id == t.id));
+                        e.targets.extend(targets.iter().cloned());
+                    })
+                    .await;
+                if let Err(e) = added {
+                    tracing::warn!(stream, error = %e, "the stream's registry entry lacks the added targets");
+                }
+                let _ = written.send(());
+            }
+            hub::Record::FirstShown {
+                stream,
+                targets,
+                position,
+            } => {
+                let changed = AtomicBool::new(false);
+                let recorded = registry
+                    .modify(&stream, &instance, |e| {
+                        changed.store(false, Ordering::Relaxed);
+                        for t in &mut e.targets {
+                            if t.shown == Some(None) && targets.contains(&t.id) {
+                                t.shown = Some(Some(position.0));
+                                changed.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    })
+                    .await;
+                match recorded {
+                    Ok(()) if changed.load(Ordering::Relaxed) => {
+                        tracing::debug!(stream, ?targets, %position, "the registry records the targets' first snapshot");
+                    }
+                    // Another process holds the stream now, or the targets were removed.
+                    Ok(()) => {}
+                    Err(e) => {
+                        tracing::warn!(stream, error = %e, "the targets' first snapshot is not recorded: an adoption sends them whole");
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Delete the registry entries of streams that ended for good here (`retired`), each before

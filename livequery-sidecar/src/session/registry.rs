@@ -50,6 +50,24 @@ pub struct TargetEntry {
     pub query: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<String>,
+    /// From which position the client holds the target's results: absent (`None`), from
+    /// the stream's first event (a target the stream opened with; every target of an entry
+    /// written before the field existed); `null` (`Some(None)`), not known to be held (a
+    /// target added to the running stream, or one an adoption sends a snapshot of, whose
+    /// first snapshot is not recorded yet); a position, that of its first snapshot.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub shown: Option<Option<u64>>,
+}
+
+/// A field that is present, `null` included (absent is the field's default, `None`).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<u64>>, D::Error> {
+    Option::<u64>::deserialize(deserializer).map(Some)
 }
 
 /// One stream's entry.
@@ -79,12 +97,32 @@ impl TargetEntry {
                 id: target.id.clone(),
                 query: Some(docstore_core::query::to_structured(query)),
                 document: None,
+                shown: None,
             },
             TargetSpec::Document(path) => TargetEntry {
                 id: target.id.clone(),
                 query: None,
                 document: Some(path.to_string()),
+                shown: None,
             },
+        }
+    }
+
+    /// A target added to a running stream: the client holds none of its results until its
+    /// first snapshot is recorded.
+    pub fn added(target: &TargetRequest) -> TargetEntry {
+        TargetEntry {
+            shown: Some(None),
+            ..TargetEntry::of(target)
+        }
+    }
+
+    /// Whether a client whose last event is at `position` holds the target's results there:
+    /// a target shown from the stream's start, or whose first snapshot is at or before it.
+    pub fn held_at(&self, position: u64) -> bool {
+        match self.shown {
+            None => true,
+            Some(shown) => shown.is_some_and(|first| first <= position),
         }
     }
 
@@ -173,6 +211,7 @@ impl Registry {
     /// [`RegistryError::Nats`] when NATS cannot be reached or JetStream is not enabled.
     pub async fn connect(url: &str) -> Result<Registry, RegistryError> {
         let client = crate::source::jetstream::options(url)
+            .map_err(RegistryError::Nats)?
             .connect(url)
             .await
             .map_err(nats)?;
@@ -329,11 +368,13 @@ mod tests {
                         "limit": 3
                     })),
                     document: None,
+                    shown: None,
                 },
                 TargetEntry {
                     id: "d".into(),
                     query: None,
                     document: Some("c/a".into()),
+                    shown: None,
                 },
             ],
         }
@@ -353,6 +394,46 @@ mod tests {
         }))
         .expect("valid again");
         assert_eq!(reparsed, targets);
+    }
+
+    #[test]
+    fn a_targets_first_snapshot_is_kept_compatibly() {
+        // An entry without the field (written before it existed): every target is held.
+        let old = br#"{"version":1,"database":"d","owner":"admin","quota":null,"rules":false,
+            "holder":"h","targets":[{"id":"d","document":"c/a"}]}"#;
+        let (entry, _) = decode(old).expect("an entry of before the field");
+        assert_eq!(entry.targets[0].shown, None);
+        assert!(entry.targets[0].held_at(0));
+        // A target the stream opened with is written as before: no field.
+        assert!(!String::from_utf8_lossy(&encode(&sample())).contains("shown"));
+        // Added: `null` until its first snapshot, then held from that position on.
+        let mut entry = sample();
+        let (_, targets) = decode(&encode(&entry)).expect("valid");
+        entry.targets[1] = TargetEntry::added(&targets[1]);
+        let bytes = encode(&entry);
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""shown":null"#));
+        let (back, _) = decode(&bytes).expect("valid");
+        assert_eq!(back.targets[1].shown, Some(None));
+        assert!(!back.targets[1].held_at(u64::MAX));
+        entry.targets[1].shown = Some(Some(40));
+        let (back, _) = decode(&encode(&entry)).expect("valid");
+        assert_eq!(back.targets[1].shown, Some(Some(40)));
+        assert!(!back.targets[1].held_at(39));
+        assert!(back.targets[1].held_at(40));
+        // Anything but a position or null is malformed; unknown fields still are.
+        for bad in [
+            r#""shown":-1"#,
+            r#""shown":"0/28""#,
+            r#""shown":1.5"#,
+            r#""later":1"#,
+        ] {
+            let text = String::from_utf8_lossy(&encode(&sample()))
+                .replace(r#""id":"d","#, &format!(r#""id":"d",{bad},"#));
+            assert!(
+                matches!(decode(text.as_bytes()), Err(RegistryError::Malformed(_))),
+                "{text}"
+            );
+        }
     }
 
     #[test]

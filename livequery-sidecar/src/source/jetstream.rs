@@ -171,30 +171,77 @@ impl From<NatsFailure> for String {
     }
 }
 
-/// The credentials `url` carries (the first server's that has any): `user:password@` or a
-/// `token@`.
-fn credentials(url: &str) -> Option<(&str, Option<&str>)> {
-    url.split(',').find_map(|server| {
-        let rest = server.split_once("://").map_or(server, |(_, rest)| rest);
-        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-        let (userinfo, _) = authority.rsplit_once('@')?;
-        Some(match userinfo.split_once(':') {
-            Some((user, password)) => (user, Some(password)),
-            None => (userinfo, None),
-        })
-    })
+/// The credentials of a NATS URL, percent-decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Credentials {
+    /// `user:password@`.
+    UserPassword(String, String),
+    /// `token@`.
+    Token(String),
+}
+
+/// The credentials `url` carries (the first server's that has any), percent-decoded as a
+/// URL's userinfo is: `nats://us%40er:p%3Ass@host` is user `us@er` with password `p:ss`.
+///
+/// # Errors
+/// A message naming the server (redacted) when its address does not parse as a URL, or its
+/// credentials are not UTF-8 once decoded.
+fn credentials(url: &str) -> Result<Option<Credentials>, String> {
+    for server in url.split(',') {
+        let server = server.trim();
+        // As async-nats reads a server address: `host:port` is `nats://host:port`.
+        let full = if server.contains("://") {
+            server.to_owned()
+        } else {
+            format!("nats://{server}")
+        };
+        let parsed = url::Url::parse(&full).map_err(|e| {
+            format!(
+                "--nats-url {} is not a URL: {e}; fix: --nats-url nats://host:port",
+                redact_url(server)
+            )
+        })?;
+        let decode = |part: &str, what: &str| {
+            percent_encoding::percent_decode_str(part)
+                .decode_utf8()
+                .map(|text| text.into_owned())
+                .map_err(|_| {
+                    format!(
+                        "the {what} of --nats-url {} is not UTF-8 once percent-decoded; fix: \
+                         percent-encode the UTF-8 bytes of its characters (@ is %40, : is %3A)",
+                        redact_url(server)
+                    )
+                })
+        };
+        match (parsed.username(), parsed.password()) {
+            ("", None) => continue,
+            (user, Some(password)) => {
+                return Ok(Some(Credentials::UserPassword(
+                    decode(user, "user")?,
+                    decode(password, "password")?,
+                )))
+            }
+            (token, None) => return Ok(Some(Credentials::Token(decode(token, "token")?))),
+        }
+    }
+    Ok(None)
 }
 
 /// The options of a connection to `url`, with the credentials it carries: async-nats does not
 /// read them from the URL itself (`nats://user:password@host:port` sets the user and
-/// password, `nats://token@host:port` the token).
-pub fn options(url: &str) -> async_nats::ConnectOptions {
+/// password, `nats://token@host:port` the token; both percent-decoded).
+///
+/// # Errors
+/// [`credentials`]' message for a URL whose credentials cannot be read.
+pub fn options(url: &str) -> Result<async_nats::ConnectOptions, String> {
     let options = async_nats::ConnectOptions::new();
-    match credentials(url) {
-        Some((user, Some(password))) => options.user_and_password(user.into(), password.into()),
-        Some((token, None)) => options.token(token.into()),
+    Ok(match credentials(url)? {
+        Some(Credentials::UserPassword(user, password)) => {
+            options.user_and_password(user, password)
+        }
+        Some(Credentials::Token(token)) => options.token(token),
         None => options,
-    }
+    })
 }
 
 /// `url` (one NATS URL or several, comma-separated) without the credentials it may carry:
@@ -233,6 +280,7 @@ pub async fn connect(
     let url_text = redact_url(url);
     let lost = Arc::new(AtomicBool::new(false));
     options(url)
+        .map_err(NatsFailure::permanent)?
         .connection_timeout(Duration::from_secs(5))
         .event_callback(move |event| {
             let health = health.clone();
@@ -517,21 +565,62 @@ pub fn seconds_since(pg_micros: i64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{credentials, redact_url};
+    use super::{credentials, redact_url, Credentials};
+
+    fn user(user: &str, password: &str) -> Option<Credentials> {
+        Some(Credentials::UserPassword(user.into(), password.into()))
+    }
 
     #[test]
     fn credentials_are_read_from_nats_urls() {
+        assert_eq!(credentials("nats://user:pw@h:4222"), Ok(user("user", "pw")));
         assert_eq!(
-            credentials("nats://user:pw@h:4222"),
-            Some(("user", Some("pw")))
+            credentials("nats://tok@h:4222"),
+            Ok(Some(Credentials::Token("tok".into())))
         );
-        assert_eq!(credentials("nats://tok@h:4222"), Some(("tok", None)));
+        assert_eq!(credentials("nats://h:1,nats://u:p@g:2"), Ok(user("u", "p")));
+        assert_eq!(credentials("h:1,u:p@g:2"), Ok(user("u", "p")));
+        assert_eq!(credentials("nats://h:4222"), Ok(None));
+        assert_eq!(credentials("nats://h:1/a@b"), Ok(None));
+        assert_eq!(credentials("nats://:pw@h:1"), Ok(user("", "pw")));
+    }
+
+    #[test]
+    fn credentials_in_nats_urls_are_percent_decoded() {
         assert_eq!(
-            credentials("nats://h:1,nats://u:p@g:2"),
-            Some(("u", Some("p")))
+            credentials("nats://us%40er:p%3Ass@host:4222"),
+            Ok(user("us@er", "p:ss"))
         );
-        assert_eq!(credentials("nats://h:4222"), None);
-        assert_eq!(credentials("nats://h:1/a@b"), None);
+        assert_eq!(
+            credentials("nats://u%3Ax:p%40%2F%25w%C3%A9@host"),
+            Ok(user("u:x", "p@/%w\u{e9}"))
+        );
+        assert_eq!(
+            credentials("tls://t%2Fo%40k%3Aen@host:4222"),
+            Ok(Some(Credentials::Token("t/o@k:en".into())))
+        );
+        // A `%` that starts no escape stays as it is.
+        assert_eq!(credentials("nats://u:100%@h"), Ok(user("u", "100%")));
+    }
+
+    #[test]
+    fn malformed_credentials_are_a_clear_error_without_the_secret() {
+        for (url, says) in [
+            ("nats://us%FFer:secret@host:4222", "the user of --nats-url"),
+            (
+                "nats://user:s%C3ecret@host:4222",
+                "the password of --nats-url",
+            ),
+            ("nats://s%FEcret@host:4222", "the token of --nats-url"),
+            ("nats://user:secret@[::1:4222", "is not a URL"),
+            ("nats://user:secret@host:99999", "is not a URL"),
+        ] {
+            let error = credentials(url).expect_err(url);
+            assert!(error.contains(says), "{url}: {error}");
+            assert!(error.contains("<redacted>@"), "{url}: {error}");
+            assert!(!error.contains("ecret"), "{url}: {error}");
+        }
+        assert!(super::options("nats://us%FFer:pw@host").is_err());
     }
 
     #[test]

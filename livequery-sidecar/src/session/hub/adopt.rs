@@ -5,7 +5,10 @@
 //! results at P to those at H. Its results at P are the current ones with every document
 //! written in (P, H] put back as it was before its first write there (the before-images
 //! that REPLICA IDENTITY FULL puts in the stream), kept if the target matches them
-//! (`Matcher::rewound`). When that is not known exactly the client gets
+//! (`Matcher::rewound`). A target the client held no results of at P (added to the stream
+//! after P, or before P but not yet shown: its registry entry says so) gets its full
+//! results at H instead, in the same event (`snapshot` with the others' changes). When that
+//! is not known exactly the client gets
 //! `reset {retention_passed}` and a snapshot instead, never a guess. When its targets do
 //! not come live within [`ADOPT_WAIT`] (this process's change stream lags behind P, or behind
 //! the read), it resets in place: `reset {restart}`, then a snapshot once they are read again.
@@ -43,6 +46,9 @@ pub(in crate::session) struct Adopting {
     pub caller: Caller,
     /// The slack the query targets' rows were read with.
     pub slack: u32,
+    /// The targets the client holds no results of at `from`: its first event shows them
+    /// whole.
+    pub unshown: Vec<String>,
 }
 
 /// The version before `txns` of every document of `database` they write (`None`: it did
@@ -114,6 +120,7 @@ impl Hub {
             database,
             caller,
             slack,
+            unshown,
         } = adopting;
         if self.streams.contains_key(&id) {
             self.forget(grant);
@@ -137,6 +144,12 @@ impl Hub {
             }
             return Err(e);
         }
+        if let Some(stream) = self.streams.get_mut(&id) {
+            stream.unrecorded = unshown
+                .into_iter()
+                .filter(|name| stream.targets.contains_key(name))
+                .collect();
+        }
         metrics::counter!("docstore_session_adopted_total").increment(1);
         Ok(Connection {
             stream: id,
@@ -147,8 +160,9 @@ impl Hub {
     }
 
     /// The first event of an adopted stream, at `position`, whose targets all came live
-    /// there: the changes from the client's results at `from`, or, when those are not known
-    /// exactly, `reset {retention_passed}` and a snapshot.
+    /// there: the changes from the client's results at `from` (and the full results of the
+    /// targets it held none of then, `Stream::unrecorded`, in a `snapshot` with them), or,
+    /// when those are not known exactly, `reset {retention_passed}` and a snapshot.
     pub(super) fn send_adopted(
         &mut self,
         id: &str,
@@ -172,6 +186,7 @@ impl Hub {
                 stream
                     .targets
                     .iter()
+                    .filter(|(name, _)| !stream.unrecorded.contains(*name))
                     .map(|(name, t)| {
                         matcher
                             .rewound(t.id, &before)
@@ -184,7 +199,20 @@ impl Hub {
             Some(changes) => {
                 let changes: Arc<[(String, TargetDelta)]> =
                     changes.into_iter().flatten().collect::<Vec<_>>().into();
-                let (frame, logged) = if changes.is_empty() {
+                // Shown whole: nothing of them is the client's at `from` (a snapshot replaces
+                // whatever it has of them, so one it did hold meanwhile is no harm).
+                let whole: Vec<_> = stream
+                    .unrecorded
+                    .iter()
+                    .filter_map(|name| {
+                        let t = stream.targets.get(name)?;
+                        Some((name.clone(), matcher?.result(t.id)?))
+                    })
+                    .collect();
+                let (frame, logged) = if !whole.is_empty() {
+                    let changes = Arc::clone(&changes);
+                    (events::snapshot(id, position, at, whole, changes), true)
+                } else if changes.is_empty() {
                     (events::heartbeat(id, position, at), false)
                 } else {
                     (events::change(id, position, at, Arc::clone(&changes)), true)

@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Hub, Phase, SnapshotHorizon, Stream, TargetState, TxnWrites};
+use super::{Hub, Phase, Record, SnapshotHorizon, Stream, TargetState, TxnWrites};
 use crate::matcher::{Document, Horizon, Matcher, TargetId};
 use crate::pg::snapshot::ReadPoint;
 use crate::pg::RunAs;
 use crate::session::events::{self, At, ResetReason};
+use crate::session::registry::TargetEntry;
 use crate::session::{Caller, Command, Connection, Grant, Resumed, SessionError, TargetRequest};
 use crate::source::Lsn;
 
@@ -71,6 +72,10 @@ impl Hub {
                 point,
                 reply,
             } => {
+                let entries: Option<Vec<TargetEntry>> = self
+                    .records
+                    .as_ref()
+                    .map(|_| targets.iter().map(|(t, _)| TargetEntry::added(t)).collect());
                 let result = match self.streams.get(&stream) {
                     None => Err(SessionError::NotFound(format!("no stream {stream}"))),
                     Some(s) if s.caller.key != caller => Err(SessionError::PermissionDenied(
@@ -81,7 +86,7 @@ impl Hub {
                 if result.is_err() {
                     self.forget(grant);
                 }
-                let _ = reply.send(result);
+                let _ = reply.send(result.map(|()| self.record_added(&stream, entries)));
             }
             Command::Remove {
                 stream,
@@ -103,6 +108,7 @@ impl Hub {
                 grant,
                 point,
                 slack,
+                unshown,
                 reply,
             } => {
                 let adopting = super::adopt::Adopting {
@@ -111,6 +117,7 @@ impl Hub {
                     database,
                     caller,
                     slack,
+                    unshown,
                 };
                 let result = self.adopt(adopting, targets, grant, &point);
                 if let Err(Ok(connection)) = reply.send(result) {
@@ -126,6 +133,29 @@ impl Hub {
                 let _ = reply.send(());
             }
         }
+    }
+
+    /// Have the registry write targets added to `stream` (`entries`, `None`: no registry)
+    /// as not shown, before anything records their first snapshot; the receiver hears when
+    /// the write is done.
+    fn record_added(
+        &mut self,
+        stream: &str,
+        entries: Option<Vec<TargetEntry>>,
+    ) -> Option<oneshot::Receiver<()>> {
+        let (records, entries) = (self.records.as_ref()?, entries?);
+        if let Some(s) = self.streams.get_mut(stream) {
+            s.unrecorded.extend(entries.iter().map(|t| t.id.clone()));
+        }
+        let (written, done) = oneshot::channel();
+        records
+            .send(Record::Added {
+                stream: stream.to_owned(),
+                targets: entries,
+                written,
+            })
+            .ok()?;
+        Some(done)
     }
 
     fn check(
@@ -214,6 +244,7 @@ impl Hub {
                 "the stream has no target \"{target}\""
             )));
         };
+        s.unrecorded.remove(target);
         if let Some(m) = self.matchers.get_mut(&s.database) {
             m.remove_target(t.id);
         }

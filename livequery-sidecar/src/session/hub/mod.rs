@@ -1,7 +1,7 @@
 //! The hub: one task that owns the changelog, the matchers (one per database) and every
 //! stream, fed by the change source. See the module documentation of `session`.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::events::{self, At, EventKind, Frame, ResetReason};
 use super::guard::{self, Guard};
+use super::registry::TargetEntry;
 use super::upkeep;
 use super::{fetch_of, Caller, Command, Grant, Settings};
 use crate::changelog::{Changelog, Snapshot};
@@ -98,6 +99,10 @@ struct Stream {
     /// be a token at which the client holds nothing, and a resume with it on another process
     /// would be adopted as if it did (docs/listen.md, "Resuming on another process").
     shown: bool,
+    /// Targets whose results the registry does not know the client to hold (added to the
+    /// running stream, or sent a snapshot by its adoption): the position of the first
+    /// snapshot that shows each is recorded there ([`Record::FirstShown`]).
+    unrecorded: BTreeSet<String>,
 }
 
 impl Stream {
@@ -131,6 +136,7 @@ impl Stream {
             shown: adopt.is_some(),
             adopt,
             created: Instant::now(),
+            unrecorded: BTreeSet::new(),
         };
         (stream, frames, closed)
     }
@@ -235,6 +241,8 @@ struct Hub {
     consumers: Vec<Box<dyn Consumer>>,
     /// Streams that ended for good, for the registry (`--nats-url`) to forget.
     retired: Option<mpsc::UnboundedSender<Retired>>,
+    /// Added targets and their first snapshots, for the registry to record.
+    records: Option<mpsc::UnboundedSender<Record>>,
 }
 
 /// A stream that ended for good here, for the registry (`--nats-url`) to forget before its
@@ -246,6 +254,27 @@ pub struct Retired {
     pub stream: String,
     /// The closing reset of a connected stream, sent once the entry is gone.
     pub last: Option<Closing>,
+}
+
+/// What the registry (`--nats-url`) records of a stream's targets, in the order the hub
+/// saw it: a target's first snapshot is recorded after its add (docs/listen.md, "Resuming
+/// on another process").
+#[derive(Debug)]
+pub enum Record {
+    /// Targets added to the running stream: written to its entry as not shown, then
+    /// `written` hears it (the add's reply waits for it).
+    Added {
+        stream: String,
+        targets: Vec<TargetEntry>,
+        written: oneshot::Sender<()>,
+    },
+    /// The first snapshot of targets the entry has as not shown (`Stream::unrecorded`):
+    /// from `position` on, the client holds their results.
+    FirstShown {
+        stream: String,
+        targets: Vec<String>,
+        position: Lsn,
+    },
 }
 
 /// The last frame of a stream and where it goes; the stream's queue stays open until it
@@ -267,15 +296,20 @@ impl Closing {
 
 /// Start the hub and the upkeep task; returns the command channel and the instance id (the
 /// first part of this process's stream ids). `retired` hears of every stream that ends for
-/// good, and sends a connected stream's closing reset ([`Closing::send`]) once it forgot it.
+/// good, and sends a connected stream's closing reset ([`Closing::send`]) once it forgot it;
+/// `records` hears of added targets and of their first snapshots, for the registry.
 pub fn spawn(
     db: Db,
     settings: Settings,
     consumers: Vec<Box<dyn Consumer>>,
     health: SourceHealth,
     feed: Feed,
-    retired: Option<mpsc::UnboundedSender<Retired>>,
+    registry: Option<(
+        mpsc::UnboundedSender<Retired>,
+        mpsc::UnboundedSender<Record>,
+    )>,
 ) -> (mpsc::Sender<Command>, String) {
+    let (retired, records) = registry.unzip();
     let (commands, rx) = mpsc::channel(1024);
     let (internal, internal_rx) = mpsc::channel(1024);
     let (observe, observe_rx) = mpsc::channel(4);
@@ -324,6 +358,7 @@ pub fn spawn(
         guard: Guard::new(reload),
         consumers,
         retired,
+        records,
     };
     tokio::spawn(hub.run(rx, internal_rx));
     (commands, instance)
@@ -770,8 +805,21 @@ impl Hub {
             .into_iter()
             .flatten()
             .max();
-        match frame.event.kind {
-            EventKind::Snapshot { .. } => stream.shown = true,
+        match &frame.event.kind {
+            EventKind::Snapshot { results, .. } => {
+                stream.shown = true;
+                let first: Vec<String> = results
+                    .iter()
+                    .filter_map(|(name, _)| stream.unrecorded.take(name))
+                    .collect();
+                if let (false, Some(to_record)) = (first.is_empty(), &self.records) {
+                    let _ = to_record.send(Record::FirstShown {
+                        stream: id.to_owned(),
+                        targets: first,
+                        position: frame.position,
+                    });
+                }
+            }
             EventKind::Reset { .. } => stream.shown = false,
             EventKind::Change { .. } | EventKind::Heartbeat => {}
         }
