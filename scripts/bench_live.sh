@@ -35,6 +35,12 @@
 #               machine, RLIMIT_NOFILE's hard limit, which root cannot raise here) and
 #               BENCH_FANOUT_GRPC listeners over gRPC Listen, 100 per HTTP/2 connection
 #               (default 50000): commitTime -> each listener and -> the last one, p50 / p99
+#   fanout-cluster  the fan-out at BENCH_FANOUT_CLUSTER listeners (default 50000) over the
+#               cluster: nats-server -js, an ingest and BENCH_FANOUT_GATEWAYS gateways (4), each
+#               with its share of the listeners from a loadgen of its own (every process under the
+#               20,000 files one may hold here); a loadgen with no listeners writes c0 once a
+#               second; scripts/fanout_merge.py merges the processes' receive times into
+#               commitTime -> the last listener of all, per write
 #   ycsb        YCSB workloads A (50/50 read/update) and B (95/5) over HTTP (GET / PATCH of one
 #               field of 100 bytes, 10,000 documents of 900 bytes, uniform keys, open loop at each
 #               of BENCH_YCSB_RATES ops/s, 0 = as fast as BENCH_YCSB_CONNECTIONS connections go),
@@ -73,6 +79,8 @@ WRITERS="${BENCH_CONNECTIONS:-8}"
 TRIGGER_RATES="${BENCH_TRIGGER_RATES:-100 1000}"
 FANOUT="${BENCH_FANOUT-1000 10000 19000}"
 FANOUT_GRPC="${BENCH_FANOUT_GRPC-50000}"
+FANOUT_CLUSTER="${BENCH_FANOUT_CLUSTER:-50000}"
+FANOUT_GATEWAYS="${BENCH_FANOUT_GATEWAYS:-4}"
 YCSB_RATES="${BENCH_YCSB_RATES:-500 1000 2000 0}"
 YCSB_CONNECTIONS="${BENCH_YCSB_CONNECTIONS:-16}"
 YCSB_RECORDS=10000
@@ -163,6 +171,11 @@ PY
 CLUSTER=0
 nats_pid=
 ingest_pid=
+# GATEWAYS > 1 (with CLUSTER=1): start_sidecar starts that many gateways on the one NATS; their
+# ports and pids (the first is port / sidecar_pid).
+GATEWAYS=1
+gateway_ports=()
+gateway_pids=()
 sidecar_env() { # the environment of a sidecar listening on $1
   exec env DOCSTORE_DATABASE_URL="$(sidecar_database_url "${DB}")" \
     DOCSTORE_LISTEN="127.0.0.1:$1" DOCSTORE_ADMIN_KEY="${admin_key}" DOCSTORE_JWT_SECRET="${jwt_secret}" DOCSTORE_SLOT=bench_live \
@@ -185,6 +198,8 @@ start_sidecar() {
     sleep 0.1
   done
   local role=()
+  gateway_ports=("${port}")
+  gateway_pids=()
   if [ "${CLUSTER}" = 1 ]; then
     local nats_port ingest_port
     nats_port="$(free_port 14222)"
@@ -202,10 +217,20 @@ start_sidecar() {
   sidecar_env "${port}" "${TARGET}/docstore-sidecar" --grpc-listen "127.0.0.1:${grpc_port}" "${role[@]}" >> "${OUT}/sidecar.log" 2>&1 &
   sidecar_pid=$!
   wait_health "${port}" "${sidecar_pid}"
+  gateway_pids=("${sidecar_pid}")
+  local g more
+  for g in $(seq 2 "${GATEWAYS}"); do
+    [ "${CLUSTER}" = 1 ] || break
+    more="$(free_port $((port + 10 * g)))"
+    sidecar_env "${more}" "${TARGET}/docstore-sidecar" "${role[@]}" >> "${OUT}/sidecar.log" 2>&1 &
+    gateway_pids+=($!)
+    gateway_ports+=("${more}")
+    wait_health "${more}" "$!"
+  done
 }
 stop_sidecar() {
   local pid
-  for pid in "${sidecar_pid}" "${ingest_pid}" "${nats_pid}"; do
+  for pid in "${sidecar_pid}" "${gateway_pids[@]:1}" "${ingest_pid}" "${nats_pid}"; do
     [ -n "${pid}" ] || continue
     kill "${pid}" 2>/dev/null || true
     wait "${pid}" 2>/dev/null || true
@@ -213,6 +238,7 @@ stop_sidecar() {
   sidecar_pid=
   ingest_pid=
   nats_pid=
+  gateway_pids=()
 }
 
 ROWS=()
@@ -422,6 +448,46 @@ SQL
             --rate 1 --seconds "${SECONDS_PER_RUN}" --connections 1 --open-concurrency 200 --ready-timeout 900 --drain-seconds 10
           frow "${name}" "gRPC Listen, $((n / 100)) HTTP/2 connections of 100 streams"
         done ;;
+      fanout-cluster)
+        # Listeners split over the gateways, one observing loadgen each (--rate 0 until the
+        # stop file); once all listen, a loadgen without listeners writes c0 once a second.
+        name="fanout-cluster-${FANOUT_CLUSTER}-${FANOUT_GATEWAYS}gw-r${r}"
+        cut -d' ' -f1-3 /proc/loadavg > "${OUT}/${name}.load"
+        CLUSTER=1 GATEWAYS="${FANOUT_GATEWAYS}"
+        start_sidecar
+        stop_file="${OUT}/${name}.stop"
+        rm -f "${stop_file}"
+        observers=()
+        for g in $(seq 1 "${FANOUT_GATEWAYS}"); do
+          share=$(( FANOUT_CLUSTER / FANOUT_GATEWAYS + (g <= FANOUT_CLUSTER % FANOUT_GATEWAYS ? 1 : 0) ))
+          rm -f "${OUT}/${name}.ready${g}"
+          DOCSTORE_LOADGEN_TOKEN="${admin_key}" "${TARGET}/docstore-loadgen" --sidecar "127.0.0.1:${gateway_ports[g - 1]}" \
+            --pg "postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" --sidecar-pid "${gateway_pids[g - 1]}" \
+            --label "${name}-gw${g}" --fanout --streams "${share}" --targets 1 --rate 0 --seconds 1800 \
+            --stop-file "${stop_file}" --ready-file "${OUT}/${name}.ready${g}" --deliveries-out "${OUT}/${name}.gw${g}.deliveries" \
+            --source-ips 4 --open-concurrency 200 --ready-timeout 1200 --drain-seconds 0 > "${OUT}/${name}.gw${g}.txt" 2>&1 &
+          observers+=($!)
+        done
+        for g in $(seq 1 "${FANOUT_GATEWAYS}"); do
+          while [ ! -f "${OUT}/${name}.ready${g}" ]; do
+            kill -0 "${observers[g - 1]}" 2>/dev/null || { cat "${OUT}/${name}.gw${g}.txt"; die "the loadgen of gateway ${g} exited"; }
+            sleep 0.5
+          done
+        done
+        say "all ${FANOUT_CLUSTER} listening; writing"
+        DOCSTORE_LOADGEN_TOKEN="${admin_key}" "${TARGET}/docstore-loadgen" --sidecar "127.0.0.1:${port}" \
+          --pg "postgresql://postgres@127.0.0.1:${DOCSTORE_PG_PORT}/${DB}" --postmaster-pid "${postmaster_pid}" \
+          --label "${name}-writer" --fanout --streams 0 --targets 1 --rate 1 --seconds "${SECONDS_PER_RUN}" --connections 1 \
+          --deliveries-out "${OUT}/${name}.writes" > "${OUT}/${name}.writer.txt" 2>&1 || { cat "${OUT}/${name}.writer.txt"; die "the writer failed"; }
+        sleep 10
+        touch "${stop_file}"
+        for pid in "${observers[@]}"; do wait "${pid}" || true; done
+        cat "${OUT}/${name}".gw*.txt | grep -E "^(==|subscriptions|cpu|events)" || true
+        python3 "${ROOT}/scripts/fanout_merge.py" "${name}" "${FANOUT_CLUSTER}" "${OUT}/${name}.writes" "${OUT}/${name}".gw*.deliveries | tee "${OUT}/${name}.txt"
+        stop_sidecar
+        CLUSTER=0 GATEWAYS=1
+        FROWS+=("$(sed -n 's/^FANOUT //p' "${OUT}/${name}.txt") - | - | - | - | - | $(cat "${OUT}/${name}.load") | ${FANOUT_GATEWAYS} gateways <- nats-server <- ingest |")
+        ;;
       ycsb)
         [ "${r}" -gt 1 ] || { say "loading ${YCSB_RECORDS} YCSB records of 900 bytes"; ycsb_load; }
         for w in a b; do
@@ -435,7 +501,7 @@ SQL
             YROWS+=("$(pgbench_ycsb "${w}" "${rate}" "ycsb-${w}-${rate}-sql-r${r}") - | - | - | - | $(cat "${OUT}/ycsb-${w}-${rate}-sql-r${r}.load") |")
           done
         done ;;
-      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, cluster, cluster-scale, rules, throughput, triggers, triggers-live, fanout, ycsb)" ;;
+      *) die "unknown scenario ${scenario} (latency, scale, ladder, transport, cluster, cluster-scale, rules, throughput, triggers, triggers-live, fanout, fanout-cluster, ycsb)" ;;
     esac
   done
 done

@@ -886,3 +886,90 @@ fn matcher_rewound_document_targets() {
         assert_eq!(fold(then, delta), current, "{name}");
     }
 }
+
+/// Targets on one query with the same kept results (a fan-out) are matched once per
+/// transaction and take the one outcome; a target whose state differs (another horizon, a
+/// hand-off of its own) is matched on its own and reports what a lone target would.
+#[test]
+fn matcher_fan_out_targets_are_matched_once_and_apart_when_they_differ() {
+    const N: u64 = 200;
+    let text = "select * from r where city = 'SF' order by rating desc limit 3";
+    // Target 7's snapshot already saw transaction 2; target 9 takes a hand-off of its own.
+    let horizon = |i: u64| -> Option<Arc<dyn Horizon>> {
+        (i == 7).then(|| Arc::new(Sees(vec![2])) as Arc<dyn Horizon>)
+    };
+    let lone = |i: u64| {
+        let mut l = Matcher::new(MatcherConfig::default());
+        l.add_target(TargetId(0), spec(text), rows(), horizon(i))
+            .unwrap();
+        l
+    };
+    fn rows() -> Vec<Document> {
+        (1..=3)
+            .map(|k| doc(&format!("r/p{k}"), json!({"city": "SF", "rating": k}), 1))
+            .collect()
+    }
+    fn w(k: i64, rating: i64) -> Write {
+        set(
+            &format!("r/w{k}"),
+            json!({"city": "SF", "rating": rating}),
+            10 + k,
+        )
+    }
+    let mut m = Matcher::new(MatcherConfig::default());
+    for i in 0..N {
+        m.add_target(TargetId(i), spec(text), rows(), horizon(i))
+            .unwrap();
+    }
+    // What a lone target reports: 0 stands for every target but 7 and 9.
+    let mut lones = [lone(0), lone(7), lone(9)];
+    let which = |i: u64| match i {
+        7 => 1,
+        9 => 2,
+        _ => 0,
+    };
+    let check =
+        |m: &mut Matcher, lones: &mut [Matcher; 3], xid: u32, writes: &[Write], from: u64| {
+            let deltas = m.apply(xid, writes);
+            let want: Vec<Option<TargetDelta>> = lones
+                .iter_mut()
+                .map(|l| l.apply(xid, writes).into_iter().next().map(|(_, d)| d))
+                .collect();
+            for i in from..N {
+                let got = deltas
+                    .iter()
+                    .find(|(id, _)| *id == TargetId(i))
+                    .map(|(_, d)| d.clone());
+                assert_eq!(got, want[which(i)], "target {i} at transaction {xid}");
+                assert_eq!(
+                    m.result(TargetId(i)),
+                    lones[which(i)].result(TargetId(0)),
+                    "target {i} after transaction {xid}"
+                );
+            }
+        };
+    let before = m.stats();
+    check(&mut m, &mut lones, 1, &[w(1, 10)], 0);
+    let first = m.stats();
+    assert_eq!(first.targets_tested - before.targets_tested, N);
+    assert_eq!(first.targets_shared, 0, "the first pass matches each");
+    assert!(m.apply_to(TargetId(9), 50, &[w(50, 1)]).is_none());
+    assert!(lones[2].apply_to(TargetId(0), 50, &[w(50, 1)]).is_none());
+    check(&mut m, &mut lones, 2, &[w(2, 20)], 0);
+    let second = m.stats();
+    assert_eq!(
+        second.targets_tested - first.targets_tested,
+        1 + (N - 1),
+        "target 9's hand-off, then every target but 7 (whose snapshot saw transaction 2)"
+    );
+    assert_eq!(
+        second.targets_shared,
+        N - 3,
+        "all but the first, 7 and 9 took the first one's outcome"
+    );
+    check(&mut m, &mut lones, 3, &[w(3, 30), delete("r/p3")], 0);
+    check(&mut m, &mut lones, 4, &[delete("r/w3"), delete("r/w2")], 0);
+    // A target removed from a shared group leaves the others' state alone.
+    assert!(m.remove_target(TargetId(0)));
+    check(&mut m, &mut lones, 5, &[w(5, 50)], 1);
+}

@@ -169,6 +169,16 @@ pub struct Args {
     /// Fields per YCSB record an update chooses from (`field0` ..).
     #[arg(long, default_value_t = 9)]
     fields: u64,
+    /// Write this run's own writes (`W <path>`) and every delivery with a commit time
+    /// (`D <path> <commitTime -> received, us>`) to this file: scripts/bench_live.sh merges
+    /// the files of several loadgens (each under the per-process file limit) into the fan-out
+    /// to the last listener of all (`fanout-cluster`).
+    #[arg(long)]
+    deliveries_out: Option<PathBuf>,
+    /// With `--rate 0`: stop observing once this file exists (the writing loadgen is done),
+    /// or after `--seconds`, whichever comes first.
+    #[arg(long)]
+    stop_file: Option<PathBuf>,
     /// Label of the Markdown row.
     #[arg(long, default_value = "run")]
     label: String,
@@ -333,7 +343,10 @@ async fn run(args: Args) -> Result<(), LoadError> {
         })
         .await?
     } else {
-        tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+        let until = Instant::now() + Duration::from_secs(args.seconds);
+        while Instant::now() < until && !args.stop_file.as_ref().is_some_and(|f| f.exists()) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         (Vec::new(), Vec::new())
     };
     let ended_us = clock::now_micros();
@@ -384,6 +397,9 @@ async fn run(args: Args) -> Result<(), LoadError> {
         if args.streams == 0 {
             return Ok(());
         }
+    }
+    if let Some(path) = &args.deliveries_out {
+        report::write_deliveries(path, &writes, &logs)?;
     }
     let run = Run {
         args: &args,

@@ -129,6 +129,28 @@ pub fn cpu_cells(from: &Sample, to: &Sample) -> String {
     )
 }
 
+/// `--deliveries-out`: the run's writes and every delivery with a commit time, one a line.
+///
+/// # Errors
+/// The file could not be written.
+pub fn write_deliveries(
+    path: &std::path::Path,
+    writes: &[Written],
+    logs: &[StreamLog],
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for w in writes {
+        writeln!(out, "W {}", w.path)?;
+    }
+    for d in logs.iter().flat_map(|l| &l.deliveries) {
+        if let Some(c) = d.commit_us {
+            writeln!(out, "D {} {}", d.path, d.received_us - c)?;
+        }
+    }
+    out.flush()
+}
+
 /// Everything a run measured.
 pub struct Run<'a> {
     pub args: &'a Args,

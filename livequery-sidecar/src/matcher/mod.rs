@@ -236,6 +236,9 @@ pub struct MatcherStats {
     /// Targets a transaction was tested against (index candidates, each counted once per
     /// transaction).
     pub targets_tested: u64,
+    /// Of those, targets that took the outcome of a target on an equal query with the same
+    /// kept results instead of being matched (a fan-out is matched once per transaction).
+    pub targets_shared: u64,
     /// Deltas reported.
     pub deltas: u64,
 }
@@ -298,6 +301,7 @@ impl Matcher {
         let mut stats = self.stats;
         for p in &self.partitions {
             stats.targets_tested += p.stats.targets_tested;
+            stats.targets_shared += p.stats.targets_shared;
             stats.deltas += p.stats.deltas;
         }
         stats
@@ -527,6 +531,6 @@ impl Matcher {
         let batch = Batch::coalesce(writes, 1);
         let writes: Vec<&Pending> = batch.writes.iter().collect();
         self.owner_mut(id)
-            .apply_one(id, xid, batch.truncated, &writes)
+            .apply_one(id, xid, batch.truncated, &writes, &mut None)
     }
 }

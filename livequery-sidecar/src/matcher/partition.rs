@@ -32,7 +32,7 @@ use std::sync::Arc;
 use docstore_core::path::ResourcePath;
 
 use super::index::PredicateIndex;
-use super::target::{Pending, Target};
+use super::target::{Pending, Shared, Target};
 use super::{Horizon, MatcherStats, TargetDelta, TargetId, Write};
 
 /// The write partition of a document name among `partitions` (a fixed hash: the same in
@@ -172,25 +172,30 @@ impl Partition {
         let mut ids: Vec<TargetId> = per_target.keys().copied().collect();
         ids.sort_unstable();
         let mut out = Vec::new();
+        // Targets on one query with the same window (a fan-out) are matched once.
+        let mut shared = None;
         for id in ids {
             let mut list = per_target.remove(&id).unwrap_or_default();
             list.sort_unstable();
             list.dedup();
             let writes: Vec<&Pending> = list.iter().map(|&i| &batch.writes[i]).collect();
-            if let Some(delta) = self.apply_one(id, xid, batch.truncated, &writes) {
+            if let Some(delta) = self.apply_one(id, xid, batch.truncated, &writes, &mut shared) {
                 out.push((id, delta));
             }
         }
         out
     }
 
-    /// Apply a transaction's `writes` to one target, unless its horizon sees the transaction.
+    /// Apply a transaction's `writes` to one target, unless its horizon sees the transaction;
+    /// `shared`: the outcome of the target before it in this pass, taken when it applies here
+    /// too, and replaced by this target's otherwise.
     pub fn apply_one(
         &mut self,
         id: TargetId,
         xid: u32,
         truncated: bool,
         writes: &[&Pending],
+        shared: &mut Option<Shared>,
     ) -> Option<TargetDelta> {
         let entry = self.targets.get_mut(&id)?;
         if entry.horizon.as_ref().is_some_and(|h| h.sees(xid)) {
@@ -198,7 +203,10 @@ impl Partition {
         }
         self.stats.targets_tested += 1;
         let mut events = Vec::new();
-        let delta = entry.target.apply(truncated, writes, &mut events);
+        let (delta, taken) = entry
+            .target
+            .apply_shared(truncated, writes, &mut events, shared);
+        self.stats.targets_shared += u64::from(taken);
         self.index.follow(id, events);
         self.stats.deltas += u64::from(delta.is_some());
         delta

@@ -68,16 +68,18 @@ pub(crate) enum Target {
 impl Target {
     /// Take in one transaction's writes that may concern this target (the rest of the
     /// transaction cannot change its result). `truncated`: every document was deleted
-    /// before these writes.
-    pub fn apply(
+    /// before these writes. `shared`: the outcome of the target before this one in a query
+    /// partition's pass, taken instead of matching when it applies here (see [`Shared`]).
+    pub fn apply_shared(
         &mut self,
         truncated: bool,
         writes: &[&Pending],
         events: &mut Vec<Membership>,
-    ) -> Option<TargetDelta> {
+        shared: &mut Option<Shared>,
+    ) -> (Option<TargetDelta>, bool) {
         match self {
-            Target::Query(t) => t.apply(truncated, writes, events),
-            Target::Document(t) => t.apply(truncated, writes),
+            Target::Query(t) => t.apply_shared(truncated, writes, events, shared),
+            Target::Document(t) => (t.apply(truncated, writes), false),
         }
     }
 
@@ -158,7 +160,7 @@ impl DocumentTarget {
 }
 
 /// Whether the target is live or waits for fresh rows.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum State {
     Live,
     /// Waiting for [`QueryTarget::requeried`]; `client` is the visible result the client was
@@ -166,6 +168,66 @@ enum State {
     Requery {
         client: Vec<Document>,
     },
+}
+
+/// What a query target keeps and changes (everything but its query and the running
+/// aggregates). Shared, copy on write: targets on equal queries whose windows are equal hold
+/// one allocation, so a transaction is matched once for all of them (see [`Shared`]).
+#[derive(Debug, Clone)]
+struct Window {
+    slack: usize,
+    /// Kept results, in scan order.
+    kept: Vec<Document>,
+    /// The kept version of each kept document.
+    held: HashMap<ResourcePath, Document>,
+    /// The last result the kept rows are known to reach (`None`: they are every result).
+    bound: Option<Document>,
+    state: State,
+    /// The aggregation row last reported (aggregation queries only).
+    aggregate: Option<Map>,
+}
+
+impl Window {
+    /// Whether `other` keeps the same versions in the same order, with the same bound, slack
+    /// and row: a live target with either window reports the same to the same writes.
+    fn same(&self, other: &Window) -> bool {
+        let same_doc = |a: &Document, b: &Document| a.path == b.path && a.same_version(b);
+        self.slack == other.slack
+            && matches!((&self.state, &other.state), (State::Live, State::Live))
+            && self.aggregate == other.aggregate
+            && self.held.len() == other.held.len()
+            && self.kept.len() == other.kept.len()
+            && match (&self.bound, &other.bound) {
+                (None, None) => true,
+                (Some(a), Some(b)) => same_doc(a, b),
+                _ => false,
+            }
+            && self
+                .kept
+                .iter()
+                .zip(&other.kept)
+                .all(|(a, b)| same_doc(a, b))
+    }
+}
+
+/// One transaction's outcome for one target, kept while a query partition applies the
+/// transaction: the next target on an equal query whose window is the same allocation, given
+/// the same writes, takes the outcome instead of matching again (a fan-out of one query to
+/// thousands of listeners is matched once). A target whose new window equals it (the first
+/// transaction after targets were added one by one) adopts the allocation, so later
+/// transactions find them shared.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    query: Arc<Query>,
+    max_slack: usize,
+    truncated: bool,
+    /// The writes, by address in the transaction's batch.
+    writes: Vec<usize>,
+    /// The window the outcome started from, when other targets held it too.
+    before: Option<Arc<Window>>,
+    after: Arc<Window>,
+    delta: Option<TargetDelta>,
+    events: Vec<Membership>,
 }
 
 /// A query target (see the module documentation).
@@ -176,17 +238,8 @@ pub(crate) struct QueryTarget {
     reversed: bool,
     offset: usize,
     limit: Option<usize>,
-    slack: usize,
     max_slack: usize,
-    /// Kept results, in scan order.
-    kept: Vec<Document>,
-    /// The kept version of each kept document.
-    held: HashMap<ResourcePath, Document>,
-    /// The last result the kept rows are known to reach (`None`: they are every result).
-    bound: Option<Document>,
-    state: State,
-    /// The aggregation row last reported (aggregation queries only).
-    aggregate: Option<Map>,
+    w: Arc<Window>,
     /// An aggregation query without offset and limit: its running aggregates (`kept` and
     /// `held` stay empty).
     running: Option<Box<RunningAggregates>>,
@@ -204,6 +257,19 @@ fn scan_compare(matcher: &CoreMatcher<'_>, reversed: bool, a: &Document, b: &Doc
 
 fn to_usize(n: u32) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// A document as a target on `query` reports it (its `select` list's fields).
+fn present(query: &Query, doc: &Document) -> Document {
+    match &query.selection {
+        Selection::Fields(fields) => Document {
+            path: doc.path.clone(),
+            fields: Arc::new(project(&doc.path, &doc.fields, fields)),
+            update_time: doc.update_time,
+            create_time: doc.create_time,
+        },
+        Selection::Documents | Selection::Aggregations(_) => doc.clone(),
+    }
 }
 
 impl QueryTarget {
@@ -226,25 +292,28 @@ impl QueryTarget {
             reversed: matches!(query.limit, Some(Limit::Last(_))),
             offset: to_usize(query.offset),
             limit: query.limit.map(|l| to_usize(l.count())),
-            slack: to_usize(config.initial_slack.max(1)),
             max_slack: to_usize(config.max_slack.max(config.initial_slack).max(1)),
-            aggregate: None,
+            w: Arc::new(Window {
+                slack: to_usize(config.initial_slack.max(1)),
+                aggregate: None,
+                kept: Vec::new(),
+                held: HashMap::new(),
+                bound: None,
+                state: State::Live,
+            }),
             query: Arc::new(query),
-            kept: Vec::new(),
-            held: HashMap::new(),
-            bound: None,
-            state: State::Live,
         };
         target.install(rows, events)?;
         if target.query.aggregations().is_some() {
-            target.aggregate = Some(target.aggregate_row());
+            let row = target.aggregate_row();
+            Arc::make_mut(&mut target.w).aggregate = Some(row);
         }
         Ok(target)
     }
 
     /// Whether the target waits for a requery.
     pub fn awaiting_requery(&self) -> bool {
-        matches!(self.state, State::Requery { .. })
+        matches!(self.w.state, State::Requery { .. })
     }
 
     /// How many results the target keeps (`None`: all of them).
@@ -252,7 +321,7 @@ impl QueryTarget {
         self.limit.map(|limit| {
             self.offset
                 .saturating_add(limit)
-                .saturating_add(self.slack)
+                .saturating_add(self.w.slack)
                 .min(to_usize(MAX_LIMIT))
         })
     }
@@ -285,7 +354,7 @@ impl QueryTarget {
 
     /// The query to run for this target's rows now (its slack as grown by requeries).
     pub fn fetch_query(&self) -> Query {
-        Self::fetch_query_for(&self.query, self.slack)
+        Self::fetch_query_for(&self.query, self.w.slack)
     }
 
     /// Replace the kept rows with `rows` (a fetch at a snapshot).
@@ -321,25 +390,44 @@ impl QueryTarget {
         let mut rows = rows;
         let reversed = self.reversed;
         rows.sort_by(|a, b| scan_compare(&matcher, reversed, a, b));
-        self.bound = None;
-        if let Some(capacity) = self.capacity() {
+        let capacity = self.capacity();
+        let w = Arc::make_mut(&mut self.w);
+        w.bound = None;
+        if let Some(capacity) = capacity {
             // A fetch that returned as many rows as it asked for may have stopped early.
             if fetched >= capacity {
                 for gone in rows.drain(capacity..) {
                     held.remove(&gone.path);
                 }
-                self.bound = rows.last().cloned();
+                w.bound = rows.last().cloned();
             }
         }
         events.extend(rows.iter().map(|r| Membership::Hold(r.path.clone())));
-        self.kept = rows;
-        self.held = held;
+        w.kept = rows;
+        w.held = held;
         Ok(())
     }
 
     pub fn release_all(&mut self, events: &mut Vec<Membership>) {
-        events.extend(self.held.drain().map(|(path, _)| Membership::Release(path)));
-        self.kept.clear();
+        match Arc::get_mut(&mut self.w) {
+            Some(w) => {
+                events.extend(w.held.drain().map(|(path, _)| Membership::Release(path)));
+                w.kept.clear();
+            }
+            // Shared with other targets: they keep theirs.
+            None => {
+                events.extend(self.w.held.keys().cloned().map(Membership::Release));
+                let old = &self.w;
+                self.w = Arc::new(Window {
+                    slack: old.slack,
+                    kept: Vec::new(),
+                    held: HashMap::new(),
+                    bound: old.bound.clone(),
+                    state: old.state.clone(),
+                    aggregate: old.aggregate.clone(),
+                });
+            }
+        }
         if let Some(running) = &mut self.running {
             events.extend(running.drain().map(Membership::Release));
         }
@@ -347,40 +435,29 @@ impl QueryTarget {
 
     /// The visible window in query order (unprojected).
     fn visible(&self) -> Vec<Document> {
-        let len = self.kept.len();
+        let kept = &self.w.kept;
+        let len = kept.len();
         let start = self.offset.min(len);
         let end = self
             .limit
             .map_or(len, |limit| start.saturating_add(limit).min(len));
-        let mut window = self.kept[start..end].to_vec();
+        let mut window = kept[start..end].to_vec();
         if self.reversed {
             window.reverse();
         }
         window
     }
 
-    fn present(&self, doc: &Document) -> Document {
-        match &self.query.selection {
-            Selection::Fields(fields) => Document {
-                path: doc.path.clone(),
-                fields: Arc::new(project(&doc.path, &doc.fields, fields)),
-                update_time: doc.update_time,
-                create_time: doc.create_time,
-            },
-            Selection::Documents | Selection::Aggregations(_) => doc.clone(),
-        }
-    }
-
     /// The visible result.
     pub fn result(&self) -> TargetResult {
-        match &self.aggregate {
+        match &self.w.aggregate {
             Some(row) => TargetResult::Aggregate(row.clone()),
             None => {
-                let visible = match &self.state {
+                let visible = match &self.w.state {
                     State::Live => self.visible(),
                     State::Requery { client } => client.clone(),
                 };
-                TargetResult::Documents(visible.iter().map(|d| self.present(d)).collect())
+                TargetResult::Documents(visible.iter().map(|d| present(&self.query, d)).collect())
             }
         }
     }
@@ -392,11 +469,76 @@ impl QueryTarget {
             return running.row();
         }
         let docs: Vec<(ResourcePath, Map)> = self
+            .w
             .kept
             .iter()
             .map(|d| (d.path.clone(), (*d.fields).clone()))
             .collect();
         aggregate(&self.query, &docs)
+    }
+
+    /// [`QueryTarget::apply`], or the outcome `shared` holds when this target is on an equal
+    /// query, holds the same window allocation and gets the same writes. Otherwise matched
+    /// here, and `shared` becomes this outcome (a target whose new window equals the one
+    /// `shared` held takes that allocation). `true` with the delta when it was taken.
+    pub fn apply_shared(
+        &mut self,
+        truncated: bool,
+        writes: &[&Pending],
+        events: &mut Vec<Membership>,
+        shared: &mut Option<Shared>,
+    ) -> (Option<TargetDelta>, bool) {
+        if self.running.is_some() {
+            return (self.apply(truncated, writes, events), false);
+        }
+        let addresses: Vec<usize> = writes
+            .iter()
+            .map(|w| std::ptr::from_ref::<Pending>(*w) as usize)
+            .collect();
+        if let Some(s) = shared.as_ref() {
+            if s.before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &self.w))
+                && s.truncated == truncated
+                && s.writes == addresses
+                && self.same_query(&s.query, s.max_slack)
+            {
+                self.w = Arc::clone(&s.after);
+                events.extend(s.events.iter().cloned());
+                return (s.delta.clone(), true);
+            }
+        }
+        // Others hold this window: it is kept (and copied on write) for them to recognise.
+        let before = (Arc::strong_count(&self.w) > 1).then(|| Arc::clone(&self.w));
+        let mine = events.len();
+        let delta = self.apply(truncated, writes, events);
+        if let Some(s) = shared.as_ref() {
+            if !Arc::ptr_eq(&s.after, &self.w)
+                && self.same_query(&s.query, s.max_slack)
+                && s.after.same(&self.w)
+            {
+                self.w = Arc::clone(&s.after);
+            }
+        }
+        // A target matched on its own keeps the outcome of a group it is not in for the
+        // targets after it (one that differs does not break up a fan-out's pass).
+        if before.is_some() || shared.as_ref().is_none_or(|s| s.before.is_none()) {
+            *shared = Some(Shared {
+                query: Arc::clone(&self.query),
+                max_slack: self.max_slack,
+                truncated,
+                writes: addresses,
+                before,
+                after: Arc::clone(&self.w),
+                delta: delta.clone(),
+                events: events[mine..].to_vec(),
+            });
+        }
+        (delta, false)
+    }
+
+    /// Whether this target is on `query` (the same allocation or an equal query) with the
+    /// same slack ceiling: its outcome is then a function of its window and writes alone.
+    fn same_query(&self, query: &Arc<Query>, max_slack: usize) -> bool {
+        self.max_slack == max_slack && (Arc::ptr_eq(&self.query, query) || *self.query == **query)
     }
 
     fn apply(
@@ -411,11 +553,11 @@ impl QueryTarget {
         if self.running.is_some() {
             return self.apply_running(truncated, writes, events);
         }
-        let whole = self.aggregate.is_none() && self.limit.is_none() && self.offset == 0;
+        let whole = self.w.aggregate.is_none() && self.limit.is_none() && self.offset == 0;
         if whole && !truncated {
             return self.apply_whole(writes, events);
         }
-        let old_visible = if self.aggregate.is_none() {
+        let old_visible = if self.w.aggregate.is_none() {
             self.visible()
         } else {
             Vec::new()
@@ -425,58 +567,62 @@ impl QueryTarget {
         let reversed = self.reversed;
         let scan = |a: &Document, b: &Document| scan_compare(&matcher, reversed, a, b);
         let mut changed = false;
-        if truncated && !self.held.is_empty() {
+        if truncated && !self.w.held.is_empty() {
             self.release_all(events);
             changed = true;
         }
+        let capacity = self.capacity();
+        let needed = self
+            .limit
+            .map_or(usize::MAX, |l| self.offset.saturating_add(l));
+        let max_slack = self.max_slack;
+        let w = Arc::make_mut(&mut self.w);
         if truncated {
             // Every document is gone: the results are exactly what this transaction writes.
-            self.bound = None;
+            w.bound = None;
         }
-        for w in writes {
-            if let Some(old) = self.held.remove(&w.path) {
-                if let Some(i) = delta::locate(&self.kept, &old, &scan) {
-                    self.kept.remove(i);
+        for write in writes {
+            if let Some(old) = w.held.remove(&write.path) {
+                if let Some(i) = delta::locate(&w.kept, &old, &scan) {
+                    w.kept.remove(i);
                 }
-                events.push(Membership::Release(w.path.clone()));
+                events.push(Membership::Release(write.path.clone()));
                 changed = true;
             }
-            let Some(doc) = w
+            let Some(doc) = write
                 .new
                 .as_ref()
                 .filter(|d| matcher.matches(&d.path, &d.fields))
             else {
                 continue;
             };
-            if self.bound.as_ref().is_some_and(|b| scan(doc, b).is_gt()) {
+            if w.bound.as_ref().is_some_and(|b| scan(doc, b).is_gt()) {
                 continue;
             }
-            let i = delta::insertion_point(&self.kept, doc, &scan);
-            self.kept.insert(i, doc.clone());
-            self.held.insert(doc.path.clone(), doc.clone());
+            let i = delta::insertion_point(&w.kept, doc, &scan);
+            w.kept.insert(i, doc.clone());
+            w.held.insert(doc.path.clone(), doc.clone());
             events.push(Membership::Hold(doc.path.clone()));
             changed = true;
         }
         if !changed {
             return None;
         }
-        if let Some(capacity) = self.capacity() {
-            if self.kept.len() > capacity {
-                for gone in self.kept.drain(capacity..) {
-                    self.held.remove(&gone.path);
+        if let Some(capacity) = capacity {
+            if w.kept.len() > capacity {
+                for gone in w.kept.drain(capacity..) {
+                    w.held.remove(&gone.path);
                     events.push(Membership::Release(gone.path));
                 }
-                self.bound = self.kept.last().cloned();
+                w.bound = w.kept.last().cloned();
             }
         }
-        let needed = self
-            .limit
-            .map_or(usize::MAX, |l| self.offset.saturating_add(l));
-        if self.bound.is_some() && self.kept.len() < needed {
+        if w.bound.is_some() && w.kept.len() < needed {
             self.release_all(events);
-            self.bound = None;
-            self.slack = self.slack.saturating_mul(2).min(self.max_slack);
-            self.state = State::Requery {
+            let w = Arc::make_mut(&mut self.w);
+            w.bound = None;
+            w.slack = w.slack.saturating_mul(2).min(max_slack);
+            w.state = State::Requery {
                 client: old_visible,
             };
             return Some(TargetDelta::NeedsRequery);
@@ -487,19 +633,19 @@ impl QueryTarget {
     /// The delta from what the client was told (`old_visible`, or the last aggregation row)
     /// to the current result.
     fn report(&mut self, old_visible: &[Document]) -> Option<TargetDelta> {
-        if let Some(last) = &self.aggregate {
+        if let Some(last) = &self.w.aggregate {
             let row = self.aggregate_row();
             if *last == row {
                 return None;
             }
-            self.aggregate = Some(row.clone());
+            Arc::make_mut(&mut self.w).aggregate = Some(row.clone());
             return Some(TargetDelta::Aggregate(row));
         }
         let query = Arc::clone(&self.query);
         let matcher = CoreMatcher::new(&query);
         let order = |a: &Document, b: &Document| matcher.compare(a.entry(), b.entry());
-        let present = |d: &Document| self.present(d);
-        let changes = diff(&order, old_visible, &self.visible(), &present);
+        let shown = |d: &Document| present(&query, d);
+        let changes = diff(&order, old_visible, &self.visible(), &shown);
         (!changes.is_empty()).then_some(TargetDelta::Changes(changes))
     }
 
@@ -555,24 +701,25 @@ impl QueryTarget {
         let query = Arc::clone(&self.query);
         let matcher = CoreMatcher::new(&query);
         let mut tracked = Tracked::default();
-        for w in writes {
-            let new = w
+        let w = Arc::make_mut(&mut self.w);
+        for write in writes {
+            let new = write
                 .new
                 .as_ref()
                 .filter(|d| matcher.matches(&d.path, &d.fields));
-            match (self.held.remove(&w.path), new) {
+            match (w.held.remove(&write.path), new) {
                 (None, None) => {}
                 (Some(old), None) => {
-                    events.push(Membership::Release(w.path.clone()));
+                    events.push(Membership::Release(write.path.clone()));
                     tracked.removed.push(old);
                 }
                 (None, Some(doc)) => {
-                    events.push(Membership::Hold(w.path.clone()));
-                    self.held.insert(w.path.clone(), doc.clone());
+                    events.push(Membership::Hold(write.path.clone()));
+                    w.held.insert(write.path.clone(), doc.clone());
                     tracked.added.push(doc.clone());
                 }
                 (Some(old), Some(doc)) => {
-                    self.held.insert(w.path.clone(), doc.clone());
+                    w.held.insert(write.path.clone(), doc.clone());
                     if !old.same_version(doc) {
                         tracked.modified.push((old, doc.clone()));
                     }
@@ -581,10 +728,8 @@ impl QueryTarget {
         }
         let order = |a: &Document, b: &Document| matcher.compare(a.entry(), b.entry());
         let mut changes = Vec::new();
-        let mut kept = std::mem::take(&mut self.kept);
-        let present = |d: &Document| self.present(d);
-        delta::track(&mut kept, tracked, &order, &present, &mut changes);
-        self.kept = kept;
+        let shown = |d: &Document| present(&query, d);
+        delta::track(&mut w.kept, tracked, &order, &shown, &mut changes);
         (!changes.is_empty()).then_some(TargetDelta::Changes(changes))
     }
 
@@ -598,7 +743,7 @@ impl QueryTarget {
         &self,
         before: &HashMap<ResourcePath, Option<Document>>,
     ) -> Result<Option<TargetDelta>, super::Rewind> {
-        if self.aggregate.is_some() || self.running.is_some() || self.awaiting_requery() {
+        if self.w.aggregate.is_some() || self.running.is_some() || self.awaiting_requery() {
             return Err(super::Rewind::Inexact);
         }
         let query = Arc::clone(&self.query);
@@ -606,6 +751,7 @@ impl QueryTarget {
         let reversed = self.reversed;
         let scan = |a: &Document, b: &Document| scan_compare(&matcher, reversed, a, b);
         let mut then: Vec<Document> = self
+            .w
             .kept
             .iter()
             .filter(|d| !before.contains_key(&d.path))
@@ -619,7 +765,7 @@ impl QueryTarget {
                 .cloned(),
         );
         then.sort_by(|a, b| scan(a, b));
-        if let Some(bound) = &self.bound {
+        if let Some(bound) = &self.w.bound {
             let known = then.iter().filter(|d| scan(d, bound).is_le()).count();
             let needed = self
                 .limit
@@ -638,8 +784,8 @@ impl QueryTarget {
             old_visible.reverse();
         }
         let order = |a: &Document, b: &Document| matcher.compare(a.entry(), b.entry());
-        let present = |d: &Document| self.present(d);
-        let changes = diff(&order, &old_visible, &self.visible(), &present);
+        let shown = |d: &Document| present(&query, d);
+        let changes = diff(&order, &old_visible, &self.visible(), &shown);
         Ok((!changes.is_empty()).then_some(TargetDelta::Changes(changes)))
     }
 
@@ -654,12 +800,12 @@ impl QueryTarget {
         rows: Vec<Document>,
         events: &mut Vec<Membership>,
     ) -> Result<Option<TargetDelta>, MatcherError> {
-        let client = match &self.state {
+        let client = match &self.w.state {
             State::Requery { client } => client.clone(),
             State::Live => self.visible(),
         };
         self.install(rows, events)?;
-        self.state = State::Live;
+        Arc::make_mut(&mut self.w).state = State::Live;
         Ok(self.report(&client))
     }
 }
