@@ -143,6 +143,7 @@ impl Hub {
             first: Vec::new(),
             frames,
             closed,
+            sizes: None,
         })
     }
 
