@@ -415,6 +415,12 @@ impl Matcher {
         self.owner(id).targets.get(&id).map(|e| e.target.result())
     }
 
+    /// How many documents the target's [`Self::result`] holds, without building it (`None`
+    /// for an unknown target or an aggregation).
+    pub fn result_size(&self, id: TargetId) -> Option<usize> {
+        self.owner(id).targets.get(&id)?.target.result_size()
+    }
+
     /// The query to run for a query target's rows now (after [`TargetDelta::NeedsRequery`]:
     /// with its grown slack).
     ///

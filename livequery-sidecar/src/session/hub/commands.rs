@@ -7,7 +7,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Hub, Phase, SnapshotHorizon, Stream, TargetState, TxnWrites};
-use crate::matcher::{Document, Horizon, Matcher, TargetId, TargetResult};
+use crate::matcher::{Document, Horizon, Matcher, TargetId};
 use crate::pg::snapshot::ReadPoint;
 use crate::pg::RunAs;
 use crate::session::events::{self, At, ResetReason};
@@ -411,10 +411,7 @@ impl Hub {
                 documents: stream
                     .targets
                     .iter()
-                    .filter_map(|(name, t)| match matcher?.result(t.id)? {
-                        TargetResult::Documents(docs) => Some((name.clone(), docs.len())),
-                        TargetResult::Aggregate(_) => None,
-                    })
+                    .filter_map(|(name, t)| Some((name.clone(), matcher?.result_size(t.id)?)))
                     .collect(),
             });
             return Resumed::Connection(Connection {
