@@ -230,6 +230,47 @@ fn matcher_residual_targets_are_scoped_to_their_collection_or_group() {
 }
 
 #[test]
+fn matcher_kindless_targets_are_found_for_every_write_under_their_parent() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let kindless = json!({"parent": "p/q", "from": [{"collectionId": "", "allDescendants": true}]});
+    m.add_target(
+        TargetId(1),
+        TargetSpec::parse_structured(&kindless).unwrap(),
+        vec![],
+        None,
+    )
+    .unwrap();
+    // Every write is looked up in the database-wide scope; the target confirms the parent.
+    for path in ["p/q/a/x", "p/q/a/x/b/y", "r/s", "p/q"] {
+        assert_eq!(
+            m.candidates(&set(path, json!({"n": 1}), 1)),
+            vec![TargetId(1)],
+            "{path}"
+        );
+    }
+    let deltas = m.apply(
+        1,
+        &[
+            set("p/q/a/x/b/y", json!({"n": 1}), 1),
+            set("r/s", json!({"n": 1}), 1),
+            set("p/q", json!({"n": 1}), 1),
+            set("p/q/z/w", json!({"n": 1}), 1),
+        ],
+    );
+    assert_eq!(
+        shape(&only(deltas, 1)),
+        vec![
+            ("added", "p/q/a/x/b/y".to_owned(), -1, 0),
+            ("added", "p/q/z/w".to_owned(), -1, 1),
+        ]
+    );
+    assert_eq!(
+        names(&m.result(TargetId(1)).unwrap()),
+        ["p/q/a/x/b/y", "p/q/z/w"]
+    );
+}
+
+#[test]
 fn matcher_result_size_is_the_results_length_without_building_it() {
     let mut m = Matcher::new(MatcherConfig::default());
     let rows: Vec<Document> = (1..=5)
