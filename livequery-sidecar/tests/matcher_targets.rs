@@ -230,6 +230,84 @@ fn matcher_residual_targets_are_scoped_to_their_collection_or_group() {
 }
 
 #[test]
+fn matcher_kindless_targets_are_found_for_every_write_under_their_parent() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let kindless = json!({"parent": "p/q", "from": [{"collectionId": "", "allDescendants": true}]});
+    m.add_target(
+        TargetId(1),
+        TargetSpec::parse_structured(&kindless).unwrap(),
+        vec![],
+        None,
+    )
+    .unwrap();
+    // Every write is looked up in the database-wide scope; the target confirms the parent.
+    for path in ["p/q/a/x", "p/q/a/x/b/y", "r/s", "p/q"] {
+        assert_eq!(
+            m.candidates(&set(path, json!({"n": 1}), 1)),
+            vec![TargetId(1)],
+            "{path}"
+        );
+    }
+    let deltas = m.apply(
+        1,
+        &[
+            set("p/q/a/x/b/y", json!({"n": 1}), 1),
+            set("r/s", json!({"n": 1}), 1),
+            set("p/q", json!({"n": 1}), 1),
+            set("p/q/z/w", json!({"n": 1}), 1),
+        ],
+    );
+    assert_eq!(
+        shape(&only(deltas, 1)),
+        vec![
+            ("added", "p/q/a/x/b/y".to_owned(), -1, 0),
+            ("added", "p/q/z/w".to_owned(), -1, 1),
+        ]
+    );
+    assert_eq!(
+        names(&m.result(TargetId(1)).unwrap()),
+        ["p/q/a/x/b/y", "p/q/z/w"]
+    );
+}
+
+#[test]
+fn matcher_result_size_is_the_results_length_without_building_it() {
+    let mut m = Matcher::new(MatcherConfig::default());
+    let rows: Vec<Document> = (1..=5)
+        .map(|i| doc(&format!("c/d{i}"), json!({"n": i}), 1))
+        .collect();
+    m.add_target(
+        TargetId(1),
+        spec("select * from c order by n limit 3 offset 1"),
+        rows.clone(),
+        None,
+    )
+    .unwrap();
+    m.add_target(TargetId(2), spec("select * from c"), rows, None)
+        .unwrap();
+    m.add_target(
+        TargetId(3),
+        TargetSpec::document("c/d9").unwrap(),
+        vec![],
+        None,
+    )
+    .unwrap();
+    m.add_target(TargetId(4), spec("select count(*) from c"), vec![], None)
+        .unwrap();
+    for id in [1, 2, 3] {
+        assert_eq!(
+            m.result_size(TargetId(id)),
+            Some(names(&m.result(TargetId(id)).unwrap()).len()),
+            "target {id}"
+        );
+    }
+    assert_eq!(m.result_size(TargetId(1)), Some(3));
+    assert_eq!(m.result_size(TargetId(3)), Some(0));
+    assert_eq!(m.result_size(TargetId(4)), None);
+    assert_eq!(m.result_size(TargetId(5)), None);
+}
+
+#[test]
 fn matcher_limit_to_last_keeps_the_end_in_query_order() {
     let mut m = Matcher::new(MatcherConfig::default());
     let target = spec("select * from c order by a limit last 2");

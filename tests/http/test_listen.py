@@ -570,15 +570,58 @@ def test_bad_input_is_refused_before_the_stream_opens(stack, client, coll):
         },
     )
     assert r.status_code == 400 and "twice" in r.json()["message"]
-    # A kindless query (every collection, docs/query.md) runs once but is not a live target.
-    kindless = {"from": [{"collectionId": "", "allDescendants": True}]}
+    # A kindless query holding what it may not (a filter on a field) is refused as by :runQuery.
+    kindless = {
+        "parent": f"{coll}/p",
+        "from": [{"collectionId": "", "allDescendants": True}],
+        "where": {"fieldFilter": {"field": {"fieldPath": "a"}, "op": "EQUAL", "value": 1}},
+    }
     r = client.post(
         LISTEN,
         headers=stack.admin,
         json={"targets": [{"id": "x", "structuredQuery": kindless}]},
     )
     assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT", r.text
-    assert "cannot be listened to" in r.json()["message"]
+
+
+def test_a_kindless_query_is_a_live_target(stack, client, coll):
+    """A kindless query (an empty collection id with allDescendants: every document under its
+    parent, docs/query.md section 2) is a live target: a write in any collection under the
+    parent, at any depth, reaches it; one elsewhere, or the parent document itself, does not.
+    A caller under rules is refused it, as by :runQuery."""
+    stack.sql("select docstore.set(%s, '{\"n\": 1}')", f"{coll}/p/x/a")
+    query = {"parent": f"{coll}/p", "from": [{"collectionId": "", "allDescendants": True}]}
+
+    def fresh_kindless():
+        r = client.post(RUN, headers=stack.admin, json={"structuredQuery": query})
+        assert r.status_code == 200, r.text
+        return [(row["path"], row["data"]) for row in r.json()]
+
+    listener = Listener(stack, body={"targets": [{"id": "k", "structuredQuery": query}]})
+    try:
+        assert listener.status == 200, listener.error_body
+        view = View()
+        first = listener.next()
+        assert first["event"] == "snapshot", first
+        view.apply(first)
+        assert view.docs("k") == [(f"{coll}/p/x/a", {"n": 1})]
+        for path in (f"{coll}/q/z/d", f"{coll}/p", f"{coll}/p/y/b", f"{coll}/p/x/a/deep/c"):
+            stack.sql("select docstore.set(%s, '{\"n\": 2}')", path)
+        follow(listener, view, has_doc("k", f"{coll}/p/x/a/deep/c"))
+        assert view.docs("k") == fresh_kindless()
+        assert [path for path, _ in view.docs("k")] == [
+            f"{coll}/p/x/a",
+            f"{coll}/p/x/a/deep/c",
+            f"{coll}/p/y/b",
+        ]
+        stack.sql("select docstore.delete(%s)", f"{coll}/p/x/a")
+        follow(listener, view, lambda ev, v: len(v.targets["k"]) == 2)
+        assert view.docs("k") == fresh_kindless()
+    finally:
+        listener.close()
+    user = {"Authorization": f"Bearer {stack.token({'sub': 'alice'})}"}
+    r = client.post(LISTEN, headers=user, json={"targets": [{"id": "k", "structuredQuery": query}]})
+    assert r.status_code == 403 and r.json()["code"] == "PERMISSION_DENIED", r.text
 
 
 def test_access_token_authenticates_event_source_clients(stack, client, coll):

@@ -12,6 +12,8 @@
 //! with the position's read time and resume token, which is when the SDKs deliver a snapshot.
 //! A `reset` is `RESET`, followed by the full results and an `ExistenceFilter` with their
 //! count; a stream the rules no longer allow ends with `REMOVE` carrying PERMISSION_DENIED.
+//! A target resumed with an `expected_count` gets an `ExistenceFilter` with its true count
+//! (the session's [`Sizes`], counted on through later changes) before its CURRENT.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,7 +37,8 @@ use crate::service::caller::Caller;
 use crate::service::listen as live;
 use crate::service::Service;
 use crate::session::events::{parse_token, Event, EventKind, ResetReason};
-use crate::session::{Connection, Session, TargetRequest};
+use crate::session::{Connection, Session, Sizes, TargetRequest};
+use crate::source::Lsn;
 
 /// Responses queued to the client before the stream stops reading the hub (the hub's queue
 /// then fills, and a client that does not read is closed as lagged).
@@ -183,6 +186,7 @@ impl Listener {
             // ExistenceFilter.
             reset: resume.is_some(),
             resumed: false,
+            filter: None,
         };
         let added = match (&self.connection, resume) {
             (None, Some(Ok(token))) => {
@@ -197,6 +201,11 @@ impl Listener {
                 .await
                 {
                     Ok(connection) => {
+                        // What the client says it holds is checked at its CURRENT.
+                        let filter = target
+                            .expected_count
+                            .and(connection.sizes.as_ref())
+                            .and_then(|sizes| Filter::of(sizes, &watched.names));
                         if connection.stream == stream {
                             // The stream is resumed: the target is current from its token on
                             // when the stream had it; otherwise it is added afresh.
@@ -211,6 +220,7 @@ impl Listener {
                                 Ok(true) => {
                                     watched.resumed = true;
                                     watched.reset = false;
+                                    watched.filter = filter;
                                     Ok(())
                                 }
                                 Ok(false) => self.add_to_stream(db, &target, id).await,
@@ -452,6 +462,32 @@ struct Watched {
     reset: bool,
     /// Resumed from its token: CURRENT after the stream's next event that is not a reset.
     resumed: bool,
+    /// Resumed with an `expected_count`: the ExistenceFilter to send before that CURRENT.
+    filter: Option<Filter>,
+}
+
+/// The true size of a resumed target's result, for the ExistenceFilter of its CURRENT: known
+/// at the stream's position when it resumed (the session's [`Sizes`]), counted on through the
+/// changes after it. Its CURRENT waits for an event at or after that position, the end of
+/// the replay, so that the count is the one at CURRENT's position.
+#[derive(Debug)]
+struct Filter {
+    at: Lsn,
+    count: i64,
+}
+
+impl Filter {
+    /// The filter of the session targets `names` (`None` when a size is not known).
+    fn of(sizes: &Sizes, names: &[String]) -> Option<Filter> {
+        let mut count = 0i64;
+        for name in names {
+            count += i64::try_from(*sizes.documents.get(name)?).ok()?;
+        }
+        Some(Filter {
+            at: sizes.position,
+            count,
+        })
+    }
 }
 
 /// How a stream ends after an event.
@@ -504,6 +540,7 @@ impl Renderer {
                             watched.current = false;
                             watched.reset = true;
                             watched.resumed = false;
+                            watched.filter = None;
                         }
                         if !ids.is_empty() {
                             out.responses
@@ -514,14 +551,26 @@ impl Renderer {
                 return out;
             }
             EventKind::Heartbeat => {}
-            EventKind::Change { changes } => self.changes(db, event, changes, &mut out),
+            EventKind::Change { changes } => {
+                self.count(event.position, changes);
+                self.changes(db, event, changes, &mut out);
+            }
             EventKind::Snapshot { results, changes } => {
+                self.count(event.position, changes);
                 self.changes(db, event, changes, &mut out);
                 self.results(db, results, &token, read_time, &mut out);
             }
         }
         for (id, watched) in &mut self.targets {
             if watched.resumed {
+                if let Some(filter) = &watched.filter {
+                    if event.position < filter.at {
+                        // Still replaying: CURRENT comes at the end of the replay.
+                        continue;
+                    }
+                    out.responses.push(existence_filter(*id, filter.count));
+                    watched.filter = None;
+                }
                 watched.resumed = false;
                 watched.current = true;
                 out.responses.push(current(*id, &token, read_time));
@@ -576,19 +625,43 @@ impl Renderer {
                 out.responses.push(document_change(db, doc, id));
             }
             if reset {
-                out.responses.push(wire::ListenResponse {
-                    response_type: Some(ResponseType::Filter(wire::ExistenceFilter {
-                        target_id: id,
-                        count: i32::try_from(docs.len()).unwrap_or(i32::MAX),
-                        unchanged_names: None,
-                    })),
-                });
+                out.responses.push(existence_filter(
+                    id,
+                    i64::try_from(docs.len()).unwrap_or(i64::MAX),
+                ));
             }
             out.responses.push(current(id, token, read_time));
             watched.current = true;
             watched.reset = false;
+            // The client has the full result now: nothing left to check.
+            watched.filter = None;
             if watched.once {
                 out.once_done.push(id);
+            }
+        }
+    }
+
+    /// Count the documents entering and leaving resumed targets after their filter's
+    /// position (a change the count cannot follow drops the filter).
+    fn count(&mut self, position: Lsn, changes: &[(String, TargetDelta)]) {
+        for (name, delta) in changes {
+            let Some(watched) = grpc_id(name).and_then(|id| self.targets.get_mut(&id)) else {
+                continue;
+            };
+            let Some(filter) = watched.filter.as_mut().filter(|f| position > f.at) else {
+                continue;
+            };
+            match delta {
+                TargetDelta::Changes(changes) => {
+                    for change in changes {
+                        match change {
+                            DocChange::Added { .. } => filter.count += 1,
+                            DocChange::Removed { .. } => filter.count -= 1,
+                            DocChange::Modified { .. } => {}
+                        }
+                    }
+                }
+                TargetDelta::Aggregate(_) | TargetDelta::NeedsRequery => watched.filter = None,
             }
         }
     }
@@ -636,6 +709,17 @@ impl Renderer {
                 out.responses.push(response);
             }
         }
+    }
+}
+
+/// The ExistenceFilter of `id`: its result holds `count` documents.
+fn existence_filter(id: i32, count: i64) -> wire::ListenResponse {
+    wire::ListenResponse {
+        response_type: Some(ResponseType::Filter(wire::ExistenceFilter {
+            target_id: id,
+            count: i32::try_from(count.max(0)).unwrap_or(i32::MAX),
+            unchanged_names: None,
+        })),
     }
 }
 

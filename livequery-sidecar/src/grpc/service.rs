@@ -56,24 +56,41 @@ impl FirestoreService {
 
     /// The caller of `request`, then its database (from `name`, which parses the request's
     /// main name) checked against the resource prefix.
-    async fn admit<T>(
+    async fn admit<T: Sync>(
         &self,
         rpc: &str,
         request: &Request<T>,
         name: impl FnOnce(&T) -> Result<DatabaseName, Status>,
     ) -> Result<(Caller, DatabaseName), Status> {
-        // The metadata is copied so that no borrow of the request (whose streaming body is not
-        // Sync) lives across the verifier's await.
-        let metadata = request.metadata().clone();
-        let caller = auth::caller(&self.service.verifier, self.dev_mode, &metadata, rpc).await?;
-        let db = name(request.get_ref())?;
+        self.admit_named(rpc, request, |r| name(r).map(|db| (db, ())))
+            .await
+            .map(|(caller, db, ())| (caller, db))
+    }
+
+    /// [`Self::admit`] with what `name` parsed besides the database (a document's path), so
+    /// that the request's main name is parsed once.
+    async fn admit_named<T: Sync, P>(
+        &self,
+        rpc: &str,
+        request: &Request<T>,
+        name: impl FnOnce(&T) -> Result<(DatabaseName, P), Status>,
+    ) -> Result<(Caller, DatabaseName, P), Status> {
+        // A unary request's message is Sync: its metadata is read in place, not copied.
+        let caller = auth::caller(
+            &self.service.verifier,
+            self.dev_mode,
+            request.metadata(),
+            rpc,
+        )
+        .await?;
+        let (db, parsed) = name(request.get_ref())?;
         names::check_prefix(request.metadata(), &db)?;
         if self.dev_mode {
             databases::create_on_first_use(&self.service, &db.database)
                 .await
                 .map_err(from_service)?;
         }
-        Ok((caller, db))
+        Ok((caller, db, parsed))
     }
 
     /// The caller of a client-streaming request (its names come with its messages).
@@ -117,10 +134,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::GetDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        let (caller, db) = self
-            .admit("GetDocument", &request, |r| of_document(&r.name))
+        let (caller, db, path) = self
+            .admit_named("GetDocument", &request, |r| names::document(&r.name))
             .await?;
-        let (_, path) = names::document(&request.get_ref().name)?;
         let doc =
             documents::get_document(&self.service, &caller, &db, &path, request.get_ref()).await?;
         Ok(Response::new(doc))

@@ -434,6 +434,7 @@ fn sse(connection: Connection) -> Response {
         first,
         frames,
         closed,
+        sizes: _,
     } = connection;
     let mut opening = format!("retry: {}\n\n", retry_millis());
     for frame in &first {

@@ -2,8 +2,8 @@
 //! with the matches, not with the number of targets (docs/architecture.md, "Matching and
 //! scale"; InvaliDB's index inside each matching cell).
 //!
-//! Every query target is placed once, under its *scope* (a collection path, or a collection
-//! group's ID) and one of:
+//! Every query target is placed once, under its *scope* (a collection path, a collection
+//! group's ID, or, for a kindless query, every document: the database-wide scope) and one of:
 //! - an **equality key**: a top-level conjunct `field = v`, `field in [..]` (a key per
 //!   value), `field is null` or `field is nan`, or an OR of those on one field; a written
 //!   document is looked up with its value of each equality-indexed field of its scopes;
@@ -37,27 +37,37 @@ use super::partition::write_partition;
 use super::target::Membership;
 use super::TargetId;
 
-/// Where writes to a document are looked for: its collection, or its collection ID (for
-/// group targets, whose parent prefix the target itself checks).
+/// Where writes to a document are looked for: its collection, its collection ID (for
+/// group targets, whose parent prefix the target itself checks), or anywhere (for kindless
+/// targets, docs/query.md section 2: every document under their parent, which the target
+/// itself checks).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Scope {
     Collection(ResourcePath),
     Group(String),
+    Everywhere,
 }
 
 impl Scope {
     fn of_source(source: &Source) -> Scope {
+        if source.is_kindless() {
+            return Scope::Everywhere;
+        }
         match source.collection_path() {
             Some(path) if !source.all_descendants => Scope::Collection(path),
             _ => Scope::Group(source.collection_id.clone()),
         }
     }
 
-    /// The two scopes a document is written in.
-    fn of_document(path: &ResourcePath) -> Option<[Scope; 2]> {
+    /// The three scopes a document is written in.
+    fn of_document(path: &ResourcePath) -> Option<[Scope; 3]> {
         let collection = path.parent()?;
         let id = collection.last().to_owned();
-        Some([Scope::Collection(collection), Scope::Group(id)])
+        Some([
+            Scope::Collection(collection),
+            Scope::Group(id),
+            Scope::Everywhere,
+        ])
     }
 }
 

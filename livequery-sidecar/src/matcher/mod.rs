@@ -111,12 +111,9 @@ impl TargetSpec {
         TargetSpec::live(query.validate()?)
     }
 
-    /// A validated query as a target: a kindless one (every collection, docs/query.md) is
-    /// refused, since writes reach targets through their collection or collection id.
+    /// A validated query as a target (a kindless one, every collection under its parent,
+    /// docs/query.md, included: writes reach it through the index's database-wide scope).
     fn live(query: Query) -> Result<TargetSpec, MatcherError> {
-        if query.source.is_kindless() {
-            return Err(MatcherError::Kindless);
-        }
         Ok(TargetSpec::Query(Box::new(query)))
     }
 
@@ -205,8 +202,6 @@ pub enum MatcherError {
     RowOutsideTarget { path: String },
     #[error("initial rows name {path} twice")]
     DuplicateRow { path: String },
-    #[error("a query over every collection (an empty collection id) cannot be listened to: a live query needs a collection id")]
-    Kindless,
 }
 
 impl MatcherError {
@@ -214,9 +209,7 @@ impl MatcherError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             MatcherError::Query(e) => e.kind(),
-            MatcherError::Path(_) | MatcherError::DuplicateTarget(_) | MatcherError::Kindless => {
-                ErrorKind::InvalidArgument
-            }
+            MatcherError::Path(_) | MatcherError::DuplicateTarget(_) => ErrorKind::InvalidArgument,
             MatcherError::UnknownTarget(_) => ErrorKind::NotFound,
             MatcherError::NotAQuery(_) => ErrorKind::FailedPrecondition,
             MatcherError::RowOutsideTarget { .. } | MatcherError::DuplicateRow { .. } => {
@@ -417,6 +410,12 @@ impl Matcher {
     /// The current visible result of a target.
     pub fn result(&self, id: TargetId) -> Option<TargetResult> {
         self.owner(id).targets.get(&id).map(|e| e.target.result())
+    }
+
+    /// How many documents the target's [`Self::result`] holds, without building it (`None`
+    /// for an unknown target or an aggregation).
+    pub fn result_size(&self, id: TargetId) -> Option<usize> {
+        self.owner(id).targets.get(&id)?.target.result_size()
     }
 
     /// The query to run for a query target's rows now (after [`TargetDelta::NeedsRequery`]:

@@ -90,6 +90,14 @@ impl Target {
             Target::Document(t) => TargetResult::Documents(t.doc.iter().cloned().collect()),
         }
     }
+
+    /// How many documents [`Self::result`] holds (`None` for an aggregation).
+    pub fn result_size(&self) -> Option<usize> {
+        match self {
+            Target::Query(t) => t.result_size(),
+            Target::Document(t) => Some(usize::from(t.doc.is_some())),
+        }
+    }
 }
 
 /// A single-document target: the document, when it exists.
@@ -435,17 +443,37 @@ impl QueryTarget {
 
     /// The visible window in query order (unprojected).
     fn visible(&self) -> Vec<Document> {
-        let kept = &self.w.kept;
-        let len = kept.len();
-        let start = self.offset.min(len);
-        let end = self
-            .limit
-            .map_or(len, |limit| start.saturating_add(limit).min(len));
-        let mut window = kept[start..end].to_vec();
+        let (start, end) = self.window();
+        let mut window = self.w.kept[start..end].to_vec();
         if self.reversed {
             window.reverse();
         }
         window
+    }
+
+    /// The visible window's bounds in `kept`.
+    fn window(&self) -> (usize, usize) {
+        let len = self.w.kept.len();
+        let start = self.offset.min(len);
+        let end = self
+            .limit
+            .map_or(len, |limit| start.saturating_add(limit).min(len));
+        (start, end)
+    }
+
+    /// How many documents [`Self::result`] holds, without building it (`None` for an
+    /// aggregation).
+    pub fn result_size(&self) -> Option<usize> {
+        if self.w.aggregate.is_some() {
+            return None;
+        }
+        Some(match &self.w.state {
+            State::Live => {
+                let (start, end) = self.window();
+                end - start
+            }
+            State::Requery { client } => client.len(),
+        })
     }
 
     /// The visible result.

@@ -138,6 +138,23 @@ pub struct Connection {
     /// The last frame (`reset {reason: lagged}`), written instead of whatever is queued;
     /// the stream is then closed.
     pub closed: oneshot::Receiver<Frame>,
+    /// A resume within the retention: how many documents each target's result held at the
+    /// stream's position, when the hub knows it (see [`Sizes`]).
+    pub sizes: Option<Sizes>,
+}
+
+/// The sizes of a resumed stream's target results at one position: what its client was sent
+/// up to there (the replay included), so that a client can check what it holds (gRPC's
+/// `expected_count` and `ExistenceFilter`, docs/grpc.md "Listen"). Known when every target is
+/// live and the stream's events leave as they are made (the admin's, not held): its matcher
+/// results are then what it was sent; a caller under rules may have events waiting for their
+/// decisions, whose results the matcher already holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sizes {
+    /// The position the sizes are at: the stream's last.
+    pub position: Lsn,
+    /// Session target name -> documents in its result (none for an aggregation).
+    pub documents: std::collections::BTreeMap<String, usize>,
 }
 
 /// What a resume found.

@@ -156,6 +156,7 @@ impl Hub {
             first: Vec::new(),
             frames,
             closed,
+            sizes: None,
         })
     }
 

@@ -12,7 +12,9 @@ use crate::pg::snapshot::ReadPoint;
 use crate::pg::RunAs;
 use crate::session::events::{self, At, ResetReason};
 use crate::session::registry::TargetEntry;
-use crate::session::{Caller, Command, Connection, Grant, Resumed, SessionError, TargetRequest};
+use crate::session::{
+    Caller, Command, Connection, Grant, Resumed, SessionError, Sizes, TargetRequest,
+};
 use crate::source::Lsn;
 
 /// The message of the `reset` of a resume from a position no longer held.
@@ -298,6 +300,7 @@ impl Hub {
             first,
             frames,
             closed,
+            sizes: None,
         })
     }
 
@@ -421,6 +424,11 @@ impl Hub {
         stream.sender = Some(sender);
         stream.closer = Some(closer);
         stream.disconnected_at = None;
+        // The admin's events leave as they are made, so while every target is live its
+        // matcher results are what it was sent, up to the stream's position.
+        let immediate = stream.caller.run_as == RunAs::Admin
+            && !stream.held
+            && stream.targets.values().all(|t| t.phase == Phase::Live);
         if position >= stream.floor && position <= stream.position {
             let first = stream
                 .log
@@ -428,11 +436,21 @@ impl Hub {
                 .filter(|f| f.position > position)
                 .cloned()
                 .collect();
+            let matcher = self.matchers.get(&stream.database);
+            let sizes = immediate.then(|| Sizes {
+                position: stream.position,
+                documents: stream
+                    .targets
+                    .iter()
+                    .filter_map(|(name, t)| Some((name.clone(), matcher?.result_size(t.id)?)))
+                    .collect(),
+            });
             return Resumed::Connection(Connection {
                 stream: id.to_owned(),
                 first,
                 frames,
                 closed,
+                sizes,
             });
         }
         // The position is no longer held: `reset {retention_passed}`, then a snapshot of
@@ -442,9 +460,6 @@ impl Hub {
         // decisions; a target still being read) the stream resets in place, like a lost
         // slot: its waiting events are dropped, every target is read again, and the snapshot
         // goes through the rules decisions as a subscribe's does.
-        let immediate = stream.caller.run_as == RunAs::Admin
-            && !stream.held
-            && stream.targets.values().all(|t| t.phase == Phase::Live);
         if !immediate {
             self.reset_in_place(id, ResetReason::RetentionPassed, NOT_RETAINED);
             return Resumed::Connection(Connection {
@@ -452,6 +467,7 @@ impl Hub {
                 first: Vec::new(),
                 frames,
                 closed,
+                sizes: None,
             });
         }
         metrics::counter!("docstore_session_resets_total", "reason" => "retention_passed")
@@ -485,6 +501,7 @@ impl Hub {
             first,
             frames,
             closed,
+            sizes: None,
         })
     }
 }
