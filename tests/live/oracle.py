@@ -525,7 +525,10 @@ class Subscriber:
             f"{'none' if self.baseline is None else f'{self.baseline:x}'}, targets without a "
             f"state {sorted(t for t in self.targets if self.state.get(t) is None)}"
         )
-        recent = [f"  {k} {i} {d[:DESCRIBED_DATA]}" for k, i, d in self.recent]
+        recent = [
+            f"  {k} {i}" + ("" if k == "heartbeat" else f" {d[:DESCRIBED_DATA]}")
+            for k, i, d in self.recent
+        ]
         trace = ", ".join(f"{p:x} {w}" for p, w in self.trace[-10:])
         return "\n".join([head, "  last events:", *recent, f"  trace: {trace}"])
 
