@@ -145,17 +145,19 @@ class ClusterStack(Stack):
             return "retention_passed (resumed on a gateway started after its position)"
         return None
 
-    def metric(self, name: str, label: str) -> float:
-        total = 0.0
-        for port in self.gateway_ports:
-            try:
-                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-            except httpx.HTTPError:
-                continue
-            for line in text.splitlines():
-                if line.startswith(name) and label in line:
-                    total += float(line.rsplit(" ", 1)[1])
-        return total
+    def servers(self) -> list[str]:
+        return [f"http://127.0.0.1:{port}" for port in self.gateway_ports]
+
+    def processes(self) -> list[tuple[str, str | None, Path]]:
+        gateways = [
+            (f"gateway{i + 1}", url, self.cluster.dir / f"gateway{i + 1}.log")
+            for i, url in enumerate(self.servers())
+        ]
+        ingests = [
+            (name, getattr(self, f"{name}_url"), self.cluster.dir / f"{name}.log")
+            for name in self.ingests
+        ]
+        return [*gateways, *ingests, ("nats-server", None, self.cluster.dir / "nats.log")]
 
     def close(self, keep: bool) -> None:
         for proc in self.procs.values():

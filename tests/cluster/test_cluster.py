@@ -191,10 +191,11 @@ class Cluster:
         self.nats = Nats(dir)
         self.roles: list[Role] = []
 
-    def start(self, role: str, name: str) -> Role:
+    def start(self, role: str, name: str, **env: str) -> Role:
+        """Start a `role` process named `name`; `env`: variables of its own."""
         port = free_port()
         log = self.dir / f"{name}.log"
-        env = sidecar_env(self.stack, port, self.database_url, RUST_LOG="info")
+        env = sidecar_env(self.stack, port, self.database_url, **{"RUST_LOG": "info", **env})
         args = ["--role", role, "--nats-url", self.nats.url, "--slot", SLOT]
         proc = subprocess.Popen(
             [self.binary, *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
@@ -579,3 +580,98 @@ def test_a_new_stream_sends_no_heartbeat_before_its_first_snapshot(cluster, coll
         check_all(cluster, [listener], {}, coll)
     finally:
         listener.close()
+
+
+def test_a_stream_that_lags_after_a_nats_restart_ends_and_starts_over_on_another_gateway(
+    cluster, coll
+):
+    """The cluster oracle's slow reader waited once in vain for its `reset {lagged}` and the
+    next snapshot right after nats-server restarted (BENCHMARKS.md, "Against the cluster, a
+    fresh seed"). Here nats-server restarts on its store, both gateways read JetStream again
+    (a write reaches each), then a client on a gateway with a queue of 4 reads nothing while
+    its target changes a lot: the gateway ends the stream; the client reads its `reset
+    {lagged}` (sent once the registry forgot the stream), resumes on the other gateway with
+    that id, and gets a reset and a snapshot equal to a fresh query."""
+    slow_gateway = cluster.start("gateway", "gateway-slow", DOCSTORE_LISTEN_QUEUE="4")
+    cluster.wait_health(slow_gateway, 200)
+    other = cluster.gateways[0]
+    cluster.nats.kill()
+    cluster.nats.start()
+    for g in (slow_gateway, other):
+        cluster.wait_health(g, 200)
+    listeners = [Listener(g.url, cluster.stack.admin, coll) for g in (slow_gateway, other)]
+    try:
+        quiesce(cluster, listeners, coll, "after-restart")
+    finally:
+        for listener in listeners:
+            listener.close()
+    sql = f"select * from /{coll}"
+    transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)])
+    slow = httpx.Client(base_url=slow_gateway.url, transport=transport, timeout=httpx.Timeout(WAIT))
+    events: list[tuple[str, str, dict]] = []
+    go = threading.Event()
+    opened = threading.Event()
+
+    def read() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            body = {"targets": [{"id": "all", "sql": sql}]}
+            with slow.stream("POST", LISTEN, json=body, headers=cluster.stack.admin) as r:
+                opened.set()
+                go.wait()
+                ev: dict = {}
+                for line in r.iter_lines():
+                    if line == "":
+                        if "event" in ev:
+                            events.append((ev["event"], ev.get("id", ""), ev["data"]))
+                        ev = {}
+                    elif not line.startswith((":", "retry:")):
+                        name, _, value = line.partition(": ")
+                        ev[name] = json.loads(value) if name == "data" else value
+        opened.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert opened.wait(WAIT), "the stream did not open"
+        name = 'docstore_session_resets_total{reason="lagged"}'
+        lagged = cluster.metric(slow_gateway, name)
+        big = "x" * 4000
+        with psycopg.connect(cluster.stack.cluster.url(), autocommit=True) as conn:
+            for i in range(20000):
+                conn.execute(
+                    "select docstore.set(%s, jsonb_build_object('n', %s::int, 'pad', %s::text))",
+                    (f"{coll}/big", i, big),
+                )
+                if i % 50 == 49 and cluster.metric(slow_gateway, name) > lagged:
+                    break
+        assert cluster.metric(slow_gateway, name) > lagged, "the slow stream never lagged"
+        go.set()
+        reader.join(WAIT)
+        assert not reader.is_alive(), f"the stream did not end: last events {events[-3:]}"
+        assert events and events[-1][0] == "reset", events[-3:]
+        assert events[-1][2]["reason"] == "lagged", events[-1]
+        headers = {**cluster.stack.admin, "Last-Event-ID": events[-1][1]}
+        with httpx.Client(base_url=other.url, timeout=httpx.Timeout(WAIT)) as client:
+            body = {"targets": [{"id": "all", "sql": sql}]}
+            with client.stream("POST", LISTEN, json=body, headers=headers) as r:
+                assert r.status_code == 200, r.read()
+                got: list[tuple[str, dict]] = []
+                ev = {}
+                for line in r.iter_lines():
+                    if line == "":
+                        if "event" in ev:
+                            got.append((ev["event"], ev["data"]))
+                        ev = {}
+                        if any(k == "snapshot" for k, _ in got):
+                            break
+                    elif not line.startswith((":", "retry:")):
+                        key, _, value = line.partition(": ")
+                        ev[key] = json.loads(value) if key == "data" else value
+        assert [k for k, _ in got] == ["reset", "snapshot"], got
+        shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
+        assert shown == short_state(fresh(cluster, coll))
+    finally:
+        go.set()
+        slow.close()
+        slow_gateway.proc.terminate()
+        slow_gateway.proc.wait(15)

@@ -341,16 +341,47 @@ class Stack:
     def restart_postgres(self, mode: str = "immediate") -> None:
         self.cluster.restart(mode, BOUND)
 
+    def servers(self) -> list[str]:
+        """The URLs of the processes that hold streams (their `/metrics` count resets)."""
+        return [self.url]
+
     def metric(self, name: str, label: str) -> float:
-        try:
-            text = httpx.get(f"{self.url}/metrics", timeout=5).text
-        except httpx.HTTPError:
-            return 0.0
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(name) and label in line:
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+        """The sum of `name{...label...}` over `servers()`, each read (a process skipped
+        once would make the next sum look like growth)."""
+        return sum(metric_value(read_metrics(url), name, label) for url in self.servers())
+
+    def processes(self) -> list[tuple[str, str | None, Path]]:
+        """(name, URL or None, log) of every process of the stack, for `diagnose`."""
+        return [("sidecar", self.url, self.log)]
+
+    def diagnose(self, full: bool) -> str:
+        """What each process says now: its /healthz, its `docstore_` metrics (`full`: all of
+        them and its log's tail; else those that tell a stream's fate)."""
+        out = []
+        for name, url, log in self.processes():
+            out.append(f"-- {name} {url or ''}")
+            if url is not None:
+                for path in ("healthz", "metrics"):
+                    try:
+                        r = httpx.get(f"{url}/{path}", timeout=5)
+                        text = r.text
+                    except httpx.HTTPError as e:
+                        out.append(f"   /{path}: {e!r}")
+                        continue
+                    if path == "healthz":
+                        out.append(f"   /healthz {r.status_code}: {text.strip()[:400]}")
+                        continue
+                    wanted = DIAGNOSED_METRICS if not full else ("docstore_",)
+                    out.extend(
+                        f"   {line}"
+                        for line in text.splitlines()
+                        if line.startswith(wanted) and "_bucket{" not in line
+                    )
+            if full and log.exists():
+                lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
+                out.append(f"   {log.name}, last {len(lines)} lines:")
+                out.extend(f"   | {line}" for line in lines)
+        return "\n".join(out)
 
     def close(self, keep: bool) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -364,6 +395,54 @@ class Stack:
             import shutil
 
             shutil.rmtree(self.cluster.dir, ignore_errors=True)
+
+
+# What a wait that reached its bound prints of each process (`Stack.diagnose`): how streams
+# ended, how many there are, what each gateway received and where its JetStream reading
+# stands (restarts, duplicates), the source's state.
+DIAGNOSED_METRICS = (
+    "docstore_session_resets_total",
+    "docstore_session_streams",
+    "docstore_session_adopted_total",
+    "docstore_gateway_received_transactions_total",
+    "docstore_gateway_jetstream_restarts_total",
+    "docstore_gateway_duplicates_total",
+    "docstore_gateway_rejected_total",
+    "docstore_gateway_nats_reconnects_total",
+    "docstore_ingest_active",
+    "docstore_ingest_published_transactions_total",
+    "docstore_ingest_publish_retries_total",
+    "docstore_source_failure",
+)
+LOG_TAIL = 60
+# Seconds between the two readings of a diagnosis (`Campaign.diagnosis`).
+DIAGNOSIS_GAP = 5
+# The characters of an event's data `Subscriber.describe` shows.
+DESCRIBED_DATA = 300
+
+
+def read_metrics(url: str) -> str:
+    """The text of `url`/metrics, retried for BOUND seconds (a busy process answers late)."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        try:
+            r = httpx.get(f"{url}/metrics", timeout=10)
+            if r.status_code == 200:
+                return r.text
+            problem = f"answered {r.status_code}"
+        except httpx.HTTPError as e:
+            problem = repr(e)
+        if time.monotonic() > deadline:
+            raise OracleFailure(f"{url}/metrics not read in {BOUND} s: {problem}")
+        time.sleep(0.5)
+
+
+def metric_value(text: str, name: str, label: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and label in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,6 +512,25 @@ class Subscriber:
                 + "\n".join(f"{k} {i} {d}" for k, i, d in self.recent)
                 + f"\nstate: {json.dumps(self.state, indent=1)}\n"
             )
+
+    def describe(self) -> str:
+        """Where the stream stands, for a wait that reached its bound: its connection, its
+        resets, its last events (data cut) and its trace."""
+        head = (
+            f"stream {self.name}{' (the slow reader)' if self.slow else ''}: gateway "
+            f"{self.gateway}, resumed from {self.resumed_from:x}, position {self.position:x}, "
+            f"last id {self.last_id}, events {self.events}, connects {self.connects}, resumes "
+            f"{self.resumes}, drops {self.drops}, resets {self.resets}, paused "
+            f"{self.pause.is_set()}, snapshot of __all at "
+            f"{'none' if self.baseline is None else f'{self.baseline:x}'}, targets without a "
+            f"state {sorted(t for t in self.targets if self.state.get(t) is None)}"
+        )
+        recent = [
+            f"  {k} {i}" + ("" if k == "heartbeat" else f" {d[:DESCRIBED_DATA]}")
+            for k, i, d in self.recent
+        ]
+        trace = ", ".join(f"{p:x} {w}" for p, w in self.trace[-10:])
+        return "\n".join([head, "  last events:", *recent, f"  trace: {trace}"])
 
     # -- applying events ------------------------------------------------------------------
 
@@ -747,6 +845,9 @@ BOUND = 300
 # The slow reader's burst: large documents only its stream follows, written until the
 # sidecar reports a lagged session; this many without one fails the run.
 SLOW_MAX_WRITES = 20000
+# Bursts the slow reader may read through before its own stream lags (another stream's lag
+# also ends a burst); its stream not lagged after this many fails the run.
+SLOW_BURSTS = 3
 
 # The checks, one pytest test each (tests/live/test_oracle.py). Each fails on a failure of
 # its kind and when it covered less than it states (see `Campaign.report`).
@@ -819,6 +920,8 @@ class Campaign:
         self.fault_seq = 0
         self.strict = os.environ.get("DOCSTORE_ORACLE_STRICT", "1") != "0"
         self.started = time.monotonic()
+        # What each fault did, in order (the last few go into a wait's diagnosis).
+        self.fault_notes: list[str] = []
 
     def fail(self, check: str, message: str) -> None:
         with self.lock:
@@ -849,8 +952,30 @@ class Campaign:
             ):
                 return
         if self.failed() < 20:
-            self.fail(check, f"waited {BOUND} s for {what}")
+            self.fail(check, f"waited {BOUND} s for {what}\n{self.diagnosis(what)}")
         raise Abort(what)
+
+    def diagnosis(self, what: str) -> str:
+        """What decides a wait that reached its bound: the last fault's notes, every stream's
+        state and last events, and what each process of the stack reports; the same with
+        every metric and the logs' tails in oracle-failures.txt of the kept log directory."""
+        with self.lock:
+            streams = "\n".join(s.describe() for s in self.subs)
+            notes = "\n".join(self.fault_notes[-6:])
+        if self.stack is None:
+            return f"{notes}\n{streams}"
+        # Twice, DIAGNOSIS_GAP apart, while the writers still write: a process whose
+        # received transactions do not grow reads nothing (its streams wait in vain).
+        short = self.stack.diagnose(full=False)
+        time.sleep(DIAGNOSIS_GAP)
+        later = self.stack.diagnose(full=False)
+        full = self.stack.diagnose(full=True)
+        self.dump(f"waited {BOUND} s for {what}\n{notes}\n{streams}\n{full}")
+        where = f"{self.dirs[0]}/oracle-failures.txt" if self.dirs else "(no log directory)"
+        return (
+            f"{notes}\n{streams}\n{short}\n{DIAGNOSIS_GAP} s later:\n{later}\n"
+            f"(every metric and the logs' tails: {where})"
+        )
 
     def committed(self) -> int:
         return self.counts.get("transactions", 0)
@@ -1052,11 +1177,13 @@ class Campaign:
 
     def fault(self, kind: str, subs: list[Subscriber]) -> None:
         self.fault_seq += 1
+        self.note(f"fault {kind}: begins")
         try:
             self.run_fault(kind, subs)
             self.recover(kind)
         finally:
             self.fault_seq += 1
+        self.note(f"fault {kind}: recovered")
         self.count(f"faults:{kind}")
 
     def run_fault(self, kind: str, subs: list[Subscriber]) -> None:
@@ -1067,38 +1194,26 @@ class Campaign:
             self.wait_until(lambda: s.drops > drops, f"stream {s.name} to drop", "faults")
         elif kind == "slow":
             s = subs[0]
-            resets = sum(s.resets.values())
-            before = self.stack.metric("docstore_session_resets_total", 'reason="lagged"')
-            s.pause.set()
-            try:
-                # A burst of large documents only the slow reader's stream follows, until
-                # its socket, the server's write buffer and its queue are full: the sidecar
-                # resets the session {lagged}.
-                pad = "p" * 1200
-                lagged = False
-                with psycopg.connect(self.stack.cluster.url(), autocommit=True) as conn:
-                    for i in range(SLOW_MAX_WRITES):
-                        conn.execute(
-                            "select docstore.set(%s, %s::jsonb)",
-                            (f"pads/p{i % 50:02d}", json.dumps({"n": i, "pad": pad})),
-                        )
-                        if i % 100 == 99:
-                            now = self.stack.metric(
-                                "docstore_session_resets_total", 'reason="lagged"'
-                            )
-                            if now > before:
-                                lagged = True
-                                break
-                if not lagged:
-                    self.fail("faults", f"the slow reader never lagged ({SLOW_MAX_WRITES} writes)")
-            finally:
-                s.pause.clear()
-            # The slow reader reads what was buffered, reconnects and is reset.
-            self.wait_until(
-                lambda: sum(s.resets.values()) > resets and self.ready(s),
-                "the slow reader's reset and snapshot",
-                "faults",
-            )
+            for burst in range(1, SLOW_BURSTS + 1):
+                resets = sum(s.resets.values())
+                end = self.slow_burst(s, burst)
+                # The slow reader reads what was buffered, reconnects and is reset. A reader
+                # whose own stream did not lag (the count grew for another stream's) reads on
+                # past the burst without a reset: then a burst again.
+                self.wait_until(
+                    lambda resets=resets, end=end: (
+                        (sum(s.resets.values()) > resets and self.ready(s))
+                        or (sum(s.resets.values()) == resets and s.position > end)
+                    ),
+                    "the slow reader's reset and snapshot",
+                    "faults",
+                )
+                if sum(s.resets.values()) > resets:
+                    break
+                self.count("slow: bursts the slow reader read through (another stream lagged)")
+                self.note(f"slow burst {burst}: the reader read past {end:x} without a reset")
+            else:
+                self.fail("faults", f"the slow reader's stream did not lag in {SLOW_BURSTS} bursts")
         elif kind in self.stack.FAULTS:
             self.stack.fault(kind, self.rng)
         elif kind == "sidecar":
@@ -1111,6 +1226,45 @@ class Campaign:
             # crash with recovery.
             with self.stack.lock:
                 self.stack.restart_postgres(kind.split()[1])
+
+    def slow_burst(self, s: Subscriber, burst: int) -> int:
+        """Pause the slow reader and write large documents only its stream follows, until its
+        socket, the server's write buffer and its queue are full: the sidecar resets a
+        session {lagged} (counted on the servers that hold streams). Returns the WAL position
+        after the burst."""
+        before = self.stack.metric("docstore_session_resets_total", 'reason="lagged"')
+        s.pause.set()
+        try:
+            pad = "p" * 1200
+            lagged = False
+            with psycopg.connect(self.stack.cluster.url(), autocommit=True) as conn:
+                for i in range(SLOW_MAX_WRITES):
+                    conn.execute(
+                        "select docstore.set(%s, %s::jsonb)",
+                        (f"pads/p{i % 50:02d}", json.dumps({"n": i, "pad": pad})),
+                    )
+                    if i % 100 == 99:
+                        now = self.stack.metric("docstore_session_resets_total", 'reason="lagged"')
+                        if now > before:
+                            lagged = True
+                            break
+                row = conn.execute("select pg_current_wal_lsn()::text").fetchone()
+            end = lsn_value(row[0]) if row else 0
+        finally:
+            s.pause.clear()
+        self.note(
+            f"slow burst {burst}: {i + 1} writes to the end {end:x}, lagged resets counted "
+            f"{before:.0f} -> {now:.0f} on the servers; stream {s.name} on gateway "
+            f"{s.gateway}, resets {s.resets}, position {s.position:x}"
+        )
+        if not lagged:
+            self.fail("faults", f"the slow reader never lagged ({SLOW_MAX_WRITES} writes)")
+            raise Abort("the slow reader never lagged")
+        return end
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.fault_notes.append(f"{time.monotonic() - self.started:.1f} s: {text}")
 
     def recover(self, kind: str) -> None:
         """The stack serves writes again: a probe through each path commits (documents
@@ -1466,7 +1620,9 @@ class Campaign:
             f"the position reached) {c('missed check: transactions before a reset', 0)}; "
             f"{c('snapshots without a reset (requeries)', 0)} requery snapshots, "
             f"{c('missed check: in a requery snapshot', 0)} transactions excused by one",
-            f"  faults {faults} (planned {self.planned})",
+            f"  faults {faults} (planned {self.planned}); slow bursts read through without "
+            f"the reader's reset (another stream lagged): "
+            f"{c('slow: bursts the slow reader read through (another stream lagged)', 0)}",
             *(
                 [
                     f"  adoptions on the other gateway: {c('adoptions: catch-up events', 0)} "
