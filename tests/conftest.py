@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import os
 import secrets
 import shutil
@@ -23,7 +24,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import httpx
 import jwt
@@ -320,6 +321,21 @@ def serve_posts(
 def stop_server(server: http.server.ThreadingHTTPServer) -> None:
     server.shutdown()
     server.server_close()
+
+
+def sse_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The events of a `text/event-stream` body read line by line, each as a dict of its
+    fields (`event`, `id`, `data` parsed as JSON), as they complete; comments, `retry:` and
+    field-less blocks are skipped."""
+    ev: dict[str, Any] = {}
+    for line in lines:
+        if line == "":
+            if "event" in ev:
+                yield ev
+            ev = {}
+        elif not line.startswith((":", "retry:")):
+            name, _, value = line.partition(": ")
+            ev[name] = json.loads(value) if name == "data" else value
 
 
 def log_tail(log: Path, chars: int = 4000) -> str:

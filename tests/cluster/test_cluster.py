@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from conftest import free_port, sidecar_binary, sidecar_env, sidecar_login
+from conftest import free_port, sidecar_binary, sidecar_env, sidecar_login, sse_events
 
 WAIT = 60
 
@@ -618,15 +618,8 @@ def test_a_stream_that_lags_after_a_nats_restart_ends_and_starts_over_on_another
             with slow.stream("POST", LISTEN, json=body, headers=cluster.stack.admin) as r:
                 opened.set()
                 go.wait()
-                ev: dict = {}
-                for line in r.iter_lines():
-                    if line == "":
-                        if "event" in ev:
-                            events.append((ev["event"], ev.get("id", ""), ev["data"]))
-                        ev = {}
-                    elif not line.startswith((":", "retry:")):
-                        name, _, value = line.partition(": ")
-                        ev[name] = json.loads(value) if name == "data" else value
+                for ev in sse_events(r.iter_lines()):
+                    events.append((ev["event"], ev.get("id", ""), ev["data"]))
         opened.set()
 
     reader = threading.Thread(target=read, daemon=True)
@@ -656,17 +649,10 @@ def test_a_stream_that_lags_after_a_nats_restart_ends_and_starts_over_on_another
             with client.stream("POST", LISTEN, json=body, headers=headers) as r:
                 assert r.status_code == 200, r.read()
                 got: list[tuple[str, dict]] = []
-                ev = {}
-                for line in r.iter_lines():
-                    if line == "":
-                        if "event" in ev:
-                            got.append((ev["event"], ev["data"]))
-                        ev = {}
-                        if any(k == "snapshot" for k, _ in got):
-                            break
-                    elif not line.startswith((":", "retry:")):
-                        key, _, value = line.partition(": ")
-                        ev[key] = json.loads(value) if key == "data" else value
+                for ev in sse_events(r.iter_lines()):
+                    got.append((ev["event"], ev["data"]))
+                    if ev["event"] == "snapshot":
+                        break
         assert [k for k, _ in got] == ["reset", "snapshot"], got
         shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
         assert shown == short_state(fresh(cluster, coll))

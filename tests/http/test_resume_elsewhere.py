@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -32,7 +31,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from conftest import free_port, sidecar_binary, sidecar_env, wait_healthy
+from conftest import free_port, sidecar_binary, sidecar_env, sse_events, wait_healthy
 from test_listen import Listener, View
 
 DB = "elsewhere"
@@ -587,15 +586,8 @@ def test_a_stream_whose_end_its_client_read_is_not_adopted_elsewhere(stack, nats
                         stream.append(r.headers.get("x-docstore-stream", ""))
                         opened.set()
                         go.wait()
-                        ev: dict = {}
-                        for line in r.iter_lines():
-                            if line == "":
-                                if "event" in ev:
-                                    events.append(ev)
-                                ev = {}
-                            elif not line.startswith((":", "retry:")):
-                                name, _, value = line.partition(": ")
-                                ev[name] = json.loads(value) if name == "data" else value
+                        for ev in sse_events(r.iter_lines()):
+                            events.append(ev)
                 opened.set()
 
             reader = threading.Thread(target=read, daemon=True)
