@@ -525,6 +525,38 @@ def test_a_listen_query_creates_its_index_where_the_database_does_so(stack, clie
     assert indexes == [(1,)]
 
 
+def test_a_listen_query_missing_its_index_runs_once_where_the_database_creates_none(stack, client):
+    """A database without automatic composite indexes (the default): a listen query that
+    needs a composite index is refused with FAILED_PRECONDITION after one run, its snapshot
+    read; no second run in a READ COMMITTED transaction, which could create nothing there.
+    Postgres logs each failed statement (its log_min_error_statement), so the cluster's log
+    shows which ran."""
+    database = "noauto-" + os.urandom(6).hex()
+    stack.sql("select docstore.create_database(%s)", database)
+    r = client.put(stack.doc("c/a", database), headers=stack.admin, json={"k": 1, "n": 1})
+    assert r.status_code == 200, r.text
+    log = Path(stack.cluster.log)
+    start = log.stat().st_size
+    r = client.get(
+        f"/v1/databases/{database}:listen",
+        params=[("sql", "select * from /c where k = 1 order by n")],
+        headers=stack.admin,
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["code"] == "FAILED_PRECONDITION", r.text
+    assert "create_index" in r.text
+    with log.open("rb") as f:
+        f.seek(start)
+        statements = [
+            line.decode(errors="replace").split("STATEMENT:", 1)[1].strip()
+            for line in f.read().splitlines()
+            if b"STATEMENT:" in line and b"docstore.run_query" in line
+        ]
+    # The snapshot's read failed (so its failure is logged), and nothing ran the query again.
+    assert len(statements) == 1, statements
+    assert statements[0].startswith("select path, data"), statements
+
+
 def test_bad_input_is_refused_before_the_stream_opens(stack, client, coll):
     cases = [
         ("/v1/databases/nosuchdb:listen", [("sql", f"select * from /{coll}")], 404, "NOT_FOUND"),

@@ -84,9 +84,10 @@ impl Db {
 /// A query that needs a missing composite index (55000) in a database with automatic
 /// composite indexes (docs/query.md) cannot create it here: the extension creates one only in
 /// a READ COMMITTED transaction, whose backfill sees every committed document. So on a 55000
-/// the queries run once in such a transaction ([`create_missing_indexes`], which creates the
-/// indexes where the database does so), and the snapshot is read again; where the database
-/// does not create indexes, that run fails with the same 55000, the answer.
+/// the database's setting is read from the catalog the extension reads it from
+/// ([`creates_indexes`]); where it creates indexes, the queries run once in such a
+/// transaction ([`create_missing_indexes`]) and the snapshot is read again. Where it does
+/// not, the 55000 is the answer, with no second run.
 ///
 /// # Errors
 /// [`PgError`]: the extension's errors of a query (a missing index, a bad query), an unknown
@@ -105,6 +106,9 @@ pub async fn read_targets(
             if e.code() == Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE)
                 && fetches.iter().any(|f| matches!(f, Fetch::Query(_))) =>
         {
+            if !creates_indexes(db, database).await? {
+                return Err(PgError::Db(e));
+            }
             create_missing_indexes(db, database, run_as, fetches).await?;
             read_snapshot(db, database, run_as, fetches).await
         }
@@ -112,12 +116,33 @@ pub async fn read_targets(
     }
 }
 
+/// Whether `database` creates the composite indexes its queries need
+/// (`auto_composite_indexes` in `docstore.databases`; false for a database the catalog does
+/// not list, as the extension reads it).
+///
+/// # Errors
+/// Postgres errors.
+///
+/// # Cancel safety
+/// A single read outside any transaction.
+async fn creates_indexes(db: &Db, database: &str) -> Result<bool, PgError> {
+    let client = db.pool.get().await?;
+    let stmt = client
+        .prepare_cached(
+            "select coalesce((select auto_composite_indexes from docstore.databases \
+             where id = $1), false)",
+        )
+        .await?;
+    let row = client.query_one(&stmt, &[&database]).await?;
+    Ok(row.try_get(0)?)
+}
+
 /// Run each query of `fetches` in a READ COMMITTED transaction as `run_as` (its first row
 /// only): a database with automatic composite indexes creates and builds the indexes they
 /// need, committed with it.
 ///
 /// # Errors
-/// The queries' errors (55000 where the database does not create indexes).
+/// The queries' errors (55000 where the index cannot be created).
 ///
 /// # Cancel safety
 /// Dropped midway, the transaction is cancelled and nothing is created.
