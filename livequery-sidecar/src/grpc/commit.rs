@@ -17,6 +17,7 @@ use docstore_core::proto_write::{transform_results, write_from_proto, CommitWrit
 use docstore_core::{typed_json, Code, ResourcePath, Timestamp, Value};
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use googleapis_tonic_google_firestore_v1::google::rpc::Status as RpcStatus;
+use serde::Deserialize;
 use serde_json::Value as Json;
 use tonic::Status;
 
@@ -121,6 +122,22 @@ fn needs_existing(write: &CommitWrite) -> bool {
         .is_some_and(|item| item.contains_key("update"))
 }
 
+/// The extension's answer to a commit, `{"commitTime": "...", "updateTimes": ["..." or null,
+/// ...]}`, read in place: its times are borrowed from the text (RFC 3339, never escaped), not
+/// built into a JSON tree.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(rename = "commitTime", borrow, default)]
+    commit_time: Option<&'a str>,
+    #[serde(rename = "updateTimes", borrow, default)]
+    update_times: Option<Vec<Time<'a>>>,
+}
+
+/// One of `updateTimes` (null for a `verify` of a missing document).
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Time<'a>(#[serde(borrow)] Option<&'a str>);
+
 /// The write results of the extension's answer, with the transform results of the documents
 /// read back (one per write with transforms, in order).
 fn results(
@@ -129,20 +146,14 @@ fn results(
     committed: &ServiceCommitted,
 ) -> Result<Committed, Status> {
     let bad = |what: &str| status(Code::Internal, format!("the commit's answer {what}"));
-    let answer: Json = serde_json::from_str(&committed.answer.0).map_err(|_| bad("is not JSON"))?;
+    let answer: Answer<'_> =
+        serde_json::from_str(&committed.answer.0).map_err(|_| bad("is not JSON"))?;
     let mut read_back = committed.read_back.iter();
-    let time = |t: &Json| {
-        t.as_str()
-            .and_then(Timestamp::parse_rfc3339)
-            .map(timestamp_to_proto)
-    };
-    let commit_time = answer
-        .get("commitTime")
-        .and_then(time)
-        .ok_or_else(|| bad("has no commitTime"))?;
+    let time = |t: Option<&str>| t.and_then(Timestamp::parse_rfc3339).map(timestamp_to_proto);
+    let commit_time = time(answer.commit_time).ok_or_else(|| bad("has no commitTime"))?;
     let update_times = answer
-        .get("updateTimes")
-        .and_then(Json::as_array)
+        .update_times
+        .as_ref()
         .ok_or_else(|| bad("has no updateTimes"))?;
     let mut next = 0;
     let mut write_results = Vec::with_capacity(converted.len());
@@ -153,7 +164,7 @@ fn results(
         } else {
             let t = next.checked_sub(1).and_then(|i| update_times.get(i));
             Some(
-                t.and_then(time)
+                t.and_then(|t| time(t.0))
                     .ok_or_else(|| bad("lacks an update time"))?,
             )
         };
@@ -246,4 +257,29 @@ pub async fn batch_write(
         answer.status.push(outcome);
     }
     Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_read_in_place() {
+        let text = r#"{"commitTime": "2026-01-02T03:04:05.000006Z", "updateTimes": ["2026-01-02T03:04:05.000006Z", null]}"#;
+        let answer: Answer<'_> = serde_json::from_str(text).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(answer.commit_time, Some("2026-01-02T03:04:05.000006Z"));
+        let times: Vec<Option<&str>> = answer
+            .update_times
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        assert_eq!(times, [Some("2026-01-02T03:04:05.000006Z"), None]);
+        let missing: Answer<'_> =
+            serde_json::from_str("{}").unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(missing.commit_time.is_none() && missing.update_times.is_none());
+        for bad in ["", r#"{"commitTime": 1}"#, r#"{"updateTimes": [1]}"#] {
+            assert!(serde_json::from_str::<Answer<'_>>(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -7,7 +7,7 @@
 
 use docstore_core::path::abbreviate;
 use docstore_core::path::is_valid_database_id;
-use docstore_core::proto::DatabaseName;
+use docstore_core::proto::{DatabaseName, ProtoError};
 use docstore_core::ResourcePath;
 use tonic::metadata::MetadataMap;
 use tonic::Status;
@@ -39,6 +39,27 @@ fn head<'a>(name: &'a str, what: &str) -> Result<(DatabaseName, &'a str), Status
     Ok((db, rest))
 }
 
+/// The path `rest` names (what follows the database in `name`, from [`head`]): `None` for
+/// the documents root (`/documents`), else a document or collection path. What
+/// `DatabaseName::parse_name` answers for the whole name, without splitting off its database
+/// a second time.
+fn path_of(name: &str, rest: &str) -> Result<Option<ResourcePath>, Status> {
+    if rest == "/documents" {
+        return Ok(None);
+    }
+    let bad = |reason: String| from_proto(&ProtoError::BadName { reason });
+    let path = rest.strip_prefix("/documents/").ok_or_else(|| {
+        bad(format!(
+            "\"{}\" is not of the form projects/{{project}}/databases/{{database}}/documents/{{path}}",
+            abbreviate(name)
+        ))
+    })?;
+    // Not `ResourcePath::parse`, which takes a leading `/`: `documents//c/d` is no name.
+    ResourcePath::from_segments(path.split('/').map(str::to_owned).collect())
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
+}
+
 /// `projects/{p}/databases/{d}` exactly (the `database` of BatchGetDocuments, Commit, ...).
 ///
 /// # Errors
@@ -59,8 +80,8 @@ pub fn database(name: &str) -> Result<DatabaseName, Status> {
 /// # Errors
 /// INVALID_ARGUMENT, also for a collection path.
 pub fn parent(name: &str) -> Result<(DatabaseName, Option<ResourcePath>), Status> {
-    let (db, _) = head(name, "parent")?;
-    match db.parse_name(name).map_err(|e| from_proto(&e))? {
+    let (db, rest) = head(name, "parent")?;
+    match path_of(name, rest)? {
         Some(path) if !path.is_document() => Err(invalid_argument(format!(
             "parent \"{}\" names a collection: a parent is .../documents or a document",
             abbreviate(name)
@@ -74,8 +95,8 @@ pub fn parent(name: &str) -> Result<(DatabaseName, Option<ResourcePath>), Status
 /// # Errors
 /// INVALID_ARGUMENT, also for the documents root or a collection path.
 pub fn document(name: &str) -> Result<(DatabaseName, ResourcePath), Status> {
-    let (db, _) = head(name, "document name")?;
-    match db.parse_name(name).map_err(|e| from_proto(&e))? {
+    let (db, rest) = head(name, "document name")?;
+    match path_of(name, rest)? {
         Some(path) if path.is_document() => Ok((db, path)),
         _ => Err(invalid_argument(format!(
             "\"{}\" does not name a document (projects/{{project}}/databases/{{database}}/documents/{{collection}}/{{id}}...)",
@@ -176,6 +197,33 @@ mod tests {
             "/projects/p/databases/(default)/documents/c/d",
         ] {
             assert_eq!(code(document(bad)), tonic::Code::InvalidArgument, "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_as_core_parses_names() {
+        // `path_of` answers what `DatabaseName::parse_name` answers for the whole name.
+        for name in [
+            "projects/p/databases/(default)/documents",
+            "projects/p/databases/(default)/documents/c",
+            "projects/p/databases/(default)/documents/c/d",
+            "projects/p/databases/(default)/documents/",
+            "projects/p/databases/(default)/documents//c/d",
+            "projects/p/databases/(default)/documents/c/d/",
+            "projects/p/databases/(default)/docs/c/d",
+            "projects/p/databases/(default)/documentsx/c",
+            "projects/p/databases/(default)/documents/c/__d__",
+            "projects/p/databases/(default)/documents/c/d\u{0}",
+        ] {
+            let Ok((db, rest)) = head(name, "name") else {
+                unreachable!("{name}")
+            };
+            let ours = path_of(name, rest).map_err(|s| (s.code(), s.message().to_owned()));
+            let core = db
+                .parse_name(name)
+                .map_err(|e| from_proto(&e))
+                .map_err(|s| (s.code(), s.message().to_owned()));
+            assert_eq!(ours, core, "{name}");
         }
     }
 

@@ -11,6 +11,7 @@
 use std::pin::Pin;
 
 use docstore_core::proto::DatabaseName;
+use docstore_core::ResourcePath;
 use futures_util::Stream;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
@@ -110,22 +111,27 @@ fn of_parent(name: &str) -> Result<DatabaseName, Status> {
     names::parent(name).map(|(db, _)| db)
 }
 
-/// The database of a request naming its database and some documents: all in that database.
-fn of_database_and_documents<'a>(
+/// The database of a request naming its database and some documents, all in that database,
+/// and the documents' paths.
+fn database_and_documents(
     database: &str,
-    documents: impl IntoIterator<Item = &'a str>,
-) -> Result<DatabaseName, Status> {
+    documents: &[String],
+) -> Result<(DatabaseName, Vec<ResourcePath>), Status> {
     let db = names::database(database)?;
-    for name in documents {
-        let (other, _) = names::document(name)?;
-        if other.database != db.database {
-            return Err(invalid_argument(format!(
-                "document \"{name}\" is not in database \"{}\"",
-                db.database
-            )));
-        }
-    }
-    Ok(db)
+    let paths = documents
+        .iter()
+        .map(|name| {
+            let (other, path) = names::document(name)?;
+            if other.database != db.database {
+                return Err(invalid_argument(format!(
+                    "document \"{name}\" is not in database \"{}\"",
+                    db.database
+                )));
+            }
+            Ok(path)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((db, paths))
 }
 
 #[tonic::async_trait]
@@ -146,10 +152,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListDocumentsRequest>,
     ) -> Result<Response<wire::ListDocumentsResponse>, Status> {
-        let (caller, db) = self
-            .admit("ListDocuments", &request, |r| of_parent(&r.parent))
+        let (caller, db, parent) = self
+            .admit_named("ListDocuments", &request, |r| names::parent(&r.parent))
             .await?;
-        let (_, parent) = names::parent(&request.get_ref().parent)?;
         let answer = collections::list_documents(
             &self.service,
             &caller,
@@ -165,9 +170,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::UpdateDocumentRequest>,
     ) -> Result<Response<wire::Document>, Status> {
-        let (caller, db) = self
-            .admit("UpdateDocument", &request, |r| match &r.document {
-                Some(doc) => of_document(&doc.name),
+        let (caller, db, path) = self
+            .admit_named("UpdateDocument", &request, |r| match &r.document {
+                Some(doc) => names::document(&doc.name),
                 None => Err(invalid_argument("UpdateDocument needs a document")),
             })
             .await?;
@@ -175,7 +180,6 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         let Some(doc) = r.document else {
             return Err(invalid_argument("UpdateDocument needs a document"));
         };
-        let (_, path) = names::document(&doc.name)?;
         let write = wire::Write {
             operation: Some(wire::write::Operation::Update(doc)),
             update_mask: r.update_mask,
@@ -216,17 +220,11 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::BatchGetDocumentsRequest>,
     ) -> Result<Response<Self::BatchGetDocumentsStream>, Status> {
-        let (caller, db) = self
-            .admit("BatchGetDocuments", &request, |r| {
-                of_database_and_documents(&r.database, r.documents.iter().map(String::as_str))
+        let (caller, db, paths) = self
+            .admit_named("BatchGetDocuments", &request, |r| {
+                database_and_documents(&r.database, &r.documents)
             })
             .await?;
-        let paths = request
-            .get_ref()
-            .documents
-            .iter()
-            .map(|name| names::document(name).map(|(_, path)| path))
-            .collect::<Result<Vec<_>, _>>()?;
         let answers =
             documents::batch_get(&self.service, &caller, &db, paths, request.get_ref()).await?;
         let stream: Self::BatchGetDocumentsStream =
@@ -291,10 +289,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunQueryRequest>,
     ) -> Result<Response<Self::RunQueryStream>, Status> {
-        let (caller, db) = self
-            .admit("RunQuery", &request, |r| of_parent(&r.parent))
+        let (caller, db, parent) = self
+            .admit_named("RunQuery", &request, |r| names::parent(&r.parent))
             .await?;
-        let (_, parent) = names::parent(&request.get_ref().parent)?;
         let answers = query::run_query(
             &self.service,
             &caller,
@@ -327,10 +324,11 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::RunAggregationQueryRequest>,
     ) -> Result<Response<Self::RunAggregationQueryStream>, Status> {
-        let (caller, db) = self
-            .admit("RunAggregationQuery", &request, |r| of_parent(&r.parent))
+        let (caller, db, parent) = self
+            .admit_named("RunAggregationQuery", &request, |r| {
+                names::parent(&r.parent)
+            })
             .await?;
-        let (_, parent) = names::parent(&request.get_ref().parent)?;
         let answer = query::run_aggregation_query(
             &self.service,
             &caller,
@@ -385,10 +383,9 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         &self,
         request: Request<wire::ListCollectionIdsRequest>,
     ) -> Result<Response<wire::ListCollectionIdsResponse>, Status> {
-        let (caller, db) = self
-            .admit("ListCollectionIds", &request, |r| of_parent(&r.parent))
+        let (caller, db, parent) = self
+            .admit_named("ListCollectionIds", &request, |r| names::parent(&r.parent))
             .await?;
-        let (_, parent) = names::parent(&request.get_ref().parent)?;
         let answer = collections::list_collection_ids(
             &self.service,
             &caller,
