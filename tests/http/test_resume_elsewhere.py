@@ -32,6 +32,7 @@ import httpx
 import psycopg
 import pytest
 from conftest import free_port, sidecar_binary, sidecar_env, sse_events, wait_healthy
+from test_failover import drop_slot_under
 from test_listen import Listener, View
 
 DB = "elsewhere"
@@ -647,6 +648,127 @@ def test_a_stream_whose_end_its_client_read_is_not_adopted_elsewhere(stack, nats
             slow.close()
     finally:
         proxy.close()
+
+
+def reset_in_place(stack, client, coll, side: Sidecar) -> tuple[View, dict]:
+    """A stream on `side`, followed until current; then `side`'s slot is dropped under it,
+    and the client reads the `reset {slot_lost}` that discards its state in place and
+    disconnects before the snapshot that follows. The client's view (empty) and the reset."""
+    listener = Listener(at(stack, side), params=params(coll), path=LISTEN)
+    try:
+        assert listener.status == 200, listener.error_body
+        view = View()
+        until_current(stack, client, coll, listener, view)
+        drop_slot_under(stack, side.slot)
+        while (ev := listener.next())["event"] != "reset":
+            view.apply(ev)
+        assert ev["data"]["reason"] == "slot_lost", ev
+        view.apply(ev)
+        return view, ev
+    finally:
+        listener.close()
+
+
+def test_a_stream_reset_in_place_is_resumed_elsewhere_with_a_snapshot(stack, nats, client):
+    # A's slot is dropped under it: its stream resets in place (`reset {slot_lost}`, a
+    # snapshot follows on the same stream). A client that read the reset holds nothing; it
+    # resumes on B with the reset's token. B must send every target whole: without A
+    # recording the reset in the registry (its targets not held until the next snapshot),
+    # the entry said the client held every target at that position and B sent one `change`
+    # from there, which the client cannot apply to the nothing it holds.
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        view, reset = reset_in_place(stack, client, coll, a)
+        last = reset["id"]
+        move_everything(stack, client, coll)
+        hdrs = {**stack.admin, "Last-Event-ID": last}
+        listener = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert listener.status == 200, listener.error_body
+            assert listener.stream_id == last.rpartition(".")[0]
+            first = listener.next()
+            assert first["event"] == "snapshot", first
+            assert {t["target"] for t in first["data"]["targets"]} == {"0", "1", "2"}, first
+            view.apply(first)
+            assert folded(view) == fresh(stack, client, coll)
+            put(stack, client, f"{coll}/d2", 999)
+            until_current(stack, client, coll, listener, view)
+            assert all(ev["event"] != "reset" for ev in listener.received)
+        finally:
+            listener.close()
+
+
+def test_a_reset_in_place_waits_for_the_registry(stack, nats, client):
+    # A reaches NATS through a proxy the test holds while A's slot is dropped under it: the
+    # registry must say the stream's targets are not held before the client can read the
+    # reset, so while A cannot reach NATS the reset waits (without the order, the client
+    # read it at once, and a resume on B before the registry write would still be sent a
+    # `change` of results the client discarded). Once NATS answers, the reset and the
+    # snapshot come, and a resume on B with the reset's token gets every target whole.
+    coll = "c" + uuid.uuid4().hex[:10]
+    proxy = HeldProxy(nats)
+    try:
+        with sidecars(stack, nats, 2, urls=[proxy.url, nats]) as (a, b):
+            seeded(stack, client, coll)
+            listener = Listener(at(stack, a), params=params(coll), path=LISTEN)
+            try:
+                assert listener.status == 200, listener.error_body
+                view = View()
+                until_current(stack, client, coll, listener, view)
+                stream = listener.stream_id
+                proxy.hold()
+                drop_slot_under(stack, a.slot)
+                # A records the resets of its streams in order (another stream of A, within
+                # its grace, may come first): any of them failing means every one waits.
+                deadline = time.monotonic() + 120
+                while "reset in place is not in the registry" not in a.log.read_text():
+                    assert time.monotonic() < deadline, "A never tried to record a reset"
+                    time.sleep(0.1)
+                while not listener.events.empty():
+                    ev = listener.next()
+                    assert ev["event"] == "heartbeat", (
+                        "the client read the reset while the registry said it held results"
+                    )
+                proxy.release()
+                reset = listener.until(lambda ev: ev["event"] != "heartbeat")
+                assert reset["event"] == "reset", reset
+                assert reset["data"]["reason"] == "slot_lost", reset
+                snapshot = listener.next()
+                assert snapshot["event"] == "snapshot", snapshot
+            finally:
+                listener.close()
+            view = View()
+            view.apply(reset)
+            move_everything(stack, client, coll)
+            hdrs = {**stack.admin, "Last-Event-ID": reset["id"]}
+            on_b = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+            try:
+                assert on_b.status == 200, on_b.error_body
+                assert on_b.stream_id == stream
+                first = on_b.next()
+                assert first["event"] == "snapshot", first
+                view.apply(first)
+                assert folded(view) == fresh(stack, client, coll)
+            finally:
+                on_b.close()
+    finally:
+        proxy.close()
+
+
+def test_a_stream_reset_in_place_is_resumed_on_its_process_with_a_snapshot(stack, nats, client):
+    # The same client resumes on A itself: the reset's token is no longer held there (a
+    # reset in place drops the older tokens), so the stream resets again and snapshots.
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 1) as (a,):
+        seeded(stack, client, coll)
+        _, reset = reset_in_place(stack, client, coll, a)
+        move_everything(stack, client, coll)
+        listener, _ = resume_reset(stack, client, coll, a, reset["id"], "retention_passed")
+        try:
+            assert listener.stream_id == reset["id"].rpartition(".")[0]
+        finally:
+            listener.close()
 
 
 def test_another_callers_token_is_unknown_on_the_other_process(stack, nats, client):

@@ -34,7 +34,7 @@ use crate::pg::{Db, PgError, RunAs};
 use crate::source::{Backoff, Consumer, Lsn, SourceHealth};
 pub use events::{Frame, ResetReason};
 pub use hub::Feed;
-use registry::{Registry, TargetEntry};
+use registry::{Registry, RegistryError, TargetEntry};
 
 /// Tuning of the live-query session.
 #[derive(Debug, Clone)]
@@ -706,9 +706,10 @@ struct Adopting<'a> {
 }
 
 /// Write to the registry what the hub reports of streams' targets (`records`), in its order:
-/// targets added to a running stream, as not shown; then the position of the first snapshot
-/// of targets the entries have as not shown, so that a client that resumes on another
-/// process with a later token gets their changes rather than their whole results. Not
+/// targets added to a running stream, as not shown; every target of a stream reset in place,
+/// as not shown ([`reset`]); then the position of the first snapshot of targets the entries
+/// have as not shown, so that a client that resumes on another process with a later token
+/// gets their changes rather than their whole results. Not
 /// recorded (NATS did not answer), a target stays not shown: an adoption sends it whole,
 /// which replaces whatever the client holds of it.
 ///
@@ -735,6 +736,10 @@ async fn record(
                 if let Err(e) = added {
                     tracing::warn!(stream, error = %e, "the stream's registry entry lacks the added targets");
                 }
+                let _ = written.send(());
+            }
+            hub::Record::Reset { stream, written } => {
+                reset(&registry, &instance, &stream).await;
                 let _ = written.send(());
             }
             hub::Record::FirstShown {
@@ -764,6 +769,44 @@ async fn record(
                         tracing::warn!(stream, error = %e, "the targets' first snapshot is not recorded: an adoption sends them whole");
                     }
                 }
+            }
+        }
+    }
+}
+
+/// Write to the entry of `stream`, reset in place, that its client holds none of its
+/// targets until their next snapshot (whose position [`record`] writes then), before the
+/// client can read the reset: a client that read it and resumes on another process before
+/// the snapshot gets every target whole there, never a `change` of results it discarded.
+/// While NATS does not answer, the write is retried and the reset waits (the other
+/// processes cannot read the registry either meanwhile).
+async fn reset(registry: &Registry, instance: &str, stream: &str) {
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    let mut warned = false;
+    loop {
+        let written = registry
+            .modify(stream, instance, |e| {
+                for t in &mut e.targets {
+                    t.shown = Some(None);
+                }
+            })
+            .await;
+        match written {
+            Ok(()) => {
+                tracing::debug!(stream, "the registry records the stream's reset in place");
+                return;
+            }
+            // An entry no process can read counts as none: no process adopts the stream.
+            Err(e @ RegistryError::Malformed(_)) => {
+                tracing::warn!(stream, error = %e, "the stream's registry entry cannot be read: its reset in place is not recorded");
+                return;
+            }
+            Err(e) => {
+                if !warned {
+                    tracing::warn!(stream, error = %e, "the stream's reset in place is not in the registry: retrying before its client is told of the reset");
+                    warned = true;
+                }
+                tokio::time::sleep(backoff.next_delay()).await;
             }
         }
     }

@@ -53,8 +53,9 @@ pub struct TargetEntry {
     /// From which position the client holds the target's results: absent (`None`), from
     /// the stream's first event (a target the stream opened with; every target of an entry
     /// written before the field existed); `null` (`Some(None)`), not known to be held (a
-    /// target added to the running stream, or one an adoption sends a snapshot of, whose
-    /// first snapshot is not recorded yet); a position, that of its first snapshot.
+    /// target added to the running stream, one an adoption sends a snapshot of, or any
+    /// target of a stream reset in place, whose next snapshot is not recorded yet); a
+    /// position, that of that snapshot.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

@@ -172,6 +172,12 @@ pub enum Internal {
     Rules(HashMap<String, guard::Loaded>, u64),
     /// Documents the rules of a stream look up.
     LookedUp(guarded::LookedUp),
+    /// The registry has a stream's reset in place (`reset`, at the stream's `epoch`): its
+    /// client may now read it, and its targets are read again.
+    ResetRecorded {
+        reset: Frame,
+        epoch: u64,
+    },
 }
 
 /// Where the hub's committed transactions come from.
@@ -266,6 +272,12 @@ pub enum Record {
     Added {
         stream: String,
         targets: Vec<TargetEntry>,
+        written: oneshot::Sender<()>,
+    },
+    /// A reset in place: every target of the stream is written to its entry as not shown
+    /// until its next snapshot, then `written` hears it (the reset waits for it).
+    Reset {
+        stream: String,
         written: oneshot::Sender<()>,
     },
     /// The first snapshot of targets the entry has as not shown (`Stream::unrecorded`):
@@ -937,8 +949,44 @@ impl Hub {
             self.owners.remove(tid);
         }
         self.guard.discard(id);
-        self.deliver(id, events::reset(id, position, reason, message), false);
+        let reset = events::reset(id, position, reason, message);
+        // With a registry, the entry says the targets are not held before the client can
+        // read the reset: a client that read it and resumes elsewhere before the snapshot
+        // holds nothing, and must be sent every target whole. Until then the stream sends
+        // nothing: no heartbeat (its targets changed unseen), and its read waits, so that
+        // the snapshot cannot overtake the reset.
+        if let (Some(records), Some(stream)) = (&self.records, self.streams.get_mut(id)) {
+            stream.shown = false;
+            stream.unrecorded = stream.targets.keys().cloned().collect();
+            let (written, done) = oneshot::channel();
+            let record = Record::Reset {
+                stream: id.to_owned(),
+                written,
+            };
+            if records.send(record).is_ok() {
+                let internal = self.internal.clone();
+                let epoch = stream.epoch;
+                tokio::spawn(async move {
+                    let _ = done.await;
+                    let _ = internal
+                        .send(Internal::ResetRecorded { reset, epoch })
+                        .await;
+                });
+                return;
+            }
+        }
+        self.deliver(id, reset, false);
         self.start_read(id, None);
+    }
+
+    /// A reset in place the registry recorded: sent, and the stream's targets read again,
+    /// unless the stream is gone or reset again meanwhile (that reset goes out instead).
+    fn on_reset_recorded(&mut self, reset: Frame, epoch: u64) {
+        let id = reset.event.stream.clone();
+        if self.streams.get(&id).is_some_and(|s| s.epoch == epoch) {
+            self.deliver(&id, reset, false);
+            self.start_read(&id, None);
+        }
     }
 
     /// Read a stream's targets again (`only`: one query target's requery).
@@ -1026,6 +1074,7 @@ impl Hub {
             Internal::Fetched(fetched) => self.on_fetched(fetched),
             Internal::Rules(rules, read) => self.on_rules(rules, read),
             Internal::LookedUp(looked) => self.on_looked_up(looked),
+            Internal::ResetRecorded { reset, epoch } => self.on_reset_recorded(reset, epoch),
         }
     }
 
