@@ -147,6 +147,8 @@ async fn run(config: Config) -> Result<(), String> {
                 url: nats_url.clone(),
                 stream: config.nats_stream.clone(),
                 health: health.clone(),
+                // A matcher keeps what a resume from before its start needs.
+                history: (config.role == Role::Matcher).then(|| Limits::default().keep),
             }),
             None => Feed::Slot,
         };

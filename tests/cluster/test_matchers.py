@@ -253,6 +253,33 @@ def test_a_killed_matcher_moves_its_streams_and_the_connection_continues(matcher
         stream.close()
 
 
+def test_a_matcher_started_after_the_clients_position_takes_the_stream_over(matchers, coll):
+    """A matcher reads the change stream from the changelog's keep before its start, so the
+    stream of a killed matcher moves to one that started after the client's last position
+    without a reset."""
+    c = matchers
+    write(c, coll, range(5))
+    before = connections(c)
+    stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        write(c, coll, range(5, 10))
+        mark(c, coll, "m1")
+        stream.wait_for_doc(f"{coll}/m1")
+        held = holder(c, before)
+        kill(c, next(m for m in c.matchers if m is not held))
+        # The only other matcher now starts after the client's last position.
+        replace_killed(c)
+        kill(c, held)
+        write(c, coll, range(10, 20))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+    finally:
+        stream.close()
+
+
 def test_a_client_resumes_on_the_other_gateway_after_its_matcher_was_killed(matchers, coll):
     c = matchers
     write(c, coll, range(5))
@@ -382,8 +409,7 @@ def logged_id(r, kind: str) -> str:
 def test_no_matcher_answers_unavailable_not_a_hang(stack, tmp_path: Path, coll):
     c = Cluster(stack, tmp_path)
     try:
-        c.ingest = c.start("ingest", "ingest1")
-        c.wait_health(c.ingest, 200)
+        # A nats-server of its own and no matcher (nor ingest: the module's holds the slot).
         c.gateways = [c.start("gateway", "gateway1", DOCSTORE_MATCHING="remote")]
         c.wait_health(c.gateways[0], 200)
         body = {"targets": [{"id": "all", "sql": f"select * from /{coll}"}]}
