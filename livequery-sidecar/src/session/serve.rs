@@ -271,7 +271,8 @@ struct Out {
 }
 
 impl Out {
-    /// Send `item`; `false`: NATS refused it (the connection ends).
+    /// Send `item`; `false`: the connection ends (NATS refused it, or it was too large and
+    /// its closing reset went instead).
     async fn send(&mut self, item: Item) -> bool {
         if let Item::Frame(f) | Item::Closed(f) = &item {
             self.position = f.position;
@@ -282,7 +283,8 @@ impl Out {
             seq: self.seq,
             item,
         });
-        if payload.len() > self.client.server_info().max_payload {
+        let too_large = payload.len() > self.client.server_info().max_payload;
+        if too_large {
             // Too large for NATS: the connection closes as a lagged one does.
             tracing::warn!(
                 stream = self.stream,
@@ -310,7 +312,8 @@ impl Out {
         {
             Ok(()) => {
                 metrics::counter!("docstore_matcher_frames_forwarded_total").increment(1);
-                true
+                // A frame too large was replaced by the connection's closing reset.
+                !too_large
             }
             Err(e) => {
                 tracing::warn!(stream = self.stream, error = %e, "a frame was not forwarded: the connection ends");

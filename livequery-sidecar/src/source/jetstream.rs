@@ -449,10 +449,10 @@ async fn read(
     // by time; what it reads from there counts as read once its first message arrived.
     let history = match (reader.last_sequence, settings.history) {
         (None, Some(history)) => match &reader.since {
-            Some(since) => Some(since.clone()),
+            Some(since) => Some(*since),
             None => history_start(history).map(|start_time| {
                 let since = consumer::DeliverPolicy::ByStartTime { start_time };
-                reader.since = Some(since.clone());
+                reader.since = Some(since);
                 since
             }),
         },
