@@ -1,5 +1,5 @@
 //! The checks behind the sidecar's fuzz targets. Run them with
-//! `cd livequery-sidecar && RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir fuzz-http <routes|bodies|authorization>`
+//! `cd livequery-sidecar && RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir fuzz-http <routes|bodies|authorization|matcher_wire>`
 //! (cargo-fuzz 0.13.2). A check fails when a parser panics (libFuzzer reports it) or refuses
 //! input with anything but a 4xx canonical error.
 
@@ -105,6 +105,7 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         shared_connections: 0,
         slot: "s".into(),
         role: docstore_sidecar::config::Role::All,
+        matching: docstore_sidecar::config::Matching::Local,
         nats_url: None,
         nats_stream: "DOCSTORE_TX".into(),
         live: false,
@@ -157,4 +158,35 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         Err(e) if e.status().as_u16() == 401 => Ok(()),
         Err(e) => Err(format!("authorization refused with {e:?}")),
     }
+}
+
+/// The matcher wire format (`session/wire.rs`): calls, answers and forwarded frames from NATS.
+/// Whatever decodes must encode to a message that decodes to the same value.
+pub fn check_matcher_wire(data: &[u8]) -> Result<(), Failure> {
+    use docstore_sidecar::session::wire;
+    if let Ok(request) = wire::decode_request(data) {
+        let again = wire::decode_request(&wire::encode_request(&request));
+        if again.as_ref() != Ok(&request) {
+            return Err(format!(
+                "a call does not round-trip: {request:?} -> {again:?}"
+            ));
+        }
+    }
+    if let Ok(answer) = wire::decode_answer(data) {
+        let again = wire::decode_answer(&wire::encode_answer(&answer));
+        if again.as_ref() != Ok(&answer) {
+            return Err(format!(
+                "an answer does not round-trip: {answer:?} -> {again:?}"
+            ));
+        }
+    }
+    if let Ok(forwarded) = wire::decode_forwarded(data) {
+        let again = wire::decode_forwarded(&wire::encode_forwarded(&forwarded));
+        if again.as_ref() != Ok(&forwarded) {
+            return Err(format!(
+                "a frame does not round-trip: {forwarded:?} -> {again:?}"
+            ));
+        }
+    }
+    Ok(())
 }

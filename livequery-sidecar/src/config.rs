@@ -125,10 +125,18 @@ pub struct Config {
     /// publishes each committed transaction to the JetStream stream --nats-stream and
     /// confirms the slot once JetStream has it; it runs the write triggers (--triggers) and
     /// serves the HTTP API without `:listen`. `gateway`: the HTTP/SSE/gRPC API with live
-    /// queries fed by that stream instead of a slot (it creates none). ingest and gateway
-    /// need --nats-url.
+    /// queries fed by that stream instead of a slot (it creates none). `matcher`: the live
+    /// queries' hub fed by that stream, serving the streams of gateways that run
+    /// `--matching remote` over NATS; its HTTP listener answers only `/healthz` and
+    /// `/metrics`. ingest, gateway and matcher need --nats-url.
     #[arg(long, env = "DOCSTORE_ROLE", value_enum, default_value_t = Role::All)]
     pub role: Role,
+
+    /// Where a gateway matches its live queries: `local`, in its own hub; `remote`, on the
+    /// matchers (`--role matcher`), each stream on one of them, moved to another when its
+    /// matcher goes away (docs/architecture.md, "Processes").
+    #[arg(long, env = "DOCSTORE_MATCHING", value_enum, default_value_t = Matching::Local)]
+    pub matching: Matching,
 
     /// The NATS server (`nats://host:port`, JetStream enabled: `nats-server -js`). Needed by
     /// --role ingest and gateway. With it, every role that serves `:listen` also registers its
@@ -345,8 +353,19 @@ pub enum Role {
     All,
     /// The slot's reader and the publisher of its transactions to JetStream.
     Ingest,
-    /// The API and live queries, fed by JetStream.
+    /// The API and live queries, fed by JetStream (or matched on matchers).
     Gateway,
+    /// The live queries' hub, fed by JetStream, for gateways that match remotely.
+    Matcher,
+}
+
+/// `--matching`: where a gateway's live queries are matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Matching {
+    /// In the gateway's own hub.
+    Local,
+    /// On the matchers (`--role matcher`).
+    Remote,
 }
 
 /// Default `--query-write-timeout-ms`: 30 s, as the statement timeout.
@@ -373,18 +392,21 @@ impl Config {
         if self.role != Role::All && self.nats_url.is_none() {
             return Err(format!(
                 "--role {} needs --nats-url (the NATS server with JetStream)",
-                if self.role == Role::Ingest {
-                    "ingest"
-                } else {
-                    "gateway"
+                match self.role {
+                    Role::Ingest => "ingest",
+                    Role::Matcher => "matcher",
+                    _ => "gateway",
                 }
             ));
         }
         if self.role != Role::All && !self.live {
             return Err(
-                "--role ingest and gateway are the live path's (the slot, the stream): they need --live true"
+                "--role ingest, gateway and matcher are the live path's (the slot, the stream): they need --live true"
                     .into(),
             );
+        }
+        if self.matching == Matching::Remote && self.role != Role::Gateway {
+            return Err("--matching remote is a gateway's (--role gateway)".into());
         }
         match self.grpc_listen {
             Some(addr) if self.dev_mode && !addr.ip().is_loopback() => Err(format!(
@@ -418,6 +440,7 @@ impl std::fmt::Debug for Config {
             .field("shared_connections", &self.shared_connections)
             .field("slot", &self.slot)
             .field("role", &self.role)
+            .field("matching", &self.matching)
             .field(
                 "nats_url",
                 &self
@@ -550,7 +573,25 @@ mod tests {
             let refused = parse(&[&nats[..], &["--live", "false"]].concat()).check();
             assert!(refused.is_err_and(|e| e.contains("--live true")));
         }
-        assert!(Config::try_parse_from(["docstore-sidecar", "--role", "matcher"]).is_err());
+        assert!(Config::try_parse_from(["docstore-sidecar", "--role", "router"]).is_err());
+        let matcher = parse(&["--role", "matcher", "--nats-url", "nats://127.0.0.1:4222"]);
+        assert!(matcher.check().is_ok());
+        assert!(parse(&["--role", "matcher"])
+            .check()
+            .is_err_and(|e| e.contains("--role matcher needs --nats-url")));
+        let remote = [
+            "--role",
+            "gateway",
+            "--nats-url",
+            "nats://127.0.0.1:4222",
+            "--matching",
+            "remote",
+        ];
+        assert_eq!(parse(&remote).matching, Matching::Remote);
+        assert!(parse(&remote).check().is_ok());
+        assert!(parse(&["--matching", "remote"])
+            .check()
+            .is_err_and(|e| e.contains("--matching remote")));
     }
 
     #[test]

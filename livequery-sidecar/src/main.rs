@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use docstore_sidecar::changelog::Limits;
-use docstore_sidecar::config::{Config, Role};
+use docstore_sidecar::config::{Config, Matching, Role};
 use docstore_sidecar::grpc;
 use docstore_sidecar::http::origin::{CorsPolicy, HostPolicy};
 use docstore_sidecar::http::server::ServerLimits;
@@ -72,7 +72,8 @@ async fn run(config: Config) -> Result<(), String> {
         }
     });
     // A gateway reads no slot: the start-up facts of the live path are the ingest's.
-    let slot_checks = config.live && config.role != Role::Gateway;
+    let reads_slot = matches!(config.role, Role::All | Role::Ingest);
+    let slot_checks = config.live && reads_slot;
     match preflight::check(&db, &config.slot, slot_checks).await {
         Ok(()) => {}
         Err(preflight::Failure::Permanent(cause)) => return Err(format!("cannot start: {cause}")),
@@ -99,7 +100,7 @@ async fn run(config: Config) -> Result<(), String> {
     let session = if config.live {
         let mut consumers = Vec::new();
         // Write triggers run where the slot is read: never in a gateway.
-        if config.triggers && config.role != Role::Gateway {
+        if config.triggers && reads_slot {
             consumers.push(docstore_sidecar::triggers::start(
                 &db,
                 docstore_sidecar::triggers::Settings {
@@ -113,7 +114,7 @@ async fn run(config: Config) -> Result<(), String> {
             )?);
         }
         let postgres = docstore_sidecar::pg::tls::Postgres::parse(&config.database_url)?;
-        if config.role != Role::Gateway {
+        if reads_slot {
             postgres.check_replication()?;
         }
         if config.role == Role::Ingest {
@@ -140,11 +141,14 @@ async fn run(config: Config) -> Result<(), String> {
             )
             .await;
         }
+        let remote = config.role == Role::Gateway && config.matching == Matching::Remote;
         let feed = match &role {
             Some(health) => Feed::JetStream(StreamSettings {
                 url: nats_url.clone(),
                 stream: config.nats_stream.clone(),
                 health: health.clone(),
+                // A matcher keeps what a resume from before its start needs.
+                history: (config.role == Role::Matcher).then(|| Limits::default().keep),
             }),
             None => Feed::Slot,
         };
@@ -163,7 +167,29 @@ async fn run(config: Config) -> Result<(), String> {
             ),
             None => None,
         };
-        Some(Session::start_with(
+        if let (true, Some(registry)) = (remote, &registry) {
+            // No hub here: the matchers run the streams (docs/architecture.md, "Processes").
+            let relay = docstore_sidecar::session::relay::Relay::start(
+                &nats_url,
+                role.clone().unwrap_or_default(),
+                registry.clone(),
+                config.listen_queue,
+            )
+            .await
+            .map_err(|e| format!("cannot start: --matching remote: {e}"))?;
+            let session = Session::remote(db.clone(), relay);
+            return serve(
+                config,
+                db,
+                verifier,
+                Live::Session(Box::new(session)),
+                role,
+                metrics,
+                Listening { listener, tls },
+            )
+            .await;
+        }
+        let session = Session::start_with(
             db.clone(),
             Settings {
                 postgres,
@@ -187,7 +213,34 @@ async fn run(config: Config) -> Result<(), String> {
             consumers,
             feed,
             registry,
-        ))
+        );
+        if config.role == Role::Matcher {
+            let client = docstore_sidecar::source::jetstream::connect(
+                &nats_url,
+                role.clone().unwrap_or_default(),
+                "docstore_matcher_nats_reconnects_total",
+            )
+            .await
+            .map_err(|e| format!("cannot start: --nats-url: {e}"))?;
+            let js = async_nats::jetstream::new(client.clone());
+            let presence = docstore_sidecar::session::presence::bucket;
+            let matchers = presence(&js, docstore_sidecar::session::presence::MATCHERS)
+                .await
+                .map_err(|e| format!("cannot start: {e}"))?;
+            let gateways = presence(&js, docstore_sidecar::session::presence::GATEWAYS)
+                .await
+                .map_err(|e| format!("cannot start: {e}"))?;
+            let serving = session.clone();
+            tokio::spawn(async move {
+                if let Err(e) =
+                    docstore_sidecar::session::serve::serve(serving, client, matchers, gateways)
+                        .await
+                {
+                    tracing::error!("{e}");
+                }
+            });
+        }
+        Some(session)
     } else {
         None
     };
@@ -272,8 +325,11 @@ async fn serve(
         hosts: HostPolicy::new(config.listen, &config.allowed_hosts),
         cors: CorsPolicy::new(&config.cors_origins),
         tls: acceptor(&[b"http/1.1"])?,
+        // A matcher serves no client: `/healthz` and `/metrics` only.
+        api: config.role != Role::Matcher,
     };
-    if let Some(addr) = config.grpc_listen {
+    let grpc_listen = config.grpc_listen.filter(|_| config.role != Role::Matcher);
+    if let Some(addr) = grpc_listen {
         let grpc_listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr} (--grpc-listen): {e}"))?;

@@ -1,7 +1,7 @@
 //! Runs every input under each fuzz crate's `corpus/<target>/` through the check of fuzz target
 //! `<target>`, on stable Rust and without libFuzzer, so `cargo test` exercises the committed
 //! seeds and any local corpus: `fuzz/` (pgoutput, seeds captured from a real replication
-//! stream) and `fuzz-http/` (routes, bodies, Authorization). The checks are the fuzz crates'
+//! stream) and `fuzz-http/` (routes, bodies, Authorization, the matcher wire format). The checks are the fuzz crates'
 //! libraries, `fuzz/checks.rs` and `fuzz-http/checks.rs`, compiled in here unchanged.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -18,8 +18,9 @@ use std::path::Path;
 
 type Check = fn(&[u8]) -> Result<(), String>;
 
-const HTTP_TARGETS: [(&str, Check); 3] = [
+const HTTP_TARGETS: [(&str, Check); 4] = [
     ("routes", http_checks::check_routes),
+    ("matcher_wire", http_checks::check_matcher_wire),
     ("bodies", http_checks::check_bodies),
     ("authorization", http_checks::check_authorization),
 ];

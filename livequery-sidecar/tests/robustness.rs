@@ -107,11 +107,14 @@ proptest! {
     #[test]
     fn bodies_never_panic(bytes in body_like()) {
         holds(checks::check_bodies(&bytes));
+        // The matcher wire format is a version byte then JSON: the same JSON-like bodies.
+        holds(checks::check_matcher_wire(&[&[1u8][..], &bytes].concat()));
     }
 
     #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         holds(checks::check_bodies(&bytes));
+        holds(checks::check_matcher_wire(&bytes));
         let _ = resource::percent_decode(&String::from_utf8_lossy(&bytes), true);
         holds(checks::check_routes(&bytes));
     }

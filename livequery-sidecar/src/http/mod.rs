@@ -120,6 +120,16 @@ pub fn router(state: SharedState) -> Router {
         .with_state(state)
 }
 
+/// The router of a process that serves no client (`--role matcher`).
+pub fn health_router(state: SharedState) -> Router {
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/metrics", get(metrics::render))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(metrics::track))
+        .with_state(state)
+}
+
 async fn not_found(request: Request) -> ApiError {
     ApiError::not_found(format!(
         "no route {} {}",
@@ -264,6 +274,8 @@ pub struct Exposure {
     pub cors: Option<origin::CorsPolicy>,
     /// `--tls-cert` / `--tls-key`: the listener speaks TLS (ALPN `http/1.1`).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Whether the API is served; `false` (`--role matcher`): `/healthz` and `/metrics` only.
+    pub api: bool,
 }
 
 impl std::fmt::Debug for Exposure {
@@ -289,7 +301,11 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     exposure: Exposure,
 ) -> std::io::Result<()> {
-    let mut app = router(state);
+    let mut app = if exposure.api {
+        router(state)
+    } else {
+        health_router(state)
+    };
     if let Some(cors) = exposure.cors {
         app = app.layer(axum::middleware::from_fn_with_state(cors, origin::cors));
     }

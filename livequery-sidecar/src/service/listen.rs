@@ -24,6 +24,7 @@ impl From<SessionError> for ServiceError {
                 limit: Some(limit),
                 ..ServiceError::new(Code::ResourceExhausted, message)
             },
+            SessionError::Remote { code, message } => ServiceError::new(code, message),
         }
     }
 }

@@ -36,6 +36,19 @@ impl ResetReason {
             ResetReason::Permission => "permission",
         }
     }
+
+    /// The reason [`ResetReason::as_str`] names.
+    pub fn parse(name: &str) -> Option<ResetReason> {
+        [
+            ResetReason::Lagged,
+            ResetReason::SlotLost,
+            ResetReason::RetentionPassed,
+            ResetReason::Restart,
+            ResetReason::Permission,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == name)
+    }
 }
 
 /// What an event says.

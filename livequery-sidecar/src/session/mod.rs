@@ -18,8 +18,12 @@
 pub mod events;
 pub mod guard;
 pub mod hub;
+pub mod presence;
 pub mod registry;
+pub mod relay;
+pub mod serve;
 pub mod upkeep;
+pub mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -122,6 +126,12 @@ pub enum SessionError {
     #[error("{message}")]
     ResourceExhausted {
         limit: &'static str,
+        message: String,
+    },
+    /// Another refusal a matcher answered (`--matching remote`): its code and message.
+    #[error("{message}")]
+    Remote {
+        code: docstore_core::Code,
         message: String,
     },
 }
@@ -261,6 +271,8 @@ pub struct Session {
     /// This process's instance id (the first part of its stream ids, the registry's holder).
     instance: String,
     registry: Option<Registry>,
+    /// `--matching remote`: the calls go to matchers (`relay`), there is no hub here.
+    remote: Option<relay::Relay>,
 }
 
 /// How long a subscription waits for the change stream to be ready.
@@ -328,7 +340,29 @@ impl Session {
             health,
             instance,
             registry,
+            remote: None,
         }
+    }
+
+    /// A gateway's session that matches on remote matchers (`--matching remote`): every call
+    /// goes through `relay`; this process runs no hub.
+    pub fn remote(db: Db, relay: relay::Relay) -> Session {
+        // No hub: the command channel has no receiver, and no local call is ever made.
+        let (commands, _) = mpsc::channel(1);
+        Session {
+            commands,
+            db,
+            matcher: MatcherConfig::default(),
+            health: SourceHealth::new(),
+            instance: relay.id().to_owned(),
+            registry: None,
+            remote: Some(relay),
+        }
+    }
+
+    /// This process's instance id (a matcher's id in `docstore_matchers`).
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// The permanent cause the change stream fails on after start-up (REPLICATION revoked,
@@ -398,6 +432,9 @@ impl Session {
         targets: Vec<TargetRequest>,
         lead: Option<ResetReason>,
     ) -> Result<Connection, SessionError> {
+        if let Some(relay) = &self.remote {
+            return relay.open(database, caller, targets, lead).await;
+        }
         let entry = self.registry.as_ref().map(|_| registry::Entry {
             version: 1,
             database: database.to_owned(),
@@ -445,6 +482,9 @@ impl Session {
         position: Lsn,
         caller: &Caller,
     ) -> Result<Resumed, SessionError> {
+        if let Some(relay) = &self.remote {
+            return relay.resume(database, stream, position, caller).await;
+        }
         if let Some(registry) = &self.registry {
             match registry.get(stream).await {
                 Ok(Some((entry, targets, revision))) if entry.holder != self.instance => {
@@ -604,6 +644,9 @@ impl Session {
         caller: Caller,
         targets: Vec<TargetRequest>,
     ) -> Result<(), SessionError> {
+        if let Some(relay) = &self.remote {
+            return relay.add_targets(database, stream, caller, targets).await;
+        }
         let ids = targets.iter().map(|t| t.id.clone()).collect();
         self.call(|reply| Command::Check {
             stream: stream.to_owned(),
@@ -647,6 +690,9 @@ impl Session {
         caller: &str,
         target: &str,
     ) -> Result<bool, SessionError> {
+        if let Some(relay) = &self.remote {
+            return relay.holds(database, stream, caller, target).await;
+        }
         let checked = self
             .call(|reply| Command::Check {
                 stream: stream.to_owned(),
@@ -676,6 +722,9 @@ impl Session {
         caller: &str,
         target: &str,
     ) -> Result<(), SessionError> {
+        if let Some(relay) = &self.remote {
+            return relay.remove_target(stream, caller, target).await;
+        }
         self.call(|reply| Command::Remove {
             stream: stream.to_owned(),
             caller: caller.to_owned(),

@@ -6,7 +6,10 @@
 //! [`ChangeSource::next_event`] is cancel-safe and the reading survives NATS restarts:
 //! - It starts at the stream's end (a new gateway has no streams to feed) and reports that
 //!   start as [`SourceEvent::SlotCreated`]: the hub becomes ready, and would reset every stream
-//!   if it had any (never a silent gap).
+//!   if it had any (never a silent gap). A matcher (`--role matcher`) starts the changelog's
+//!   keep before its start instead (by time), so that it can adopt a stream whose client saw a
+//!   position from before it started; a position older than that resets as one no longer
+//!   retained does.
 //! - After NATS went away it reconnects with backoff and continues after the last stream
 //!   sequence it read (before any, after the stream's last sequence when it started); a
 //!   sequence that does not follow that one (messages aged out of the stream meanwhile) is
@@ -356,6 +359,10 @@ pub struct StreamSettings {
     pub stream: String,
     /// What the gateway waits for (`/healthz`).
     pub health: RoleHealth,
+    /// How far back before its start the first read begins (`--role matcher`: the
+    /// changelog's keep, so that it can adopt a stream whose client saw a position from
+    /// before it started); `None` (a gateway): at the stream's end.
+    pub history: Option<Duration>,
 }
 
 /// A [`ChangeSource`] over the JetStream stream of an ingest.
@@ -400,6 +407,9 @@ struct Reader {
     parts: Reassembler,
     /// Whether the start was reported.
     started: bool,
+    /// The start time of the first read with a history (kept across reconnects before any
+    /// message arrived).
+    since: Option<async_nats::jetstream::consumer::DeliverPolicy>,
 }
 
 /// Read until the source is dropped, reconnecting with backoff.
@@ -435,11 +445,29 @@ async fn read(
     // The first start reads from the stream's end as it is then, by its sequence: a
     // reconnect before any message arrived continues from there too. (A consumer created
     // `New` again would skip what was published while NATS was away: a silent gap.)
-    let last = *reader
-        .last_sequence
-        .get_or_insert(stream.cached_info().state.last_sequence);
-    let deliver_policy = consumer::DeliverPolicy::ByStartSequence {
-        start_sequence: last + 1,
+    // With a history (a matcher), the first read starts that long before the start instead,
+    // by time; what it reads from there counts as read once its first message arrived.
+    let history = match (reader.last_sequence, settings.history) {
+        (None, Some(history)) => match &reader.since {
+            Some(since) => Some(*since),
+            None => history_start(history).map(|start_time| {
+                let since = consumer::DeliverPolicy::ByStartTime { start_time };
+                reader.since = Some(since);
+                since
+            }),
+        },
+        _ => None,
+    };
+    let deliver_policy = match history {
+        Some(since) => since,
+        None => {
+            let last = *reader
+                .last_sequence
+                .get_or_insert(stream.cached_info().state.last_sequence);
+            consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: last + 1,
+            }
+        }
     };
     let consumer = stream
         .create_consumer(consumer::pull::OrderedConfig {
@@ -544,6 +572,13 @@ async fn read(
             }
         }
     }
+}
+
+/// The time `history` before now, as JetStream takes it (`None`: out of range).
+fn history_start(history: Duration) -> Option<async_nats::datetime::DateTime> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+    let start = now.checked_sub(history).unwrap_or_default();
+    async_nats::datetime::from_nanos(i128::try_from(start.as_nanos()).ok()?).ok()
 }
 
 fn reject(sequence: u64, why: &str) {

@@ -1,0 +1,173 @@
+//! Who is there (`--role matcher`, `--matching remote`): matchers and remote-matching
+//! gateways announce themselves in a JetStream key-value bucket each (`docstore_matchers`,
+//! `docstore_gateways`) whose entries expire after [`EXPIRY`]; each process puts its entry
+//! every [`BEAT`], and reads the other bucket's keys as often. A process whose entry expired
+//! is gone: a gateway moves its streams to another matcher, a matcher stops forwarding to
+//! that gateway.
+
+use std::collections::{BTreeSet, HashSet};
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv, stream};
+use futures_util::StreamExt;
+use tokio::sync::watch;
+
+/// The bucket matchers announce themselves in.
+pub const MATCHERS: &str = "docstore_matchers";
+/// The bucket remote-matching gateways announce themselves in.
+pub const GATEWAYS: &str = "docstore_gateways";
+/// How long an entry lives without being put again.
+pub const EXPIRY: Duration = Duration::from_secs(4);
+/// How often a process puts its entry and reads the other bucket.
+pub const BEAT: Duration = Duration::from_secs(1);
+
+/// The request/reply subject of a matcher's calls.
+pub fn matcher_subject(id: &str) -> String {
+    format!("docstore.matcher.{id}")
+}
+
+/// The subject a matcher forwards a gateway's frames on.
+pub fn gateway_subject(id: &str) -> String {
+    format!("docstore.gateway.{id}")
+}
+
+/// A fresh random id (16 hex digits): NATS-subject-safe. Falls back to the time and the
+/// process id when the system has no randomness to give.
+pub fn new_id() -> String {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        #[allow(clippy::cast_possible_truncation)]
+        let mixed = (nanos as u64) ^ (u64::from(std::process::id()) << 40);
+        bytes = mixed.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bucket `name` (created when missing: history 1, entries expire after [`EXPIRY`]).
+///
+/// # Errors
+/// NATS or JetStream refused.
+pub async fn bucket(js: &jetstream::Context, name: &str) -> Result<kv::Store, String> {
+    // Made directly, as the stream registry's (`registry::Registry::connect` says why).
+    js.get_or_create_stream(stream::Config {
+        name: format!("KV_{name}"),
+        description: Some("pg_docstore process presence (docs/architecture.md)".to_owned()),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: 1,
+        max_age: EXPIRY,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        num_replicas: 1,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| format!("bucket {name}: {e}"))?;
+    js.get_key_value(name)
+        .await
+        .map_err(|e| format!("bucket {name}: {e}"))
+}
+
+/// Put this process's entry in `bucket` every [`BEAT`], for the life of the process.
+///
+/// # Cancel safety
+/// Runs for the life of the process.
+pub async fn announce(store: kv::Store, id: String) {
+    let value = serde_json::json!({ "id": id, "version": env!("CARGO_PKG_VERSION") }).to_string();
+    let mut warned = false;
+    loop {
+        match store.put(&id, value.clone().into()).await {
+            Ok(_) => warned = false,
+            Err(e) if !warned => {
+                tracing::warn!(id, error = %e, "this process's presence entry was not written");
+                warned = true;
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(BEAT).await;
+    }
+}
+
+/// The ids live in `store`, read every [`BEAT`] into the returned channel (empty until the
+/// first read; kept as it was while NATS does not answer).
+pub fn watch_live(store: kv::Store) -> watch::Receiver<BTreeSet<String>> {
+    let (tx, rx) = watch::channel(BTreeSet::new());
+    tokio::spawn(async move {
+        loop {
+            if let Some(live) = read_keys(&store).await {
+                tx.send_if_modified(|current| {
+                    let changed = *current != live;
+                    *current = live;
+                    changed
+                });
+            }
+            if tx.is_closed() {
+                return;
+            }
+            tokio::time::sleep(BEAT).await;
+        }
+    });
+    rx
+}
+
+async fn read_keys(store: &kv::Store) -> Option<BTreeSet<String>> {
+    let mut keys = store.keys().await.ok()?;
+    let mut out = BTreeSet::new();
+    while let Some(key) = keys.next().await {
+        out.insert(key.ok()?);
+    }
+    Some(out)
+}
+
+/// The rendezvous choice of `key` over `live` (skipping `excluded`): the id with the
+/// highest hash of (id, key), so that every gateway picks the same matcher for a key, and a
+/// matcher that goes away moves only its own keys.
+pub fn rendezvous<'a>(
+    key: &str,
+    live: impl IntoIterator<Item = &'a String>,
+    excluded: &HashSet<String>,
+) -> Option<String> {
+    live.into_iter()
+        .filter(|id| !excluded.contains(*id))
+        .max_by_key(|id| {
+            let mut h = std::hash::DefaultHasher::new();
+            (id.as_str(), key).hash(&mut h);
+            h.finish()
+        })
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendezvous_moves_only_the_keys_of_a_gone_id() {
+        let all: BTreeSet<String> = ["m1", "m2", "m3"].map(str::to_owned).into();
+        let none = HashSet::new();
+        let keys: Vec<String> = (0..200).map(|i| format!("stream{i}")).collect();
+        let before: Vec<String> = keys
+            .iter()
+            .filter_map(|k| rendezvous(k, &all, &none))
+            .collect();
+        assert_eq!(before.len(), keys.len());
+        for m in ["m1", "m2", "m3"] {
+            assert!(before.iter().any(|b| b == m), "{m} gets some keys");
+        }
+        let gone = HashSet::from(["m2".to_owned()]);
+        for (k, b) in keys.iter().zip(&before) {
+            let after = rendezvous(k, &all, &gone);
+            if b == "m2" {
+                assert_ne!(after.as_deref(), Some("m2"));
+            } else {
+                assert_eq!(after.as_ref(), Some(b));
+            }
+        }
+        assert_eq!(rendezvous("k", &BTreeSet::new(), &none), None);
+    }
+}

@@ -1,0 +1,653 @@
+//! A gateway's remote matching (`--role gateway --matching remote`; docs/architecture.md,
+//! "Processes"): the session calls go to matchers (`session::serve`) over NATS, and each
+//! client connection is fed from the frames its matcher forwards.
+//!
+//! A stream lives on one matcher. A new stream goes to the matcher a rendezvous hash of a
+//! fresh random key picks among the live ones; a resume goes to the matcher holding the stream
+//! (this gateway's, or the registry's holder) while it is live, else to the one the hash of
+//! the stream id picks, which adopts it. For each connection the gateway keeps which matcher
+//! holds the stream, the position of the last frame it passed on and the next sequence
+//! number; when that matcher is gone (its presence entry expired, or it has no responders)
+//! or a frame's number does not follow, it resumes the stream at that position on the
+//! matcher the hash now picks, whose first frames continue the same client connection.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::events::{self, Frame, ResetReason};
+use super::presence;
+use super::registry::Registry;
+use super::wire::{self, Answer, Call, Forwarded, Item, Request};
+use super::{Caller, Connection, Resumed, SessionError, TargetRequest};
+use crate::source::jetstream::RoleHealth;
+use crate::source::Lsn;
+
+/// How long a call may take (an open waits up to 30 s for the change stream, then reads).
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a connection whose matcher is gone looks for another before it closes.
+const FAILOVER_WINDOW: Duration = Duration::from_secs(30);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The remote matching of a gateway.
+#[derive(Clone)]
+pub struct Relay(Arc<Inner>);
+
+struct Inner {
+    client: async_nats::Client,
+    id: String,
+    routes: Mutex<HashMap<String, mpsc::Sender<Forwarded>>>,
+    matchers: watch::Receiver<BTreeSet<String>>,
+    registry: Registry,
+    /// The matcher of each stream this gateway connects.
+    held: Mutex<HashMap<String, String>>,
+    /// Events queued per client connection.
+    queue: usize,
+}
+
+/// Why a call did not get an answer.
+enum Failure {
+    /// Nobody serves the matcher's subject: it is gone.
+    Gone,
+    Other(String),
+}
+
+/// The error of a refusal a matcher answered.
+fn session_error(
+    code: docstore_core::Code,
+    message: String,
+    limit: Option<&'static str>,
+) -> SessionError {
+    use docstore_core::Code;
+    match (code, limit) {
+        (Code::Unavailable, _) => SessionError::Unavailable(message),
+        (Code::NotFound, _) => SessionError::NotFound(message),
+        (Code::PermissionDenied, _) => SessionError::PermissionDenied(message),
+        (Code::InvalidArgument, _) => SessionError::InvalidArgument(message),
+        (Code::ResourceExhausted, Some(limit)) => {
+            SessionError::ResourceExhausted { limit, message }
+        }
+        (code, _) => SessionError::Remote { code, message },
+    }
+}
+
+fn no_matcher() -> SessionError {
+    SessionError::Unavailable("no matcher is running (--role matcher): retry".into())
+}
+
+impl Relay {
+    /// Connect to NATS at `url`, announce this gateway and start receiving frames.
+    ///
+    /// # Errors
+    /// NATS could not be reached or refused the buckets or the subscription.
+    pub async fn start(
+        url: &str,
+        health: RoleHealth,
+        registry: Registry,
+        queue: usize,
+    ) -> Result<Relay, String> {
+        let client = crate::source::jetstream::connect(
+            url,
+            health,
+            "docstore_gateway_nats_reconnects_total",
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let js = jetstream::new(client.clone());
+        let matchers = presence::bucket(&js, presence::MATCHERS).await?;
+        let gateways = presence::bucket(&js, presence::GATEWAYS).await?;
+        let id = presence::new_id();
+        let frames = client
+            .subscribe(presence::gateway_subject(&id))
+            .await
+            .map_err(|e| format!("subscribe to the gateway's frames: {e}"))?;
+        tokio::spawn(presence::announce(gateways, id.clone()));
+        let relay = Relay(Arc::new(Inner {
+            client,
+            id,
+            routes: Mutex::default(),
+            matchers: presence::watch_live(matchers),
+            registry,
+            held: Mutex::default(),
+            queue: queue.max(1),
+        }));
+        tokio::spawn(dispatch(Arc::downgrade(&relay.0), frames));
+        tracing::info!(gateway = %relay.0.id, "matching on remote matchers");
+        Ok(relay)
+    }
+
+    /// This gateway's id.
+    pub fn id(&self) -> &str {
+        &self.0.id
+    }
+
+    /// The live matchers, waiting up to one presence expiry for the first when none is.
+    async fn live(&self) -> BTreeSet<String> {
+        let mut matchers = self.0.matchers.clone();
+        let now = matchers.borrow().clone();
+        if !now.is_empty() {
+            return now;
+        }
+        let waited =
+            tokio::time::timeout(presence::EXPIRY, matchers.wait_for(|m| !m.is_empty())).await;
+        match waited {
+            Ok(Ok(live)) => live.clone(),
+            _ => BTreeSet::new(),
+        }
+    }
+
+    fn route(&self) -> (String, mpsc::Receiver<Forwarded>) {
+        let route = presence::new_id();
+        let (tx, rx) = mpsc::channel(self.0.queue.saturating_mul(2).max(64));
+        lock(&self.0.routes).insert(route.clone(), tx);
+        (route, rx)
+    }
+
+    fn unroute(&self, route: &str) {
+        lock(&self.0.routes).remove(route);
+    }
+
+    async fn call(&self, matcher: &str, route: &str, call: Call) -> Result<Answer, Failure> {
+        let payload = wire::encode_request(&Request {
+            gateway: self.0.id.clone(),
+            route: route.to_owned(),
+            call,
+        });
+        let request = async_nats::Request::new()
+            .payload(Bytes::from(payload))
+            .timeout(Some(CALL_TIMEOUT));
+        match self
+            .0
+            .client
+            .send_request(presence::matcher_subject(matcher), request)
+            .await
+        {
+            Ok(message) => wire::decode_answer(&message.payload)
+                .map_err(|e| Failure::Other(format!("a matcher's answer does not decode: {e}"))),
+            Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
+                Err(Failure::Gone)
+            }
+            Err(e) => Err(Failure::Other(format!("matcher {matcher}: {e}"))),
+        }
+    }
+
+    /// Detach a connection from its matcher (no answer awaited).
+    fn detach(&self, matcher: String, route: String) {
+        self.unroute(&route);
+        let relay = self.clone();
+        tokio::spawn(async move {
+            let _ = relay.call(&matcher, &route, Call::Detach).await;
+        });
+    }
+
+    /// The matcher holding `stream` as far as this gateway knows: its own connection's, or the
+    /// registry's holder, while live.
+    async fn holder(&self, stream: &str) -> Option<String> {
+        let live = self.0.matchers.borrow().clone();
+        if let Some(m) = lock(&self.0.held).get(stream).filter(|m| live.contains(*m)) {
+            return Some(m.clone());
+        }
+        match self.0.registry.get(stream).await {
+            Ok(Some((entry, _, _))) if live.contains(&entry.holder) => Some(entry.holder),
+            _ => None,
+        }
+    }
+
+    /// Open a stream on a matcher.
+    ///
+    /// # Errors
+    /// The matcher's refusal; UNAVAILABLE when no matcher answers.
+    pub async fn open(
+        &self,
+        database: &str,
+        caller: Caller,
+        targets: Vec<TargetRequest>,
+        lead: Option<ResetReason>,
+    ) -> Result<Connection, SessionError> {
+        let key = presence::new_id();
+        let mut excluded = HashSet::new();
+        loop {
+            let live = self.live().await;
+            let matcher = presence::rendezvous(&key, &live, &excluded).ok_or_else(no_matcher)?;
+            let (route, rx) = self.route();
+            let call = Call::Open {
+                database: database.to_owned(),
+                caller: caller.clone(),
+                targets: targets.clone(),
+                lead,
+            };
+            match self.call(&matcher, &route, call).await {
+                Ok(Answer::Connected { stream, sizes }) => {
+                    return Ok(self.connect(Link {
+                        database: database.to_owned(),
+                        caller,
+                        stream,
+                        matcher,
+                        route,
+                        rx,
+                        position: Lsn(0),
+                        sizes,
+                    }));
+                }
+                Ok(answer) => {
+                    self.unroute(&route);
+                    return Err(refusal(answer));
+                }
+                Err(Failure::Gone) => {
+                    self.unroute(&route);
+                    excluded.insert(matcher);
+                }
+                Err(Failure::Other(e)) => {
+                    self.unroute(&route);
+                    return Err(SessionError::Unavailable(e));
+                }
+            }
+        }
+    }
+
+    /// Resume `stream` after `position` on its matcher (or adopt it on another).
+    ///
+    /// # Errors
+    /// The matcher's refusal; UNAVAILABLE when no matcher answers.
+    pub async fn resume(
+        &self,
+        database: &str,
+        stream: &str,
+        position: Lsn,
+        caller: &Caller,
+    ) -> Result<Resumed, SessionError> {
+        let mut excluded = HashSet::new();
+        let mut first = self.holder(stream).await;
+        loop {
+            let matcher = match first.take() {
+                Some(m) => m,
+                None => {
+                    let live = self.live().await;
+                    presence::rendezvous(stream, &live, &excluded).ok_or_else(no_matcher)?
+                }
+            };
+            let (route, rx) = self.route();
+            let call = Call::Resume {
+                database: database.to_owned(),
+                stream: stream.to_owned(),
+                position,
+                caller: caller.clone(),
+            };
+            match self.call(&matcher, &route, call).await {
+                Ok(Answer::Connected { stream, sizes }) => {
+                    return Ok(Resumed::Connection(self.connect(Link {
+                        database: database.to_owned(),
+                        caller: caller.clone(),
+                        stream,
+                        matcher,
+                        route,
+                        rx,
+                        position,
+                        sizes,
+                    })));
+                }
+                Ok(Answer::Unknown(reason)) => {
+                    self.unroute(&route);
+                    return Ok(Resumed::Unknown(reason));
+                }
+                Ok(answer) => {
+                    self.unroute(&route);
+                    return Err(refusal(answer));
+                }
+                Err(Failure::Gone) => {
+                    self.unroute(&route);
+                    excluded.insert(matcher);
+                }
+                Err(Failure::Other(e)) => {
+                    self.unroute(&route);
+                    return Err(SessionError::Unavailable(e));
+                }
+            }
+        }
+    }
+
+    /// A call about a running stream, to its matcher.
+    async fn on_stream(&self, stream: &str, call: Call) -> Result<Answer, SessionError> {
+        let Some(matcher) = self.holder(stream).await else {
+            return Err(SessionError::NotFound(format!(
+                "stream {stream} is not running"
+            )));
+        };
+        match self.call(&matcher, "", call).await {
+            Ok(Answer::Error {
+                code,
+                message,
+                limit,
+            }) => Err(session_error(code, message, limit)),
+            Ok(answer) => Ok(answer),
+            Err(Failure::Gone) => Err(SessionError::Unavailable(
+                "the stream's matcher is gone: retry".into(),
+            )),
+            Err(Failure::Other(e)) => Err(SessionError::Unavailable(e)),
+        }
+    }
+
+    /// Add targets to a running stream.
+    ///
+    /// # Errors
+    /// As `Session::add_targets`.
+    pub async fn add_targets(
+        &self,
+        database: &str,
+        stream: &str,
+        caller: Caller,
+        targets: Vec<TargetRequest>,
+    ) -> Result<(), SessionError> {
+        let call = Call::Add {
+            database: database.to_owned(),
+            stream: stream.to_owned(),
+            caller,
+            targets,
+        };
+        self.on_stream(stream, call).await.map(|_| ())
+    }
+
+    /// Whether a running stream has a target.
+    ///
+    /// # Errors
+    /// As `Session::holds`.
+    pub async fn holds(
+        &self,
+        database: &str,
+        stream: &str,
+        caller: &str,
+        target: &str,
+    ) -> Result<bool, SessionError> {
+        let call = Call::Holds {
+            database: database.to_owned(),
+            stream: stream.to_owned(),
+            caller: caller.to_owned(),
+            target: target.to_owned(),
+        };
+        match self.on_stream(stream, call).await? {
+            Answer::Holds(held) => Ok(held),
+            other => Err(SessionError::Unavailable(format!(
+                "a matcher answered {other:?} to holds"
+            ))),
+        }
+    }
+
+    /// Remove a target from a running stream.
+    ///
+    /// # Errors
+    /// As `Session::remove_target`.
+    pub async fn remove_target(
+        &self,
+        stream: &str,
+        caller: &str,
+        target: &str,
+    ) -> Result<(), SessionError> {
+        let call = Call::Remove {
+            stream: stream.to_owned(),
+            caller: caller.to_owned(),
+            target: target.to_owned(),
+        };
+        self.on_stream(stream, call).await.map(|_| ())
+    }
+
+    /// The client's connection of `link`, fed by a pump task.
+    fn connect(&self, link: Link) -> Connection {
+        let (tx, frames) = mpsc::channel(self.0.queue);
+        let (closing, closed) = oneshot::channel();
+        lock(&self.0.held).insert(link.stream.clone(), link.matcher.clone());
+        let connection = Connection {
+            stream: link.stream.clone(),
+            first: Vec::new(),
+            frames,
+            closed,
+            sizes: link.sizes.clone(),
+        };
+        let pump = Pump {
+            relay: self.clone(),
+            link,
+            next: 0,
+            tx,
+            closing: Some(closing),
+        };
+        tokio::spawn(pump.run());
+        connection
+    }
+}
+
+fn refusal(answer: Answer) -> SessionError {
+    match answer {
+        Answer::Error {
+            code,
+            message,
+            limit,
+        } => session_error(code, message, limit),
+        other => SessionError::Unavailable(format!("a matcher answered {other:?}")),
+    }
+}
+
+/// Route the frames the matchers forward to this gateway to their connections. A
+/// connection whose queue is full is dropped from the routes: its pump closes it as lagged.
+async fn dispatch(relay: std::sync::Weak<Inner>, mut frames: async_nats::Subscriber) {
+    while let Some(message) = frames.next().await {
+        let Some(relay) = relay.upgrade() else {
+            return;
+        };
+        match wire::decode_forwarded(&message.payload) {
+            Err(e) => {
+                metrics::counter!("docstore_gateway_rejected_frames_total").increment(1);
+                tracing::warn!(error = %e, "a forwarded frame that does not decode is skipped");
+            }
+            Ok(forwarded) => {
+                let mut routes = lock(&relay.routes);
+                let full = match routes.get(&forwarded.route) {
+                    Some(tx) => matches!(
+                        tx.try_send(forwarded),
+                        Err(mpsc::error::TrySendError::Full(_))
+                    ),
+                    // A connection that ended or moved: nothing to do.
+                    None => false,
+                };
+                if full {
+                    routes.retain(|_, tx| tx.capacity() > 0);
+                }
+            }
+        }
+    }
+}
+
+/// Where a connection's frames come from.
+struct Link {
+    database: String,
+    caller: Caller,
+    stream: String,
+    matcher: String,
+    route: String,
+    rx: mpsc::Receiver<Forwarded>,
+    /// The position of the last frame passed on (or resumed from).
+    position: Lsn,
+    sizes: Option<super::Sizes>,
+}
+
+/// Feeds one client connection.
+struct Pump {
+    relay: Relay,
+    link: Link,
+    next: u64,
+    tx: mpsc::Sender<Frame>,
+    closing: Option<oneshot::Sender<Frame>>,
+}
+
+impl Pump {
+    async fn run(mut self) {
+        let mut matchers = self.relay.0.matchers.clone();
+        loop {
+            tokio::select! {
+                forwarded = self.link.rx.recv() => match forwarded {
+                    None => {
+                        self.close(ResetReason::Lagged, "the client read too slowly");
+                        return;
+                    }
+                    Some(forwarded) if forwarded.seq != self.next => {
+                        metrics::counter!("docstore_gateway_frame_gaps_total").increment(1);
+                        tracing::warn!(stream = self.link.stream, expected = self.next, got = forwarded.seq, "a gap in a connection's frames: resuming it");
+                        if !self.failover(false).await {
+                            return;
+                        }
+                    }
+                    Some(forwarded) => {
+                        self.next += 1;
+                        match forwarded.item {
+                            Item::Frame(frame) => {
+                                self.link.position = frame.position;
+                                match self.tx.try_send(frame) {
+                                    Ok(()) => {}
+                                    Err(mpsc::error::TrySendError::Full(_)) => {
+                                        self.close(ResetReason::Lagged, "the client read too slowly");
+                                        return;
+                                    }
+                                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                                        self.leave();
+                                        return;
+                                    }
+                                }
+                            }
+                            Item::Closed(frame) => {
+                                if let Some(closing) = self.closing.take() {
+                                    let _ = closing.send(frame);
+                                }
+                                self.relay.unroute(&self.link.route);
+                                return;
+                            }
+                            Item::End => {
+                                self.relay.unroute(&self.link.route);
+                                return;
+                            }
+                        }
+                    }
+                },
+                () = self.tx.closed() => {
+                    self.leave();
+                    return;
+                }
+                changed = matchers.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let gone = !matchers.borrow().contains(&self.link.matcher);
+                    if gone {
+                        tracing::warn!(stream = self.link.stream, matcher = self.link.matcher, "a connection's matcher is gone: resuming it on another");
+                        if !self.failover(true).await {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The client left: the matcher stops forwarding; the stream waits for a resume.
+    fn leave(&self) {
+        lock(&self.relay.0.held).remove(&self.link.stream);
+        self.relay
+            .detach(self.link.matcher.clone(), self.link.route.clone());
+    }
+
+    /// Close the client's connection with a reset.
+    fn close(&mut self, reason: ResetReason, message: &str) {
+        if let Some(closing) = self.closing.take() {
+            let _ = closing.send(events::reset(
+                &self.link.stream,
+                self.link.position,
+                reason,
+                message,
+            ));
+        }
+        self.leave();
+    }
+
+    /// Resume the stream at the last position passed on, on the matcher the hash picks now
+    /// (`gone`: not the one it had). `false`: the connection closed.
+    async fn failover(&mut self, gone: bool) -> bool {
+        metrics::counter!("docstore_gateway_failovers_total").increment(1);
+        let old = self.link.matcher.clone();
+        self.relay.unroute(&self.link.route);
+        if !gone {
+            // Detached from the matcher that skipped a frame, which may still hold it.
+            self.relay.detach(old.clone(), self.link.route.clone());
+        }
+        let mut excluded = HashSet::new();
+        if gone {
+            excluded.insert(old);
+        }
+        let deadline = tokio::time::Instant::now() + FAILOVER_WINDOW;
+        loop {
+            if self.tx.is_closed() {
+                return false;
+            }
+            let live = self.relay.0.matchers.borrow().clone();
+            let Some(matcher) = presence::rendezvous(&self.link.stream, &live, &excluded) else {
+                if tokio::time::Instant::now() >= deadline {
+                    self.close(ResetReason::Restart, "no matcher is running");
+                    return false;
+                }
+                tokio::time::sleep(presence::BEAT).await;
+                excluded.clear();
+                continue;
+            };
+            let (route, rx) = self.relay.route();
+            let call = Call::Resume {
+                database: self.link.database.clone(),
+                stream: self.link.stream.clone(),
+                position: self.link.position,
+                caller: self.link.caller.clone(),
+            };
+            match self.relay.call(&matcher, &route, call).await {
+                Ok(Answer::Connected { stream, .. }) if stream == self.link.stream => {
+                    tracing::info!(stream, matcher, position = %self.link.position, "a connection continues on another matcher");
+                    lock(&self.relay.0.held).insert(stream, matcher.clone());
+                    self.link.matcher = matcher;
+                    self.link.route = route;
+                    self.link.rx = rx;
+                    self.next = 0;
+                    return true;
+                }
+                Ok(Answer::Unknown(reason)) => {
+                    self.relay.unroute(&route);
+                    self.close(reason, "the stream cannot continue on another matcher");
+                    return false;
+                }
+                Ok(Answer::Error {
+                    code: docstore_core::Code::Unavailable,
+                    ..
+                })
+                | Err(_) => {
+                    self.relay.unroute(&route);
+                    excluded.insert(matcher);
+                    if tokio::time::Instant::now() >= deadline {
+                        self.close(ResetReason::Restart, "no matcher took the stream over");
+                        return false;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(other) => {
+                    self.relay.unroute(&route);
+                    tracing::warn!(stream = self.link.stream, answer = ?other, "a matcher refused to continue a stream");
+                    self.close(
+                        ResetReason::Restart,
+                        "the stream cannot continue on another matcher",
+                    );
+                    return false;
+                }
+            }
+        }
+    }
+}

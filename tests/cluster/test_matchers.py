@@ -1,0 +1,421 @@
+"""The `matcher` role (docs/architecture.md, "Processes"): a real nats-server, one ingest, two
+`--role matcher` sidecars and two `--role gateway --matching remote` sidecars on the session's
+test cluster. A gateway runs no hub: each stream lives on one matcher, which forwards its
+frames; when that matcher is SIGKILLed the gateway resumes the stream on the other one, and
+the same client connection continues.
+
+"No loss, repetition or reset" is checked from the events a client received: no `reset`,
+positions strictly increasing across everything it read (also across a resume on the other
+gateway), every written document in exactly one change event, and the state the events build
+equal to a fresh `:runQuery` after a marker document every stream must see last. Each
+transaction writes documents of its own, so a resume's single catch-up event carries each of
+them once. No test asserts on a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from conftest import sse_events
+from test_cluster import LISTEN, WAIT, Cluster, fresh, short, short_state
+
+MARKER_TIMEOUT = WAIT
+
+
+class Stream:
+    """One SSE connection to `url` (a gateway) read by a thread; `headers` may carry a
+    Last-Event-ID. `events` is every (event, id, data)."""
+
+    def __init__(self, url: str, headers: dict[str, str], coll: str) -> None:
+        self.events: list[tuple[str, str, dict]] = []
+        self.status: int | None = None
+        self.error = b""
+        self.lock = threading.Lock()
+        self.opened = threading.Event()
+        self.client = httpx.Client(base_url=url, timeout=httpx.Timeout(WAIT, read=None))
+        body = {"targets": [{"id": "all", "sql": f"select * from /{coll}"}]}
+        self.thread = threading.Thread(target=self.run, args=(headers, body), daemon=True)
+        self.thread.start()
+        assert self.opened.wait(WAIT), "the stream did not open"
+
+    def run(self, headers: dict[str, str], body: dict) -> None:
+        try:
+            with self.client.stream("POST", LISTEN, json=body, headers=headers) as r:
+                self.status = r.status_code
+                if r.status_code != 200:
+                    self.error = r.read()
+                    return
+                self.opened.set()
+                for ev in sse_events(r.iter_lines()):
+                    with self.lock:
+                        self.events.append((ev["event"], ev.get("id", ""), ev["data"]))
+        except (httpx.HTTPError, OSError):
+            pass
+        finally:
+            self.opened.set()
+
+    def snapshot(self) -> list[tuple[str, str, dict]]:
+        with self.lock:
+            return list(self.events)
+
+    def wait(self, what, describe: str) -> None:
+        deadline = time.monotonic() + MARKER_TIMEOUT
+        while time.monotonic() < deadline:
+            if what(self.snapshot()):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"never {describe}: last events {self.snapshot()[-4:]}")
+
+    def wait_for_doc(self, suffix: str) -> None:
+        self.wait(lambda evs: any(suffix in paths(d) for k, _, d in evs if k != "reset"), suffix)
+
+    def close(self) -> None:
+        self.client.close()
+        self.thread.join(WAIT)
+
+
+def paths(data: dict) -> set[str]:
+    """The short paths a snapshot or change event names."""
+    out: set[str] = set()
+    for t in data.get("targets", []):
+        out |= {short(d["path"]) for d in t.get("documents", [])}
+        for c in t.get("changes", []):
+            out.add(short(c["path"] if c["type"] == "removed" else c["document"]["path"]))
+    for t in data.get("changes", []):
+        for c in t["changes"]:
+            out.add(short(c["path"] if c["type"] == "removed" else c["document"]["path"]))
+    return out
+
+
+def position(data: dict) -> int:
+    high, low = data["position"].split("/")
+    return int(high, 16) << 32 | int(low, 16)
+
+
+def replay(events: list[tuple[str, str, dict]], state: dict | None = None) -> dict[str, dict]:
+    """The state `events` build on `state`, checking: no reset, positions strictly increase,
+    no document changed twice by change events (each is written once)."""
+    state = dict(state or {})
+    last = -1
+    changed: dict[str, int] = {}
+    for index, (kind, _, data) in enumerate(events):
+        assert kind != "reset", f"reset at event {index}: {data}"
+        if kind not in ("snapshot", "change", "heartbeat"):
+            continue
+        p = position(data)
+        assert p > last, f"position went back or repeated at event {index}: {events[index - 1 :]}"
+        last = p
+        if kind == "snapshot":
+            state = {short(d["path"]): d["data"] for t in data["targets"] for d in t["documents"]}
+            changes = [c for t in data.get("changes", []) for c in t["changes"]]
+        elif kind == "change":
+            changes = [c for t in data["targets"] for c in t["changes"]]
+        else:
+            changes = []
+        for ch in changes:
+            if ch["type"] == "removed":
+                state.pop(short(ch["path"]), None)
+                continue
+            path = short(ch["document"]["path"])
+            if kind == "change" and "marker" not in ch["document"]["data"]:
+                changed[path] = changed.get(path, 0) + 1
+                assert changed[path] == 1, f"{path} changed twice (a repetition) at event {index}"
+            state[path] = ch["document"]["data"]
+    return state
+
+
+def write(c: Cluster, coll: str, txns: range) -> None:
+    """Transactions that each set two documents of their own."""
+    with psycopg.connect(c.stack.cluster.url(), autocommit=True) as conn:
+        for txn in txns:
+            with conn.transaction():
+                for k in range(2):
+                    conn.execute(
+                        "select docstore.set(%s, %s::jsonb)",
+                        (f"{coll}/t{txn}-{k}", json.dumps({"txn": txn, "k": k})),
+                    )
+
+
+def mark(c: Cluster, coll: str, name: str) -> None:
+    c.stack.sql("select docstore.set(%s, '{\"marker\": true}'::jsonb)", f"{coll}/{name}")
+
+
+def holder(c: Cluster, before: dict[str, float]):
+    """The matcher whose forwarded connections grew since `before`."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        for m in c.matchers:
+            if c.metric(m, "docstore_matcher_connections") > before[m.name]:
+                return m
+        time.sleep(0.05)
+    raise AssertionError("no matcher took the stream")
+
+
+def connections(c: Cluster) -> dict[str, float]:
+    return {m.name: c.metric(m, "docstore_matcher_connections") for m in c.matchers}
+
+
+def kill(c: Cluster, m) -> None:
+    m.proc.send_signal(signal.SIGKILL)
+    m.proc.wait(WAIT)
+    c.matchers.remove(m)
+
+
+def replace_killed(c: Cluster) -> None:
+    """Start matchers until there are two again."""
+    while len(c.matchers) < 2:
+        c.spawned += 1
+        m = c.start("matcher", f"matcher{c.spawned}")
+        c.wait_health(m, 200)
+        c.matchers.append(m)
+
+
+@pytest.fixture(scope="module")
+def cluster(stack, tmp_path_factory):
+    c = Cluster(stack, tmp_path_factory.mktemp("matchers"))
+    try:
+        c.ingest = c.start("ingest", "ingest1")
+        c.wait_health(c.ingest, 200)
+        c.matchers = [c.start("matcher", "matcher1"), c.start("matcher", "matcher2")]
+        c.spawned = 2
+        for m in c.matchers:
+            c.wait_health(m, 200)
+        c.gateways = [c.start("gateway", f"gateway{i}", DOCSTORE_MATCHING="remote") for i in (1, 2)]
+        for g in c.gateways:
+            c.wait_health(g, 200)
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def matchers(cluster):
+    """Two live matchers before the test and after it."""
+    replace_killed(cluster)
+    yield cluster
+    replace_killed(cluster)
+
+
+def test_a_remote_stream_gets_its_snapshot_and_changes(matchers, coll):
+    c = matchers
+    write(c, coll, range(3))
+    stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        first = next(d for k, _, d in stream.snapshot() if k == "snapshot")
+        assert {short(d["path"]) for d in first["targets"][0]["documents"]} == {
+            f"{coll}/t{t}-{k}" for t in range(3) for k in range(2)
+        }
+        write(c, coll, range(3, 10))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        assert sum(c.metric(m, "docstore_matcher_frames_forwarded_total") for m in c.matchers) > 0
+        # The matcher serves no client API.
+        r = httpx.post(c.matchers[0].url + LISTEN, headers=c.stack.admin, json={}, timeout=WAIT)
+        assert r.status_code == 404, r.text
+    finally:
+        stream.close()
+
+
+def test_a_killed_matcher_moves_its_streams_and_the_connection_continues(matchers, coll):
+    c = matchers
+    write(c, coll, range(5))
+    before = connections(c)
+    failovers = c.metric(c.gateways[0], "docstore_gateway_failovers_total")
+    stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        write(c, coll, range(5, 15))
+        mark(c, coll, "m1")
+        stream.wait_for_doc(f"{coll}/m1")
+        kill(c, holder(c, before))
+        # Written while the stream's matcher is gone.
+        write(c, coll, range(15, 30))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        write(c, coll, range(30, 35))
+        mark(c, coll, "zz-marker2")
+        stream.wait_for_doc(f"{coll}/zz-marker2")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        assert c.metric(c.gateways[0], "docstore_gateway_failovers_total") > failovers
+    finally:
+        stream.close()
+
+
+def test_a_matcher_started_after_the_clients_position_takes_the_stream_over(matchers, coll):
+    """A matcher reads the change stream from the changelog's keep before its start, so the
+    stream of a killed matcher moves to one that started after the client's last position
+    without a reset."""
+    c = matchers
+    write(c, coll, range(5))
+    before = connections(c)
+    stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        write(c, coll, range(5, 10))
+        mark(c, coll, "m1")
+        stream.wait_for_doc(f"{coll}/m1")
+        held = holder(c, before)
+        kill(c, next(m for m in c.matchers if m is not held))
+        # The only other matcher now starts after the client's last position.
+        replace_killed(c)
+        kill(c, held)
+        write(c, coll, range(10, 20))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+    finally:
+        stream.close()
+
+
+def test_a_client_resumes_on_the_other_gateway_after_its_matcher_was_killed(matchers, coll):
+    c = matchers
+    write(c, coll, range(5))
+    before = connections(c)
+    first = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        first.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        write(c, coll, range(5, 12))
+        mark(c, coll, "m1")
+        first.wait_for_doc(f"{coll}/m1")
+        killed = holder(c, before)
+    finally:
+        first.close()
+    seen = first.snapshot()
+    state = replay(seen)
+    kill(c, killed)
+    write(c, coll, range(12, 25))
+    mark(c, coll, "zz-marker")
+    last_id = seen[-1][1]
+    headers = {**c.stack.admin, "Last-Event-ID": last_id}
+    second = Stream(c.gateways[1].url, headers, coll)
+    try:
+        assert second.status == 200, second.error
+        second.wait_for_doc(f"{coll}/zz-marker")
+        got = second.snapshot()
+        assert got and got[0][0] != "snapshot", f"the resume started over: {got[:2]}"
+        assert position(got[0][2]) > position(seen[-1][2])
+        assert replay(seen + got) == replay(got, state) == short_state(fresh(c, coll))
+    finally:
+        second.close()
+
+
+def test_targets_are_added_to_and_removed_from_a_remote_stream(matchers, coll):
+    c = matchers
+    write(c, coll, range(2))
+    c.stack.sql("select docstore.set(%s, '{\"other\": 1}'::jsonb)", f"{coll}x/o1")
+    stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        sid = stream.snapshot()[0][2]["stream"]
+        base = c.gateways[0].url + LISTEN + f"/{sid}/targets"
+        add = {"targets": [{"id": "other", "sql": f"select * from /{coll}x"}]}
+        r = httpx.post(base, headers=c.stack.admin, json=add, timeout=WAIT)
+        assert r.status_code == 200, r.text
+        assert r.json()["targets"] == ["other"]
+
+        def other_snapshot(evs):
+            return any(
+                k == "snapshot" and any(t["target"] == "other" for t in d["targets"])
+                for k, _, d in evs
+            )
+
+        stream.wait(other_snapshot, "a snapshot of the added target")
+        again = httpx.post(base, headers=c.stack.admin, json=add, timeout=WAIT)
+        assert again.status_code == 400, again.text
+        r = httpx.delete(f"{base}/other", headers=c.stack.admin, timeout=WAIT)
+        assert r.status_code == 200, r.text
+        assert r.json()["removed"] == "other"
+        missing = httpx.delete(f"{base}/other", headers=c.stack.admin, timeout=WAIT)
+        assert missing.status_code == 404, missing.text
+        n = len(stream.snapshot())
+        c.stack.sql("select docstore.set(%s, '{\"other\": 2}'::jsonb)", f"{coll}x/o1")
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        for _, _, d in stream.snapshot()[n:]:
+            assert all(t["target"] != "other" for t in d.get("targets", [])), d
+        unknown = httpx.delete(
+            c.gateways[0].url + LISTEN + "/nosuchstream-1/targets/all",
+            headers=c.stack.admin,
+            timeout=WAIT,
+        )
+        assert unknown.status_code == 404, unknown.text
+    finally:
+        stream.close()
+
+
+def test_a_garbage_call_is_refused_and_a_garbage_frame_skipped(matchers, coll):
+    """A call that does not decode gets INVALID_ARGUMENT; a frame that does not decode is
+    skipped and counted; both processes keep serving (the wire format's unit tests and the
+    fuzz target `matcher_wire` cover the decoders byte by byte)."""
+    c = matchers
+    rejected = sum(c.metric(m, "docstore_matcher_rejected_total") for m in c.matchers)
+    frames = c.metric(c.gateways[0], "docstore_gateway_rejected_frames_total")
+    with socket.create_connection(("127.0.0.1", c.nats.port), timeout=WAIT) as s:
+        s.recv(4096)
+        s.sendall(b'CONNECT {"verbose":false,"headers":true}\r\n')
+        s.sendall(b"SUB _INBOX.garbage 1\r\n")
+        for m in c.matchers:
+            subject = f"docstore.matcher.{logged_id(m, 'matcher')}"
+            payload = b"\x01{not json"
+            s.sendall(
+                f"PUB {subject} _INBOX.garbage {len(payload)}\r\n".encode() + payload + b"\r\n"
+            )
+        subject = f"docstore.gateway.{logged_id(c.gateways[0], 'gateway')}"
+        payload = b'\x01{"route":"r","stream":"s","seq":0,"frame":1}'
+        s.sendall(f"PUB {subject} {len(payload)}\r\n".encode() + payload + b"\r\n")
+        got = b""
+        deadline = time.monotonic() + WAIT
+        while got.count(b"INVALID_ARGUMENT") < len(c.matchers):
+            assert time.monotonic() < deadline, got
+            got += s.recv(65536)
+    assert sum(c.metric(m, "docstore_matcher_rejected_total") for m in c.matchers) > rejected
+    deadline = time.monotonic() + WAIT
+    while c.metric(c.gateways[0], "docstore_gateway_rejected_frames_total") <= frames:
+        assert time.monotonic() < deadline, "the gateway did not count the garbage frame"
+        time.sleep(0.05)
+    # Both still serve.
+    stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+    finally:
+        stream.close()
+
+
+def logged_id(r, kind: str) -> str:
+    """The id a matcher or a remote-matching gateway logged at start."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", r.log.read_text(errors="replace"))
+        found = re.search(rf"{kind}=([0-9a-z]+)", text)
+        if found:
+            return found.group(1)
+        time.sleep(0.05)
+    raise AssertionError(f"{r.name} logged no {kind} id")
+
+
+def test_no_matcher_answers_unavailable_not_a_hang(stack, tmp_path: Path, coll):
+    c = Cluster(stack, tmp_path)
+    try:
+        # A nats-server of its own and no matcher (nor ingest: the module's holds the slot).
+        c.gateways = [c.start("gateway", "gateway1", DOCSTORE_MATCHING="remote")]
+        c.wait_health(c.gateways[0], 200)
+        body = {"targets": [{"id": "all", "sql": f"select * from /{coll}"}]}
+        r = httpx.post(c.gateways[0].url + LISTEN, headers=c.stack.admin, json=body, timeout=WAIT)
+        assert r.status_code == 503, r.text
+        assert r.json()["code"] == "UNAVAILABLE", r.text
+        assert "matcher" in r.text
+    finally:
+        c.close()
