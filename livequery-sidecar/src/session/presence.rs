@@ -6,7 +6,6 @@
 //! that gateway.
 
 use std::collections::{BTreeSet, HashSet};
-use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, stream};
@@ -134,12 +133,23 @@ pub fn rendezvous<'a>(
 ) -> Option<String> {
     live.into_iter()
         .filter(|id| !excluded.contains(*id))
-        .max_by_key(|id| {
-            let mut h = std::hash::DefaultHasher::new();
-            (id.as_str(), key).hash(&mut h);
-            h.finish()
-        })
+        .max_by_key(|id| weight(id, key))
         .cloned()
+}
+
+/// The weight of `id` for `key`: the first 8 bytes of SHA-256 over the id, a zero byte and the
+/// key. A hash fixed by its definition, not `std`'s `DefaultHasher` (whose algorithm may change
+/// between Rust releases), so that gateways built by different toolchains pick alike.
+fn weight(id: &str, key: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(id.as_bytes())
+        .chain_update([0u8])
+        .chain_update(key.as_bytes())
+        .finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
 }
 
 #[cfg(test)]
@@ -169,5 +179,15 @@ mod tests {
             }
         }
         assert_eq!(rendezvous("k", &BTreeSet::new(), &none), None);
+    }
+
+    #[test]
+    fn weights_are_fixed_by_their_definition() {
+        // The first 8 bytes, big-endian, of SHA-256 of "m1\0stream0" (computed apart, with
+        // Python's hashlib): the same in every build.
+        assert_eq!(weight("m1", "stream0"), 3_500_911_431_509_136_721);
+        assert_ne!(weight("m1", "stream0"), weight("m2", "stream0"));
+        // The separator: ("ab", "c") and ("a", "bc") weigh differently.
+        assert_ne!(weight("ab", "c"), weight("a", "bc"));
     }
 }
