@@ -273,7 +273,9 @@ pub struct ProtoBuild<'a> {
 
 impl typed_json::Build for ProtoBuild<'_> {
     type Out = ProtoValue;
-    type Fields = HashMap<String, ProtoValue>;
+    // A map's fields are gathered in order, then hashed into a map sized once for them: no
+    // growth (rehash) of the map as its fields arrive (serde_json gives no count ahead).
+    type Fields = Vec<(String, ProtoValue)>;
     fn value(&self, value: Value) -> ProtoValue {
         value_into_proto(value, self.db)
     }
@@ -281,10 +283,13 @@ impl typed_json::Build for ProtoBuild<'_> {
         array_proto(items)
     }
     fn insert(&self, fields: &mut Self::Fields, key: String, value: ProtoValue) {
-        fields.insert(key, value);
+        fields.push((key, value));
     }
     fn map(&self, fields: Self::Fields) -> ProtoValue {
-        map_proto(fields)
+        // In order, so a later equal key replaces an earlier one ([`typed_json::Build::insert`]).
+        let mut map = HashMap::with_capacity(fields.len());
+        map.extend(fields);
+        map_proto(map)
     }
 }
 

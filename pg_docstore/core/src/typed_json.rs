@@ -44,9 +44,10 @@ pub const TRANSFORM_TAGS: [&str; 7] = [
     "$delete",
 ];
 
-/// Whether `key` is a tag (of a value type or a transform).
+/// Whether `key` is a tag (of a value type or a transform). Every tag starts with `$`: that
+/// byte is looked at first, so a plain key costs one comparison, not a scan of the lists.
 pub fn is_tag(key: &str) -> bool {
-    VALUE_TAGS.contains(&key) || TRANSFORM_TAGS.contains(&key)
+    key.starts_with('$') && (VALUE_TAGS.contains(&key) || TRANSFORM_TAGS.contains(&key))
 }
 
 /// Why typed JSON was refused. `at` is the field path of the offending value (`<root>` for
@@ -241,14 +242,16 @@ impl<'de, B: Build> serde::de::Visitor<'de> for OnePass<'_, B> {
         let Some(first) = map.next_key::<String>()? else {
             return Ok(self.build.map(fields));
         };
-        if first == RESERVED_KEY {
+        // The reserved key and every tag start with `$`: a plain key skips their checks.
+        let special = first.starts_with('$');
+        if special && first == RESERVED_KEY {
             // A number (serde_json's `arbitrary_precision` form): its text.
             let text = map.next_value::<String>()?;
             return number(&text, &[])
                 .map(|v| self.build.value(v))
                 .map_err(|_| read_again());
         }
-        if first == "$map" {
+        if special && first == "$map" {
             // `{"$map": {..}}`: the fields of the inner object, at this depth (`plain_map`).
             map.next_value_seed(Fields(OnePass {
                 build: self.build,
@@ -260,7 +263,7 @@ impl<'de, B: Build> serde::de::Visitor<'de> for OnePass<'_, B> {
                 Some(_) => Err(read_again()),
             };
         }
-        if is_tag(&first) {
+        if special && is_tag(&first) {
             let arg = map.next_value::<Json>()?;
             if map.next_key::<serde::de::IgnoredAny>()?.is_some() {
                 return Err(read_again());
@@ -798,6 +801,20 @@ fn write_map(out: &mut String, map: &Map) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`is_tag`] and the one-pass reader look at a key's first byte before the tag lists and
+    /// [`RESERVED_KEY`]: each of those must start with `$`.
+    #[test]
+    fn tags_and_the_reserved_key_start_with_a_dollar() {
+        for tag in VALUE_TAGS.iter().chain(TRANSFORM_TAGS.iter()) {
+            assert!(tag.starts_with('$'), "{tag}");
+            assert!(is_tag(tag), "{tag}");
+        }
+        assert!(RESERVED_KEY.starts_with('$'));
+        for key in ["", "$", "timestamp", "map", "$maps", "$Map", "x$map"] {
+            assert!(!is_tag(key), "{key}");
+        }
+    }
 
     fn round(text: &str) -> String {
         to_string(&parse(text).unwrap())

@@ -547,3 +547,26 @@ fn typed_json_that_is_not_a_map_is_no_document() {
         assert_eq!(e, typed_json::parse(text).unwrap_err(), "{text}");
     }
 }
+
+/// A repeated key in typed JSON text: the later value wins in the one-pass wire form as in
+/// [`typed_json::parse`], at the root, in a nested map and in a `$map`'s fields, and the
+/// map holds each key once.
+#[test]
+fn typed_json_repeated_keys_keep_the_last() {
+    for text in [
+        r#"{"a": 1, "b": 2, "a": 3}"#,
+        r#"{"m": {"x": "one", "y": true, "x": "two"}, "m": {"x": 1, "x": 2}}"#,
+        r#"{"m": {"$map": {"k": 1, "$timestamp": 2, "k": [3]}}}"#,
+        r#"{"a": {"$timestamp": "2024-01-01T00:00:00Z"}, "a": {"$bytes": "AA=="}, "c": null}"#,
+    ] {
+        let Value::Map(expected) = typed_json::parse(text).unwrap() else {
+            panic!("{text}: not a map");
+        };
+        let read = fields_from_typed_json(text, &db()).unwrap();
+        let read = pv(ValueType::MapValue(MapValue { fields: read }));
+        let expected = pv(ValueType::MapValue(MapValue {
+            fields: fields_to_proto(&expected, &db()),
+        }));
+        assert!(same(&read, &expected), "{text}: {read:?} != {expected:?}");
+    }
+}
