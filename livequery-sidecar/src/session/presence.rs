@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
@@ -51,25 +51,14 @@ pub fn new_id() -> String {
 /// # Errors
 /// NATS or JetStream refused.
 pub async fn bucket(js: &jetstream::Context, name: &str) -> Result<kv::Store, String> {
-    // Made directly, as the stream registry's (`registry::Registry::connect` says why).
-    js.get_or_create_stream(stream::Config {
-        name: format!("KV_{name}"),
-        description: Some("pg_docstore process presence (docs/architecture.md)".to_owned()),
-        subjects: vec![format!("$KV.{name}.>")],
-        max_messages_per_subject: 1,
-        max_age: EXPIRY,
-        allow_rollup: true,
-        deny_delete: true,
-        allow_direct: true,
-        discard: stream::DiscardPolicy::New,
-        num_replicas: 1,
-        ..Default::default()
-    })
+    super::registry::key_value(
+        js,
+        name,
+        "pg_docstore process presence (docs/architecture.md)",
+        EXPIRY,
+    )
     .await
-    .map_err(|e| format!("bucket {name}: {e}"))?;
-    js.get_key_value(name)
-        .await
-        .map_err(|e| format!("bucket {name}: {e}"))
+    .map_err(|e| format!("bucket {name}: {e}"))
 }
 
 /// Put this process's entry in `bucket` every [`BEAT`], for the life of the process.

@@ -189,6 +189,42 @@ pub fn decode(bytes: &[u8]) -> Result<(Entry, Vec<TargetRequest>), RegistryError
     Ok((entry, targets))
 }
 
+/// The key-value bucket `name` (history 1; entries expire after `max_age`, zero: never),
+/// created when missing. Its stream is made as async-nats' `create_key_value` makes it, but
+/// directly: that call first reads the account's info, whose reply from nats-server 2.9 lacks
+/// fields async-nats 0.51 requires. The stream registry's bucket and the presence buckets
+/// (`session::presence`) are made here.
+///
+/// # Errors
+/// NATS or JetStream refused (the error's text).
+pub async fn key_value(
+    jetstream: &async_nats::jetstream::Context,
+    name: &str,
+    description: &str,
+    max_age: std::time::Duration,
+) -> Result<Store, String> {
+    jetstream
+        .get_or_create_stream(stream::Config {
+            name: format!("KV_{name}"),
+            description: Some(description.to_owned()),
+            subjects: vec![format!("$KV.{name}.>")],
+            max_messages_per_subject: 1,
+            max_age,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: stream::DiscardPolicy::New,
+            num_replicas: 1,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    jetstream
+        .get_key_value(name)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 fn nats(e: impl std::fmt::Display) -> RegistryError {
     RegistryError::Nats(e.to_string())
 }
@@ -217,25 +253,14 @@ impl Registry {
             .await
             .map_err(nats)?;
         let jetstream = async_nats::jetstream::new(client);
-        // The bucket's stream as async-nats' `create_key_value` makes it, created directly:
-        // that call first reads the account's info, whose reply from nats-server 2.9 lacks
-        // fields async-nats 0.51 requires.
-        jetstream
-            .get_or_create_stream(stream::Config {
-                name: format!("KV_{BUCKET}"),
-                description: Some("pg_docstore listen streams (docs/listen.md)".to_owned()),
-                subjects: vec![format!("$KV.{BUCKET}.>")],
-                max_messages_per_subject: 1,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                discard: stream::DiscardPolicy::New,
-                num_replicas: 1,
-                ..Default::default()
-            })
-            .await
-            .map_err(nats)?;
-        let store = jetstream.get_key_value(BUCKET).await.map_err(nats)?;
+        let store = key_value(
+            &jetstream,
+            BUCKET,
+            "pg_docstore listen streams (docs/listen.md)",
+            std::time::Duration::ZERO,
+        )
+        .await
+        .map_err(nats)?;
         Ok(Registry { store })
     }
 
