@@ -214,44 +214,15 @@ impl Relay {
         lead: Option<ResetReason>,
     ) -> Result<Connection, SessionError> {
         let key = presence::new_id();
-        let mut excluded = HashSet::new();
-        loop {
-            let live = self.live().await;
-            let matcher = presence::rendezvous(&key, &live, &excluded).ok_or_else(no_matcher)?;
-            let (route, rx) = self.route();
-            let call = Call::Open {
-                database: database.to_owned(),
-                caller: caller.clone(),
-                targets: targets.clone(),
-                lead,
-            };
-            match self.call(&matcher, &route, call).await {
-                Ok(Answer::Connected { stream, sizes }) => {
-                    return Ok(self.connect(Link {
-                        database: database.to_owned(),
-                        caller,
-                        stream,
-                        matcher,
-                        route,
-                        rx,
-                        position: Lsn(0),
-                        sizes,
-                    }));
-                }
-                Ok(answer) => {
-                    self.unroute(&route);
-                    return Err(refusal(answer));
-                }
-                Err(Failure::Gone) => {
-                    self.unroute(&route);
-                    excluded.insert(matcher);
-                }
-                Err(Failure::Other(e)) => {
-                    self.unroute(&route);
-                    return Err(SessionError::Unavailable(e));
-                }
-            }
-        }
+        let call = || Call::Open {
+            database: database.to_owned(),
+            caller: caller.clone(),
+            targets: targets.clone(),
+            lead,
+        };
+        self.establish(&key, None, database, &caller, Lsn(0), call)
+            .await?
+            .map_err(refusal)
     }
 
     /// Resume `stream` after `position` on its matcher (or adopt it on another).
@@ -265,26 +236,51 @@ impl Relay {
         position: Lsn,
         caller: &Caller,
     ) -> Result<Resumed, SessionError> {
+        let holder = self.holder(stream).await;
+        let call = || Call::Resume {
+            database: database.to_owned(),
+            stream: stream.to_owned(),
+            position,
+            caller: caller.clone(),
+        };
+        match self
+            .establish(stream, holder, database, caller, position, call)
+            .await?
+        {
+            Ok(connection) => Ok(Resumed::Connection(connection)),
+            Err(Answer::Unknown(reason)) => Ok(Resumed::Unknown(reason)),
+            Err(answer) => Err(refusal(answer)),
+        }
+    }
+
+    /// Send `call` to a matcher: `first` when given, else (and after each one found gone) the
+    /// one the rendezvous hash of `key` picks among the live ones. A connected answer becomes
+    /// the client's connection, fed from `position`; any other answer is handed back.
+    ///
+    /// # Errors
+    /// UNAVAILABLE when no matcher is live or a call fails other than by its matcher's absence.
+    async fn establish(
+        &self,
+        key: &str,
+        mut first: Option<String>,
+        database: &str,
+        caller: &Caller,
+        position: Lsn,
+        call: impl Fn() -> Call,
+    ) -> Result<Result<Connection, Answer>, SessionError> {
         let mut excluded = HashSet::new();
-        let mut first = self.holder(stream).await;
         loop {
             let matcher = match first.take() {
                 Some(m) => m,
                 None => {
                     let live = self.live().await;
-                    presence::rendezvous(stream, &live, &excluded).ok_or_else(no_matcher)?
+                    presence::rendezvous(key, &live, &excluded).ok_or_else(no_matcher)?
                 }
             };
             let (route, rx) = self.route();
-            let call = Call::Resume {
-                database: database.to_owned(),
-                stream: stream.to_owned(),
-                position,
-                caller: caller.clone(),
-            };
-            match self.call(&matcher, &route, call).await {
+            match self.call(&matcher, &route, call()).await {
                 Ok(Answer::Connected { stream, sizes }) => {
-                    return Ok(Resumed::Connection(self.connect(Link {
+                    return Ok(Ok(self.connect(Link {
                         database: database.to_owned(),
                         caller: caller.clone(),
                         stream,
@@ -295,13 +291,9 @@ impl Relay {
                         sizes,
                     })));
                 }
-                Ok(Answer::Unknown(reason)) => {
-                    self.unroute(&route);
-                    return Ok(Resumed::Unknown(reason));
-                }
                 Ok(answer) => {
                     self.unroute(&route);
-                    return Err(refusal(answer));
+                    return Ok(Err(answer));
                 }
                 Err(Failure::Gone) => {
                     self.unroute(&route);
