@@ -253,6 +253,37 @@ def test_a_killed_matcher_moves_its_streams_and_the_connection_continues(matcher
         stream.close()
 
 
+def test_a_matcher_killed_before_a_new_streams_first_event_hands_it_over_whole(matchers, coll):
+    """The ingest is stopped (SIGSTOP) while a stream opens: its matcher answers the open but
+    has no position to send the first snapshot at, and is SIGKILLed then; the ingest goes on.
+    The client holds nothing yet, so the gateway's resume at position 0 on the other matcher
+    sends every target whole: the client's first event is the snapshot, on the same
+    connection, and no reset (without that, the other matcher could not bring a client from
+    position 0 and the connection ended with `reset`)."""
+    c = matchers
+    write(c, coll, range(3))
+    before = connections(c)
+    c.ingest.proc.send_signal(signal.SIGSTOP)
+    try:
+        stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+        killed = holder(c, before)
+        assert stream.snapshot() == [], "the first event came before the matcher was killed"
+        kill(c, killed)
+    finally:
+        c.ingest.proc.send_signal(signal.SIGCONT)
+    try:
+        stream.wait(lambda evs: bool(evs), "a first event")
+        kind, _, data = stream.snapshot()[0]
+        assert kind == "snapshot", data
+        write(c, coll, range(3, 8))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+    finally:
+        stream.close()
+
+
 def test_a_matcher_started_after_the_clients_position_takes_the_stream_over(matchers, coll):
     """A matcher reads the change stream from the changelog's keep before its start, so the
     stream of a killed matcher moves to one that started after the client's last position

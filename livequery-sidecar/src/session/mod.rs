@@ -555,11 +555,21 @@ impl Session {
         if entry.database != database {
             return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
         }
-        let Some(touched) = self
-            .call(|reply| Command::Touched { position, reply })
-            .await?
-        else {
-            return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
+        // Position 0 is no event's: the client saw nothing of the stream (a new stream whose
+        // process went away before its first event reached the client, or a client that
+        // read only the lead reset of an open). It holds no results, so every target is sent
+        // whole, in one snapshot, and nothing of what happened before is needed.
+        let nothing_held = position == Lsn(0);
+        let touched = if nothing_held {
+            0
+        } else {
+            let Some(touched) = self
+                .call(|reply| Command::Touched { position, reply })
+                .await?
+            else {
+                return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
+            };
+            touched
         };
         // A sorted query with a limit keeps enough rows beyond its window to tell its
         // window at `position` once the written documents are put back.
@@ -578,7 +588,7 @@ impl Session {
         let unshown: Vec<String> = entry
             .targets
             .iter()
-            .filter(|t| !t.held_at(position.0))
+            .filter(|t| nothing_held || !t.held_at(position.0))
             .map(|t| t.id.clone())
             .collect();
         let read = self.read_with(database, caller, targets, &config).await;
