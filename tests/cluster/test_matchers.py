@@ -263,6 +263,7 @@ def test_a_matcher_killed_before_a_new_streams_first_event_hands_it_over_whole(m
     c = matchers
     write(c, coll, range(3))
     before = connections(c)
+    continued = c.metric(c.gateways[0], 'docstore_gateway_failovers_total{outcome="continued"}')
     c.ingest.proc.send_signal(signal.SIGSTOP)
     try:
         stream = Stream(c.gateways[0].url, c.stack.admin, coll)
@@ -280,8 +281,40 @@ def test_a_matcher_killed_before_a_new_streams_first_event_hands_it_over_whole(m
         stream.wait_for_doc(f"{coll}/zz-marker")
         assert stream.thread.is_alive(), "the connection ended"
         assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        failovers = 'docstore_gateway_failovers_total{outcome="continued"}'
+        assert c.metric(c.gateways[0], failovers) > continued
     finally:
         stream.close()
+
+
+def scrape(r) -> dict[str, float]:
+    """Every sample of `r`'s /metrics, by name with its labels."""
+    text = httpx.get(f"{r.url}/metrics", timeout=10).text
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def test_each_role_reports_its_position_in_the_stream(matchers, coll):
+    """The ingest reports the stream sequence and commit LSN JetStream acknowledged last; a
+    matcher, the ones it handed to its hub and how many messages the stream holds after
+    them. Once a matcher's sequence reached the ingest's, its commit LSN did too."""
+    c = matchers
+    write(c, coll, range(2))
+    mark(c, coll, "m")
+    ingest = scrape(c.ingest)
+    published = ingest["docstore_ingest_stream_sequence"]
+    lsn = ingest["docstore_ingest_commit_lsn"]
+    assert published > 0 and lsn > 0, ingest
+    for m in c.matchers:
+        deadline = time.monotonic() + WAIT
+        while (got := scrape(m)).get("docstore_gateway_stream_sequence", 0) < published:
+            assert time.monotonic() < deadline, f"{m.name} never read sequence {published}"
+            time.sleep(0.05)
+        assert got["docstore_gateway_commit_lsn"] >= lsn, got
+        assert got["docstore_gateway_pending_messages"] >= 0, got
 
 
 def test_a_matcher_started_after_the_clients_position_takes_the_stream_over(matchers, coll):

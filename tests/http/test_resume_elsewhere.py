@@ -729,6 +729,8 @@ def test_a_reset_in_place_waits_for_the_registry(stack, nats, client):
                 while "reset in place is not in the registry" not in a.log.read_text():
                     assert time.monotonic() < deadline, "A never tried to record a reset"
                     time.sleep(0.1)
+                failed = metric(a, "docstore_registry_write_errors_total", 'op="reset"')
+                assert failed > 0
                 while not listener.events.empty():
                     ev = listener.next()
                     assert ev["event"] == "heartbeat", (

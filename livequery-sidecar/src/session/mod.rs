@@ -459,6 +459,7 @@ impl Session {
         if let (Some(registry), Some(entry)) = (&self.registry, entry) {
             // Registered before the client learns the stream's id.
             if let Err(e) = registry.put(&connection.stream, &entry).await {
+                write_failed("register");
                 tracing::warn!(stream = %connection.stream, error = %e, "the stream is not registered: a resume on another process will reset");
             }
         }
@@ -628,6 +629,9 @@ impl Session {
             }
         }
         if let Err(e) = registry.claim(stream, &claimed, revision).await {
+            if !matches!(e, RegistryError::Claimed) {
+                write_failed("claim");
+            }
             tracing::warn!(stream, error = %e, "the stream was not claimed: another process took it");
             self.call(|reply| Command::Release {
                 stream: stream.to_owned(),
@@ -749,11 +753,18 @@ impl Session {
                 })
                 .await;
             if let Err(e) = removed {
+                write_failed("remove");
                 tracing::warn!(stream, error = %e, "the stream's registry entry keeps a removed target");
             }
         }
         Ok(())
     }
+}
+
+/// Count a write to the stream registry that failed (`op`: what it wrote), in
+/// `docstore_registry_write_errors_total`.
+fn write_failed(op: &'static str) {
+    metrics::counter!("docstore_registry_write_errors_total", "op" => op).increment(1);
 }
 
 /// A resume that adopts a stream.
@@ -793,6 +804,7 @@ async fn record(
                     })
                     .await;
                 if let Err(e) = added {
+                    write_failed("add");
                     tracing::warn!(stream, error = %e, "the stream's registry entry lacks the added targets");
                 }
                 let _ = written.send(());
@@ -825,6 +837,7 @@ async fn record(
                     // Another process holds the stream now, or the targets were removed.
                     Ok(()) => {}
                     Err(e) => {
+                        write_failed("first_shown");
                         tracing::warn!(stream, error = %e, "the targets' first snapshot is not recorded: an adoption sends them whole");
                     }
                 }
@@ -857,10 +870,12 @@ async fn reset(registry: &Registry, instance: &str, stream: &str) {
             }
             // An entry no process can read counts as none: no process adopts the stream.
             Err(e @ RegistryError::Malformed(_)) => {
+                write_failed("reset");
                 tracing::warn!(stream, error = %e, "the stream's registry entry cannot be read: its reset in place is not recorded");
                 return;
             }
             Err(e) => {
+                write_failed("reset");
                 if !warned {
                     tracing::warn!(stream, error = %e, "the stream's reset in place is not in the registry: retrying before its client is told of the reset");
                     warned = true;
@@ -894,6 +909,7 @@ async fn forget_retired(
                     break;
                 }
                 Err(e) => {
+                    write_failed("forget");
                     if !warned {
                         tracing::warn!(stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
                         warned = true;
