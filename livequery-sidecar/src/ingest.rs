@@ -18,7 +18,9 @@
 //! - Metrics: `docstore_ingest_published_transactions_total`,
 //!   `docstore_ingest_published_bytes_total`, `docstore_ingest_publish_lag_seconds` (commit
 //!   -> acknowledged), `docstore_source_slot_lag_bytes`, `docstore_ingest_active` (1 while
-//!   it holds the lock).
+//!   it holds the lock), `docstore_ingest_stream_sequence` and `docstore_ingest_commit_lsn`
+//!   (the stream sequence and commit LSN JetStream last acknowledged: gateways and matchers
+//!   report theirs alike).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,6 +129,7 @@ async fn serve(
                     publisher.publish(&txn.commit_lsn.to_string(), &payload, &lock).await?;
                     published = txn.commit_lsn;
                     acked_end = txn.end_lsn;
+                    metrics::gauge!("docstore_ingest_commit_lsn").set(published.0 as f64);
                     metrics::counter!("docstore_ingest_published_transactions_total").increment(1);
                     metrics::counter!("docstore_ingest_published_bytes_total").increment(payload.len() as u64);
                     metrics::histogram!("docstore_ingest_publish_lag_seconds")
@@ -264,7 +267,9 @@ impl Publisher {
                 .await;
             let error = match sent {
                 Ok(ack) => match ack.await {
-                    Ok(_) => {
+                    Ok(acked) => {
+                        metrics::gauge!("docstore_ingest_stream_sequence")
+                            .set(acked.sequence as f64);
                         self.health.set("publish", None);
                         return Ok(());
                     }

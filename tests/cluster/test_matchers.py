@@ -253,6 +253,70 @@ def test_a_killed_matcher_moves_its_streams_and_the_connection_continues(matcher
         stream.close()
 
 
+def test_a_matcher_killed_before_a_new_streams_first_event_hands_it_over_whole(matchers, coll):
+    """The ingest is stopped (SIGSTOP) while a stream opens: its matcher answers the open but
+    has no position to send the first snapshot at, and is SIGKILLed then; the ingest goes on.
+    The client holds nothing yet, so the gateway's resume at position 0 on the other matcher
+    sends every target whole: the client's first event is the snapshot, on the same
+    connection, and no reset (without that, the other matcher could not bring a client from
+    position 0 and the connection ended with `reset`)."""
+    c = matchers
+    write(c, coll, range(3))
+    before = connections(c)
+    continued = c.metric(c.gateways[0], 'docstore_gateway_failovers_total{outcome="continued"}')
+    c.ingest.proc.send_signal(signal.SIGSTOP)
+    try:
+        stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+        killed = holder(c, before)
+        assert stream.snapshot() == [], "the first event came before the matcher was killed"
+        kill(c, killed)
+    finally:
+        c.ingest.proc.send_signal(signal.SIGCONT)
+    try:
+        stream.wait(lambda evs: bool(evs), "a first event")
+        kind, _, data = stream.snapshot()[0]
+        assert kind == "snapshot", data
+        write(c, coll, range(3, 8))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        failovers = 'docstore_gateway_failovers_total{outcome="continued"}'
+        assert c.metric(c.gateways[0], failovers) > continued
+    finally:
+        stream.close()
+
+
+def scrape(r) -> dict[str, float]:
+    """Every sample of `r`'s /metrics, by name with its labels."""
+    text = httpx.get(f"{r.url}/metrics", timeout=10).text
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def test_each_role_reports_its_position_in_the_stream(matchers, coll):
+    """The ingest reports the stream sequence and commit LSN JetStream acknowledged last; a
+    matcher, the ones it handed to its hub and how many messages the stream holds after
+    them. Once a matcher's sequence reached the ingest's, its commit LSN did too."""
+    c = matchers
+    write(c, coll, range(2))
+    mark(c, coll, "m")
+    ingest = scrape(c.ingest)
+    published = ingest["docstore_ingest_stream_sequence"]
+    lsn = ingest["docstore_ingest_commit_lsn"]
+    assert published > 0 and lsn > 0, ingest
+    for m in c.matchers:
+        deadline = time.monotonic() + WAIT
+        while (got := scrape(m)).get("docstore_gateway_stream_sequence", 0) < published:
+            assert time.monotonic() < deadline, f"{m.name} never read sequence {published}"
+            time.sleep(0.05)
+        assert got["docstore_gateway_commit_lsn"] >= lsn, got
+        assert got["docstore_gateway_pending_messages"] >= 0, got
+
+
 def test_a_matcher_started_after_the_clients_position_takes_the_stream_over(matchers, coll):
     """A matcher reads the change stream from the changelog's keep before its start, so the
     stream of a killed matcher moves to one that started after the client's last position

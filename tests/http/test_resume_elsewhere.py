@@ -83,12 +83,14 @@ def sidecars(
     graces: list[int] | None = None,
     urls: list[str] | None = None,
     queues: list[int | None] | None = None,
+    replays: list[int | None] | None = None,
 ):
     """`count` sidecars on the test cluster, each with a slot of its own, all registering
     their streams in `nats`; `graces`: each one's `--listen-grace-seconds` (the default
     otherwise); `urls`: each one's NATS URL (`nats` otherwise: a proxy to it); `queues`: each
-    one's `--listen-queue` (`None`: the default). Their session module logs at debug level
-    (the registry's deletes)."""
+    one's `--listen-queue` (`None`: the default); `replays`: each one's `--listen-replay`
+    (`None`: the default). Their session module logs at debug level (the registry's
+    deletes)."""
     started: list[tuple[Sidecar, str]] = []
     try:
         for i in range(count):
@@ -105,6 +107,8 @@ def sidecars(
             args = [] if graces is None else ["--listen-grace-seconds", str(graces[i])]
             if queues is not None and queues[i] is not None:
                 args += ["--listen-queue", str(queues[i])]
+            if replays is not None and replays[i] is not None:
+                args += ["--listen-replay", str(replays[i])]
             proc = subprocess.Popen(
                 [binary, "--slot", slot, "--heartbeat-ms", "200", *args],
                 env=env,
@@ -725,6 +729,8 @@ def test_a_reset_in_place_waits_for_the_registry(stack, nats, client):
                 while "reset in place is not in the registry" not in a.log.read_text():
                     assert time.monotonic() < deadline, "A never tried to record a reset"
                     time.sleep(0.1)
+                failed = metric(a, "docstore_registry_write_errors_total", 'op="reset"')
+                assert failed > 0
                 while not listener.events.empty():
                     ev = listener.next()
                     assert ev["event"] == "heartbeat", (
@@ -769,6 +775,48 @@ def test_a_stream_reset_in_place_is_resumed_on_its_process_with_a_snapshot(stack
             assert listener.stream_id == reset["id"].rpartition(".")[0]
         finally:
             listener.close()
+
+
+def test_a_reset_of_a_resume_on_its_process_is_in_the_registry_first(stack, nats, client):
+    # A keeps one event per stream (`--listen-replay 1`): the admin's stream on A, resumed
+    # there with the token of its first snapshot, is past that token and resets
+    # (`reset {retention_passed}`, then a snapshot). A client that read only the reset holds
+    # nothing; it resumes on B at once with the reset's token. B must send every target
+    # whole: without A writing to the registry that the targets are not held before the
+    # reset went out (the admin's reset and snapshot went back to back, with no registry
+    # write), B found them held at the reset's position and sent one `change`, which the
+    # client cannot apply to the nothing it holds.
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2, replays=[1, None]) as (a, b):
+        seeded(stack, client, coll)
+        _, on_a, _ = open_and_follow(stack, client, coll, a)
+        oldest = on_a.received[0]
+        assert oldest["event"] == "snapshot", oldest
+        hdrs = {**stack.admin, "Last-Event-ID": oldest["id"]}
+        again = Listener(at(stack, a), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert again.status == 200, again.error_body
+            reset = again.next()
+        finally:
+            again.close()
+        assert reset["event"] == "reset", reset
+        assert reset["data"]["reason"] == "retention_passed", reset
+        stream = reset["id"].rpartition(".")[0]
+        assert stream == oldest["id"].rpartition(".")[0]
+        move_everything(stack, client, coll)
+        hdrs = {**stack.admin, "Last-Event-ID": reset["id"]}
+        on_b = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert on_b.status == 200, on_b.error_body
+            assert on_b.stream_id == stream
+            first = on_b.next()
+            assert first["event"] == "snapshot", first
+            assert {t["target"] for t in first["data"]["targets"]} == {"0", "1", "2"}, first
+            view = View()
+            view.apply(first)
+            assert folded(view) == fresh(stack, client, coll)
+        finally:
+            on_b.close()
 
 
 def test_another_callers_token_is_unknown_on_the_other_process(stack, nats, client):

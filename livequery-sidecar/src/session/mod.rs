@@ -459,6 +459,7 @@ impl Session {
         if let (Some(registry), Some(entry)) = (&self.registry, entry) {
             // Registered before the client learns the stream's id.
             if let Err(e) = registry.put(&connection.stream, &entry).await {
+                write_failed("register");
                 tracing::warn!(stream = %connection.stream, error = %e, "the stream is not registered: a resume on another process will reset");
             }
         }
@@ -555,11 +556,21 @@ impl Session {
         if entry.database != database {
             return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
         }
-        let Some(touched) = self
-            .call(|reply| Command::Touched { position, reply })
-            .await?
-        else {
-            return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
+        // Position 0 is no event's: the client saw nothing of the stream (a new stream whose
+        // process went away before its first event reached the client, or a client that
+        // read only the lead reset of an open). It holds no results, so every target is sent
+        // whole, in one snapshot, and nothing of what happened before is needed.
+        let nothing_held = position == Lsn(0);
+        let touched = if nothing_held {
+            0
+        } else {
+            let Some(touched) = self
+                .call(|reply| Command::Touched { position, reply })
+                .await?
+            else {
+                return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
+            };
+            touched
         };
         // A sorted query with a limit keeps enough rows beyond its window to tell its
         // window at `position` once the written documents are put back.
@@ -578,7 +589,7 @@ impl Session {
         let unshown: Vec<String> = entry
             .targets
             .iter()
-            .filter(|t| !t.held_at(position.0))
+            .filter(|t| nothing_held || !t.held_at(position.0))
             .map(|t| t.id.clone())
             .collect();
         let read = self.read_with(database, caller, targets, &config).await;
@@ -618,6 +629,9 @@ impl Session {
             }
         }
         if let Err(e) = registry.claim(stream, &claimed, revision).await {
+            if !matches!(e, RegistryError::Claimed) {
+                write_failed("claim");
+            }
             tracing::warn!(stream, error = %e, "the stream was not claimed: another process took it");
             self.call(|reply| Command::Release {
                 stream: stream.to_owned(),
@@ -739,11 +753,18 @@ impl Session {
                 })
                 .await;
             if let Err(e) = removed {
+                write_failed("remove");
                 tracing::warn!(stream, error = %e, "the stream's registry entry keeps a removed target");
             }
         }
         Ok(())
     }
+}
+
+/// Count a write to the stream registry that failed (`op`: what it wrote), in
+/// `docstore_registry_write_errors_total`.
+fn write_failed(op: &'static str) {
+    metrics::counter!("docstore_registry_write_errors_total", "op" => op).increment(1);
 }
 
 /// A resume that adopts a stream.
@@ -783,6 +804,7 @@ async fn record(
                     })
                     .await;
                 if let Err(e) = added {
+                    write_failed("add");
                     tracing::warn!(stream, error = %e, "the stream's registry entry lacks the added targets");
                 }
                 let _ = written.send(());
@@ -815,6 +837,7 @@ async fn record(
                     // Another process holds the stream now, or the targets were removed.
                     Ok(()) => {}
                     Err(e) => {
+                        write_failed("first_shown");
                         tracing::warn!(stream, error = %e, "the targets' first snapshot is not recorded: an adoption sends them whole");
                     }
                 }
@@ -847,10 +870,12 @@ async fn reset(registry: &Registry, instance: &str, stream: &str) {
             }
             // An entry no process can read counts as none: no process adopts the stream.
             Err(e @ RegistryError::Malformed(_)) => {
+                write_failed("reset");
                 tracing::warn!(stream, error = %e, "the stream's registry entry cannot be read: its reset in place is not recorded");
                 return;
             }
             Err(e) => {
+                write_failed("reset");
                 if !warned {
                     tracing::warn!(stream, error = %e, "the stream's reset in place is not in the registry: retrying before its client is told of the reset");
                     warned = true;
@@ -884,6 +909,7 @@ async fn forget_retired(
                     break;
                 }
                 Err(e) => {
+                    write_failed("forget");
                     if !warned {
                         tracing::warn!(stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
                         warned = true;

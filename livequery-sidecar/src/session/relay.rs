@@ -567,9 +567,19 @@ impl Pump {
     }
 
     /// Resume the stream at the last position passed on, on the matcher the hash picks now
-    /// (`gone`: not the one it had). `false`: the connection closed.
+    /// (`gone`: not the one it had). `false`: the connection closed. Counted in
+    /// `docstore_gateway_failovers_total` by outcome (`continued`, `closed`).
     async fn failover(&mut self, gone: bool) -> bool {
-        metrics::counter!("docstore_gateway_failovers_total").increment(1);
+        let continued = self.move_over(gone).await;
+        let outcome = if continued { "continued" } else { "closed" };
+        metrics::counter!("docstore_gateway_failovers_total", "outcome" => outcome).increment(1);
+        continued
+    }
+
+    /// [`Pump::failover`]'s work. A client that was passed no frame yet (position 0: a new
+    /// stream whose matcher went away before its first event) holds nothing: the matcher
+    /// that takes the stream over sends every target whole, no reset.
+    async fn move_over(&mut self, gone: bool) -> bool {
         let old = self.link.matcher.clone();
         self.relay.unroute(&self.link.route);
         if !gone {

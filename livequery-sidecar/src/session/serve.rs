@@ -285,6 +285,8 @@ impl Out {
         });
         let too_large = payload.len() > self.client.server_info().max_payload;
         if too_large {
+            metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "too_large")
+                .increment(1);
             // Too large for NATS: the connection closes as a lagged one does.
             tracing::warn!(
                 stream = self.stream,
@@ -316,6 +318,8 @@ impl Out {
                 !too_large
             }
             Err(e) => {
+                metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "publish")
+                    .increment(1);
                 tracing::warn!(stream = self.stream, error = %e, "a frame was not forwarded: the connection ends");
                 false
             }

@@ -20,6 +20,11 @@
 //!   predecessor had not confirmed).
 //! - A payload that does not decode is logged and skipped (`docstore_gateway_rejected_total`):
 //!   it cannot be a transaction of the slot, since the ingest writes only what it decoded.
+//! - Its position, once a message is handed to the hub: `docstore_gateway_stream_sequence`
+//!   (the stream sequence), `docstore_gateway_commit_lsn` (the commit LSN of the last
+//!   transaction) and `docstore_gateway_pending_messages` (the messages the stream holds
+//!   after it: the lag to the ingest's last published, whose `docstore_ingest_stream_sequence`
+//!   and `docstore_ingest_commit_lsn` are the same figures).
 //!
 //! Also the stream's shared definition ([`stream_config`], [`subject`]) and the waiting state
 //! of a role for `/healthz` ([`RoleHealth`]).
@@ -505,10 +510,10 @@ async fn read(
             Some(Err(e)) => return Err(format!("JetStream stream {}: {e}", settings.stream)),
             Some(Ok(message)) => message,
         };
-        let sequence = message
+        let (sequence, pending) = message
             .info()
-            .map_err(|e| format!("JetStream message without its stream sequence: {e}"))?
-            .stream_sequence;
+            .map(|info| (info.stream_sequence, info.pending))
+            .map_err(|e| format!("JetStream message without its stream sequence: {e}"))?;
         let mut events = Vec::new();
         if let Some(last) = reader.last_sequence {
             if sequence <= last {
@@ -571,6 +576,11 @@ async fn read(
                 return Ok(());
             }
         }
+        // Handed to the hub: this process's position in the stream, and how far behind the
+        // ingest's last published message it is.
+        metrics::gauge!("docstore_gateway_commit_lsn").set(reader.last_commit.0 as f64);
+        metrics::gauge!("docstore_gateway_pending_messages").set(pending as f64);
+        metrics::gauge!("docstore_gateway_stream_sequence").set(sequence as f64);
     }
 }
 

@@ -7,11 +7,14 @@
 //! that REPLICA IDENTITY FULL puts in the stream), kept if the target matches them
 //! (`Matcher::rewound`). A target the client held no results of at P (added to the stream
 //! after P, or before P but not yet shown: its registry entry says so) gets its full
-//! results at H instead, in the same event (`snapshot` with the others' changes). When that
-//! is not known exactly the client gets
-//! `reset {retention_passed}` and a snapshot instead, never a guess. When its targets do
-//! not come live within [`ADOPT_WAIT`] (this process's change stream lags behind P, or behind
-//! the read), it resets in place: `reset {restart}`, then a snapshot once they are read again.
+//! results at H instead, in the same event (`snapshot` with the others' changes); a client
+//! that holds no target (its position is 0: it saw no event of the stream) gets one
+//! `snapshot` of them all, and nothing of the changelog is needed. When that is not known
+//! exactly the stream resets in place (`reset {retention_passed}` once the registry says its
+//! targets are not held, then a snapshot once they are read again), never a guess. When its
+//! targets do not come live within [`ADOPT_WAIT`] (this process's change stream lags behind
+//! P, or behind the read), it resets in place: `reset {restart}`, then a snapshot once they
+//! are read again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -177,25 +180,34 @@ impl Hub {
         };
         let names: Vec<String> = stream.targets.keys().cloned().collect();
         let matcher = self.matchers.get(&stream.database);
-        let exact = self
-            .changelog
-            .since(from)
-            .ok()
-            .and_then(|txns| before_images(&txns, &stream.database))
-            .and_then(|before| {
-                let matcher = matcher?;
-                stream
-                    .targets
-                    .iter()
-                    .filter(|(name, _)| !stream.unrecorded.contains(*name))
-                    .map(|(name, t)| {
-                        matcher
-                            .rewound(t.id, &before)
-                            .ok()
-                            .map(|delta| delta.map(|d| (name.clone(), d)))
-                    })
-                    .collect::<Option<Vec<Option<(String, TargetDelta)>>>>()
-            });
+        // A client that holds none of the targets (a stream it saw no event of) needs no
+        // before-images: every target goes whole.
+        let holds = stream
+            .targets
+            .keys()
+            .any(|name| !stream.unrecorded.contains(name));
+        let before = if holds {
+            self.changelog
+                .since(from)
+                .ok()
+                .and_then(|txns| before_images(&txns, &stream.database))
+        } else {
+            Some(HashMap::new())
+        };
+        let exact = before.and_then(|before| {
+            let matcher = matcher?;
+            stream
+                .targets
+                .iter()
+                .filter(|(name, _)| !stream.unrecorded.contains(*name))
+                .map(|(name, t)| {
+                    matcher
+                        .rewound(t.id, &before)
+                        .ok()
+                        .map(|delta| delta.map(|d| (name.clone(), d)))
+                })
+                .collect::<Option<Vec<Option<(String, TargetDelta)>>>>()
+        });
         match exact {
             Some(changes) => {
                 let changes: Arc<[(String, TargetDelta)]> =
@@ -222,17 +234,9 @@ impl Hub {
             }
             None => {
                 tracing::info!(stream = %id, %from, %position, "an adopted stream cannot be brought from its client's position exactly: it resets");
-                metrics::counter!("docstore_session_resets_total", "reason" => "retention_passed")
-                    .increment(1);
-                let results: Vec<_> = stream
-                    .targets
-                    .iter()
-                    .filter_map(|(name, t)| Some((name.clone(), matcher?.result(t.id)?)))
-                    .collect();
-                let reset = events::reset(id, position, ResetReason::RetentionPassed, NOT_EXACT);
-                let snapshot = events::snapshot(id, position, at, results, Arc::new([]));
-                self.deliver(id, reset, false);
-                self.send_checked(id, snapshot, true, &[], &names, writes);
+                // In place, as any reset: the registry says its targets are not held before
+                // the client can read the reset.
+                self.reset_in_place(id, ResetReason::RetentionPassed, NOT_EXACT);
             }
         }
     }

@@ -460,7 +460,10 @@ impl Hub {
         // decisions; a target still being read) the stream resets in place, like a lost
         // slot: its waiting events are dropped, every target is read again, and the snapshot
         // goes through the rules decisions as a subscribe's does.
-        if !immediate {
+        // With a registry, too: the reset waits for the registry to say the targets are not
+        // held (a client that read only the reset and resumes on another process at once
+        // must be sent every target whole there).
+        if !immediate || self.records.is_some() {
             self.reset_in_place(id, ResetReason::RetentionPassed, NOT_RETAINED);
             return Resumed::Connection(Connection {
                 stream: id.to_owned(),

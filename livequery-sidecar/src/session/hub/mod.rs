@@ -711,12 +711,16 @@ impl Hub {
                 }
                 // Back together: every target's full results at this position.
                 stream.held = false;
-                if stream.adopt.take().is_some() {
+                let holds = stream
+                    .targets
+                    .keys()
+                    .any(|name| !stream.unrecorded.contains(name));
+                if stream.adopt.take().is_some() && holds {
                     // Adopted, but a target ran out of slack before its first event: the
-                    // client starts over from this snapshot.
-                    let reset =
-                        events::reset(&id, position, ResetReason::RetentionPassed, DISCARDED);
-                    self.deliver(&id, reset, false);
+                    // client starts over, from a reset in place (the registry says its
+                    // targets are not held before the client can read the reset).
+                    self.reset_in_place(&id, ResetReason::RetentionPassed, DISCARDED);
+                    continue;
                 }
                 let Some(stream) = self.streams.get(&id) else {
                     continue;
