@@ -187,6 +187,78 @@ pub fn check_matcher_wire(data: &[u8]) -> Result<(), Failure> {
                 "a frame does not round-trip: {forwarded:?} -> {again:?}"
             ));
         }
+        // Split into parts of 64 bytes, it is put back together as it was.
+        let bytes = wire::encode_forwarded(&forwarded);
+        let max = 1024 + forwarded.route.len() + 64;
+        let parts = wire::split_forwarded(&forwarded.route, forwarded.seq, &bytes, max)
+            .map_err(|e| format!("a frame was not split: {e}"))?;
+        let mut gatherer = wire::Gatherer::default();
+        let mut whole = None;
+        for (header, part) in parts {
+            whole = match header {
+                None => Some(forwarded.clone()),
+                Some(header) => gatherer
+                    .push(header, part)
+                    .map_err(|e| format!("a part of a frame was refused: {e}"))?,
+            };
+        }
+        if whole.as_ref() != Some(&forwarded) {
+            return Err(format!("parts of {forwarded:?} gave {whole:?}"));
+        }
+    }
+    check_matcher_parts(data)
+}
+
+/// Split `data` into NATS messages with part headers: each is a big-endian u16 length and that
+/// many bytes (a short last one takes what is left): a byte choosing the route (`r` when even,
+/// `q` when odd), the text `<seq>/<bytes> <i>/<n>` and a newline, then the part's payload.
+pub fn part_messages(data: &[u8]) -> Vec<(&'static str, String, String, &[u8])> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while let [high, low, tail @ ..] = rest {
+        let len = usize::from(u16::from_be_bytes([*high, *low])).min(tail.len());
+        let (message, next) = tail.split_at(len);
+        rest = next;
+        let [route, message @ ..] = message else {
+            continue;
+        };
+        let route = if route % 2 == 0 { "r" } else { "q" };
+        let cut = message
+            .iter()
+            .position(|b| *b == b'\n')
+            .unwrap_or(message.len());
+        let (head, payload) = message.split_at(cut);
+        let head = String::from_utf8_lossy(head);
+        let (frame, part) = head.split_once(' ').unwrap_or((&head, ""));
+        out.push((
+            route,
+            frame.to_owned(),
+            part.to_owned(),
+            payload.get(1..).unwrap_or(&[]),
+        ));
+    }
+    out
+}
+
+/// The parts of [`part_messages`] through a gateway's gatherer: refused or gathered, never a
+/// panic; what it hands on decodes to a frame of the parts' route and number, and it never
+/// holds more than its messages' declared sizes.
+pub fn check_matcher_parts(data: &[u8]) -> Result<(), Failure> {
+    use docstore_sidecar::session::wire;
+    let mut gatherer = wire::Gatherer::default();
+    for (route, frame, part, bytes) in part_messages(data) {
+        let Ok(header) = wire::PartHeader::parse(route, &frame, &part) else {
+            continue;
+        };
+        let seq = header.seq;
+        if let Ok(Some(forwarded)) = gatherer.push(header, bytes) {
+            if forwarded.route != route || forwarded.seq != seq {
+                return Err(format!("parts of {route} #{seq} gave {forwarded:?}"));
+            }
+        }
+        if gatherer.held() > data.len().min(2 * wire::MAX_MESSAGE) {
+            return Err(format!("the gatherer holds {} bytes", gatherer.held()));
+        }
     }
     Ok(())
 }

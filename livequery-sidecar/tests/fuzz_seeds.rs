@@ -70,3 +70,27 @@ fn http_corpus_inputs_pass_their_checks() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The committed part seeds of `matcher_wire` reach the gatherer's whole path: each of these
+/// puts frames back together (and the wrong-size one none).
+#[test]
+fn matcher_part_seeds_put_frames_together() {
+    use docstore_sidecar::session::wire;
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz-http/corpus/matcher_wire");
+    for (seed, frames) in [
+        ("seed-parts-snapshot", 1),
+        ("seed-parts-out-of-order", 0),
+        ("seed-parts-cut-short-then-whole", 1),
+        ("seed-parts-wrong-size", 0),
+        ("seed-parts-two-routes", 2),
+    ] {
+        let data = fs::read(corpus.join(seed)).unwrap();
+        let mut gatherer = wire::Gatherer::default();
+        let mut got = 0;
+        for (route, frame, part, bytes) in http_checks::part_messages(&data) {
+            let header = wire::PartHeader::parse(route, &frame, &part).unwrap();
+            got += usize::from(matches!(gatherer.push(header, bytes), Ok(Some(_))));
+        }
+        assert_eq!(got, frames, "{seed}");
+    }
+}

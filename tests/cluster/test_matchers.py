@@ -26,7 +26,7 @@ import httpx
 import psycopg
 import pytest
 from conftest import sse_events
-from test_cluster import LISTEN, WAIT, Cluster, fresh, short, short_state
+from test_cluster import LISTEN, MAX_PAYLOAD, WAIT, Cluster, fresh, short, short_state
 
 MARKER_TIMEOUT = WAIT
 
@@ -420,9 +420,48 @@ def test_targets_are_added_to_and_removed_from_a_remote_stream(matchers, coll):
         stream.close()
 
 
+def test_events_larger_than_max_payload_reach_a_remote_gateway_whole(matchers, coll):
+    """A snapshot of several MB and a change event over 1 MB, each far over the NATS server's
+    `max_payload` (`MAX_PAYLOAD`), cross from matcher to gateway in parts and arrive whole and
+    equal to `:runQuery` (before parts, such an event closed the connection with `lagged`)."""
+    c = matchers
+    parts = sum(c.metric(m, "docstore_matcher_frame_parts_total") for m in c.matchers)
+    with psycopg.connect(c.stack.cluster.url(), autocommit=True) as conn:
+        for i in range(30):
+            data = {"n": i, "blob": f"{i % 10}" * 100_000}
+            conn.execute("select docstore.set(%s, %s::jsonb)", (f"{coll}/big{i}", json.dumps(data)))
+    stream = Stream(c.gateways[0].url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k in ("snapshot", "reset") for k, _, _ in evs), "a snapshot")
+        kind, _, first = stream.snapshot()[0]
+        assert kind == "snapshot", f"{kind}: {first}"
+        assert len(json.dumps(first)) > 3_000_000
+        assert {short(d["path"]) for d in first["targets"][0]["documents"]} == {
+            f"{coll}/big{i}" for i in range(30)
+        }
+        # One transaction of two documents near the 1 MiB document limit: one change event.
+        with psycopg.connect(c.stack.cluster.url(), autocommit=True) as conn:
+            with conn.transaction():
+                for k in range(2):
+                    data = {"k": k, "blob": f"{k}" * 600_000}
+                    conn.execute(
+                        "select docstore.set(%s, %s::jsonb)", (f"{coll}/huge{k}", json.dumps(data))
+                    )
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        changes = [d for k, _, d in stream.snapshot() if k == "change"]
+        assert any(len(json.dumps(d)) > 1_200_000 for d in changes)
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        after = sum(c.metric(m, "docstore_matcher_frame_parts_total") for m in c.matchers)
+        assert after > parts + 3_000_000 / MAX_PAYLOAD
+    finally:
+        stream.close()
+
+
 def test_a_garbage_call_is_refused_and_a_garbage_frame_skipped(matchers, coll):
-    """A call that does not decode gets INVALID_ARGUMENT; a frame that does not decode is
-    skipped and counted; both processes keep serving (the wire format's unit tests and the
+    """A call that does not decode gets INVALID_ARGUMENT; a frame or part that does not decode
+    is skipped and counted; both processes keep serving (the wire format's unit tests and the
     fuzz target `matcher_wire` cover the decoders byte by byte)."""
     c = matchers
     rejected = sum(c.metric(m, "docstore_matcher_rejected_total") for m in c.matchers)
@@ -440,6 +479,15 @@ def test_a_garbage_call_is_refused_and_a_garbage_frame_skipped(matchers, coll):
         subject = f"docstore.gateway.{logged_id(c.gateways[0], 'gateway')}"
         payload = b'\x01{"route":"r","stream":"s","seq":0,"frame":1}'
         s.sendall(f"PUB {subject} {len(payload)}\r\n".encode() + payload + b"\r\n")
+        # Parts with a part header that does not read: no route, a place past the count.
+        for head in (
+            "Docstore-Part: 1/2\r\n",
+            "Docstore-Route: r\r\nDocstore-Frame: 0/9\r\nDocstore-Part: 3/2\r\n",
+        ):
+            head_bytes = f"NATS/1.0\r\n{head}\r\n".encode()
+            total = len(head_bytes) + len(payload)
+            s.sendall(f"HPUB {subject} {len(head_bytes)} {total}\r\n".encode())
+            s.sendall(head_bytes + payload + b"\r\n")
         got = b""
         deadline = time.monotonic() + WAIT
         while got.count(b"INVALID_ARGUMENT") < len(c.matchers):
@@ -447,7 +495,7 @@ def test_a_garbage_call_is_refused_and_a_garbage_frame_skipped(matchers, coll):
             got += s.recv(65536)
     assert sum(c.metric(m, "docstore_matcher_rejected_total") for m in c.matchers) > rejected
     deadline = time.monotonic() + WAIT
-    while c.metric(c.gateways[0], "docstore_gateway_rejected_frames_total") <= frames:
+    while c.metric(c.gateways[0], "docstore_gateway_rejected_frames_total") < frames + 3:
         assert time.monotonic() < deadline, "the gateway did not count the garbage frame"
         time.sleep(0.05)
     # Both still serve.

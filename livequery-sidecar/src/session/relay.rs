@@ -426,19 +426,37 @@ fn refusal(answer: Answer) -> SessionError {
     }
 }
 
-/// Route the frames the matchers forward to this gateway to their connections. A
-/// connection whose queue is full is dropped from the routes: its pump closes it as lagged.
+/// Route the frames the matchers forward to this gateway to their connections, putting the
+/// parts of a frame larger than a NATS message back together first (only for a route still
+/// open; a route's partial frame is dropped when the route goes). A connection whose queue is
+/// full is dropped from the routes: its pump closes it as lagged.
 async fn dispatch(relay: std::sync::Weak<Inner>, mut frames: async_nats::Subscriber) {
+    let mut gatherer = wire::Gatherer::default();
     while let Some(message) = frames.next().await {
         let Some(relay) = relay.upgrade() else {
             return;
         };
-        match wire::decode_forwarded(&message.payload) {
+        let decoded = match part_header(&message) {
+            None => wire::decode_forwarded(&message.payload).map(|forwarded| {
+                gatherer.whole(&forwarded.route);
+                Some(forwarded)
+            }),
+            Some(Err(e)) => Err(e),
+            // A connection that ended or moved: nothing to gather.
+            Some(Ok(header)) if !lock(&relay.routes).contains_key(&header.route) => Ok(None),
+            Some(Ok(header)) => gatherer.push(header, &message.payload),
+        };
+        if !gatherer.is_empty() {
+            let routes = lock(&relay.routes);
+            gatherer.retain(|route| routes.contains_key(route));
+        }
+        match decoded {
             Err(e) => {
                 metrics::counter!("docstore_gateway_rejected_frames_total").increment(1);
                 tracing::warn!(error = %e, "a forwarded frame that does not decode is skipped");
             }
-            Ok(forwarded) => {
+            Ok(None) => {}
+            Ok(Some(forwarded)) => {
                 let mut routes = lock(&relay.routes);
                 let full = match routes.get(&forwarded.route) {
                     Some(tx) => matches!(
@@ -454,6 +472,21 @@ async fn dispatch(relay: std::sync::Weak<Inner>, mut frames: async_nats::Subscri
             }
         }
     }
+}
+
+/// The part header of a forwarded message (`None`: the message is whole).
+fn part_header(message: &async_nats::Message) -> Option<Result<wire::PartHeader, wire::WireError>> {
+    let headers = message.headers.as_ref()?;
+    let part = headers.get(wire::PART_HEADER)?;
+    let value = |name: &'static str| {
+        headers
+            .get(name)
+            .map(|v| v.as_str())
+            .ok_or_else(|| wire::WireError::Field(name, "missing".into()))
+    };
+    Some(value(wire::ROUTE_HEADER).and_then(|route| {
+        wire::PartHeader::parse(route, value(wire::FRAME_HEADER)?, part.as_str())
+    }))
 }
 
 /// Where a connection's frames come from.

@@ -2,7 +2,9 @@
 //! resume, add-targets, holds and remove-target of its [`Session`], asked by gateways over
 //! NATS request/reply on `docstore.matcher.<id>`, and the forwarding of each connection's
 //! frames to the gateway that asked, on `docstore.gateway.<gateway>`, numbered per
-//! connection so that the gateway sees a gap.
+//! connection so that the gateway sees a gap. A frame larger than the server's `max_payload`
+//! goes as parts (`wire::split_forwarded`) under its one number, so a lost part loses the
+//! frame and the gateway sees the gap at the next one.
 //!
 //! The calls carry the gateway's caller (owner key, quota, run-as) as the gateway
 //! authenticated it: NATS credentials are the trust boundary, and whoever may publish on
@@ -271,8 +273,9 @@ struct Out {
 }
 
 impl Out {
-    /// Send `item`; `false`: the connection ends (NATS refused it, or it was too large and
-    /// its closing reset went instead).
+    /// Send `item`, split into parts when it is larger than the server's `max_payload`;
+    /// `false`: the connection ends (NATS refused it, or it was larger than a gateway takes
+    /// and its closing reset went instead).
     async fn send(&mut self, item: Item) -> bool {
         if let Item::Frame(f) | Item::Closed(f) = &item {
             self.position = f.position;
@@ -283,21 +286,24 @@ impl Out {
             seq: self.seq,
             item,
         });
-        let too_large = payload.len() > self.client.server_info().max_payload;
+        let too_large = payload.len() > wire::MAX_MESSAGE;
         if too_large {
             metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "too_large")
                 .increment(1);
-            // Too large for NATS: the connection closes as a lagged one does.
+            // Too large even in parts: the connection closes as a lagged one does.
             tracing::warn!(
                 stream = self.stream,
                 bytes = payload.len(),
-                "an event is larger than NATS' max_payload: its connection closes"
+                "an event is larger than a gateway takes: its connection closes"
             );
             let reset = events::reset(
                 &self.stream,
                 self.position,
                 ResetReason::Lagged,
-                "an event is larger than the NATS server's max_payload",
+                &format!(
+                    "an event is larger than {} MiB, the most a matcher forwards",
+                    wire::MAX_MESSAGE >> 20
+                ),
             );
             payload = wire::encode_forwarded(&Forwarded {
                 route: self.route.clone(),
@@ -306,23 +312,47 @@ impl Out {
                 item: Item::Closed(reset),
             });
         }
+        let seq = self.seq;
         self.seq += 1;
-        match self
-            .client
-            .publish(self.subject.clone(), Bytes::from(payload))
-            .await
-        {
-            Ok(()) => {
-                metrics::counter!("docstore_matcher_frames_forwarded_total").increment(1);
-                // A frame too large was replaced by the connection's closing reset.
-                !too_large
-            }
+        let payload = Bytes::from(payload);
+        let max_payload = self.client.server_info().max_payload;
+        let messages = match wire::split_forwarded(&self.route, seq, &payload, max_payload) {
+            Ok(messages) => messages,
             Err(e) => {
+                metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "too_large")
+                    .increment(1);
+                tracing::warn!(stream = self.stream, error = %e, "a frame was not forwarded: the connection ends");
+                return false;
+            }
+        };
+        let parts = messages.len();
+        for (header, part) in messages {
+            let part = payload.slice_ref(part);
+            let sent = match header {
+                None => self.client.publish(self.subject.clone(), part).await,
+                Some(header) => {
+                    let mut headers = async_nats::HeaderMap::new();
+                    headers.insert(wire::ROUTE_HEADER, header.route.as_str());
+                    headers.insert(wire::FRAME_HEADER, header.frame().as_str());
+                    headers.insert(wire::PART_HEADER, header.part().as_str());
+                    self.client
+                        .publish_with_headers(self.subject.clone(), headers, part)
+                        .await
+                }
+            };
+            if let Err(e) = sent {
                 metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "publish")
                     .increment(1);
                 tracing::warn!(stream = self.stream, error = %e, "a frame was not forwarded: the connection ends");
-                false
+                return false;
             }
         }
+        metrics::counter!("docstore_matcher_frames_forwarded_total").increment(1);
+        if parts > 1 {
+            metrics::counter!("docstore_matcher_frame_parts_total")
+                .increment(u64::try_from(parts).unwrap_or(u64::MAX));
+        }
+        // A frame too large was replaced by the connection's closing reset.
+        !too_large
     }
 }

@@ -8,10 +8,18 @@
 //! names, and the event's kind with the targets' results or changes; a document is its name,
 //! its fields as typed JSON text, and its create and update times.
 //!
-//! Every message is outside input to its reader: [`decode_request`], [`decode_answer`] and
-//! [`decode_forwarded`] refuse anything malformed with a [`WireError`] and never panic (the
-//! fuzz target `matcher_wire` checks that, and that what decodes encodes to what decodes to
-//! the same value).
+//! A forwarded message larger than the NATS server's `max_payload` goes as parts, as the
+//! ingest's large transactions do (`source/wire.rs`): consecutive slices of its bytes, each
+//! with headers naming its route ([`ROUTE_HEADER`]), its message's number and size
+//! ([`FRAME_HEADER`], `<seq>/<bytes>`) and its place ([`PART_HEADER`], `i/n`).
+//! [`Gatherer`] puts them back together on the gateway and hands a message on only whole; a
+//! message is at most [`MAX_MESSAGE`] bytes, which bounds what a gathering holds.
+//!
+//! Every message is outside input to its reader: [`decode_request`], [`decode_answer`],
+//! [`decode_forwarded`], [`PartHeader::parse`] and [`Gatherer::push`] refuse anything
+//! malformed with a [`WireError`] and never panic (the fuzz target `matcher_wire` checks
+//! that, that what decodes encodes to what decodes to the same value, and that a frame split
+//! into parts is put back together as it was).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,7 +42,8 @@ use crate::source::Lsn;
 /// The version byte of this format.
 pub const VERSION: u8 = 1;
 
-/// The largest message a reader decodes.
+/// The largest message a reader decodes, and a matcher forwards (64 MiB; a frame larger
+/// closes its connection with `reset {lagged}`).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
 /// Why a message was refused.
@@ -768,6 +777,240 @@ pub fn decode_forwarded(bytes: &[u8]) -> Result<Forwarded, WireError> {
     })
 }
 
+// ---- Parts: a forwarded message larger than a NATS message. ----
+
+/// The header of a part naming its connection's route.
+pub const ROUTE_HEADER: &str = "Docstore-Route";
+
+/// The header of a part naming its message: `<seq>/<bytes>`, the message's sequence number in
+/// its connection and its whole size.
+pub const FRAME_HEADER: &str = "Docstore-Frame";
+
+/// The header of a part naming its place: `i/n`, 1-based (as the ingest's parts,
+/// `source/wire.rs`).
+pub use crate::source::wire::PART_HEADER;
+
+/// Room left in a part for its headers, besides the route's length.
+const HEADER_ROOM: usize = 1024;
+
+/// What the headers of one part of a split forwarded message say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartHeader {
+    pub route: String,
+    /// The forwarded message's number in its connection: all its parts carry it.
+    pub seq: u64,
+    /// The whole message's size in bytes (at most [`MAX_MESSAGE`]).
+    pub size: usize,
+    /// This part's place, 1-based, and the count of parts (at least 2).
+    pub index: u32,
+    pub count: u32,
+}
+
+impl PartHeader {
+    /// The header read from its three values (route, [`FRAME_HEADER`], [`PART_HEADER`]).
+    ///
+    /// # Errors
+    /// [`WireError::Field`] unless `frame` is `<seq>/<bytes>` with at most [`MAX_MESSAGE`]
+    /// bytes and `part` is `i/n` with `1 <= i <= n`, `2 <= n <= bytes`.
+    pub fn parse(route: &str, frame: &str, part: &str) -> Result<PartHeader, WireError> {
+        let bad_frame = || field("frame")(frame.to_owned());
+        let (seq, size) = frame.split_once('/').ok_or_else(bad_frame)?;
+        let seq: u64 = seq.parse().map_err(|_| bad_frame())?;
+        let size: usize = size.parse().map_err(|_| bad_frame())?;
+        if size > MAX_MESSAGE {
+            return Err(WireError::TooLarge(size));
+        }
+        let (index, count) =
+            crate::source::wire::part_of(part).map_err(|_| field("part")(part.to_owned()))?;
+        let whole = usize::try_from(count).map_err(|_| field("part")(part.to_owned()))?;
+        if count < 2 || whole > size {
+            return Err(field("part")(format!(
+                "{part} of a message of {size} bytes"
+            )));
+        }
+        Ok(PartHeader {
+            route: route.to_owned(),
+            seq,
+            size,
+            index,
+            count,
+        })
+    }
+
+    /// The value of [`FRAME_HEADER`].
+    pub fn frame(&self) -> String {
+        format!("{}/{}", self.seq, self.size)
+    }
+
+    /// The value of [`PART_HEADER`].
+    pub fn part(&self) -> String {
+        format!("{}/{}", self.index, self.count)
+    }
+}
+
+/// One NATS message of a forwarded message: its part header (`None`: the message is whole)
+/// and its payload.
+pub type Message<'a> = (Option<PartHeader>, &'a [u8]);
+
+/// The NATS messages of the forwarded message `payload`, number `seq` of `route`, under a
+/// server's `max_payload`: the payload alone when it fits, else parts that fit with their
+/// headers, in order.
+///
+/// # Errors
+/// [`WireError::TooLarge`] for a payload over [`MAX_MESSAGE`], which a gateway would refuse.
+pub fn split_forwarded<'a>(
+    route: &str,
+    seq: u64,
+    payload: &'a [u8],
+    max_payload: usize,
+) -> Result<Vec<Message<'a>>, WireError> {
+    if payload.len() > MAX_MESSAGE {
+        return Err(WireError::TooLarge(payload.len()));
+    }
+    if payload.len() <= max_payload {
+        return Ok(vec![(None, payload)]);
+    }
+    let room = HEADER_ROOM.saturating_add(route.len());
+    let parts = crate::source::wire::split(payload, max_payload.saturating_sub(room).max(1));
+    let count = u32::try_from(parts.len()).map_err(|_| WireError::TooLarge(payload.len()))?;
+    Ok(parts
+        .into_iter()
+        .zip(1..)
+        .map(|(part, index)| {
+            let header = PartHeader {
+                route: route.to_owned(),
+                seq,
+                size: payload.len(),
+                index,
+                count,
+            };
+            (Some(header), part)
+        })
+        .collect())
+}
+
+/// One message being put back together.
+#[derive(Debug)]
+struct Gathering {
+    seq: u64,
+    size: usize,
+    count: u32,
+    /// Bytes gathered so far (never more than `size`).
+    held: usize,
+    parts: crate::source::wire::Reassembler,
+}
+
+/// Puts the parts of split forwarded messages back together, one message at a time per
+/// route. A message is handed on only whole: a part 1 starts it (dropping whatever was
+/// gathered on its route), every further part must be the next one of the same message, and
+/// the last must complete its size exactly; anything else drops the route's gathering and is
+/// refused. A message under gathering takes at most its declared size, at most
+/// [`MAX_MESSAGE`]. Parts carry no numbers of their own: a lost part loses its message, which
+/// the gateway sees as a gap in the connection's numbers at the next message.
+#[derive(Debug, Default)]
+pub struct Gatherer {
+    routes: BTreeMap<String, Gathering>,
+}
+
+impl Gatherer {
+    /// Take in one part; `Some`: the message it completed, decoded.
+    ///
+    /// # Errors
+    /// [`WireError`] for a part that does not continue its route's message, sizes that do not
+    /// add up, a message of another version, or a whole that does not decode or names
+    /// another route or number than its parts.
+    pub fn push(
+        &mut self,
+        header: PartHeader,
+        bytes: &[u8],
+    ) -> Result<Option<Forwarded>, WireError> {
+        let taken = self.take(&header, bytes);
+        if !matches!(taken, Ok(None)) {
+            // Whole or refused: nothing more is gathered on the route.
+            self.routes.remove(&header.route);
+        }
+        let Some(whole) = taken? else {
+            return Ok(None);
+        };
+        let forwarded = decode_forwarded(&whole)?;
+        if forwarded.route != header.route || forwarded.seq != header.seq {
+            return Err(field("route")(format!(
+                "parts of {} #{} carry {} #{}",
+                header.route, header.seq, forwarded.route, forwarded.seq
+            )));
+        }
+        Ok(Some(forwarded))
+    }
+
+    fn take(&mut self, header: &PartHeader, bytes: &[u8]) -> Result<Option<Vec<u8>>, WireError> {
+        let bad = |why: String| field("part")(format!("{}: {why}", header.part()));
+        if bytes.is_empty() {
+            return Err(bad("empty".into()));
+        }
+        if header.index == 1 {
+            match bytes.first() {
+                Some(&VERSION) => {}
+                Some(&other) => return Err(WireError::Version(other)),
+                None => return Err(WireError::Empty),
+            }
+            self.routes.insert(
+                header.route.clone(),
+                Gathering {
+                    seq: header.seq,
+                    size: header.size,
+                    count: header.count,
+                    held: 0,
+                    parts: crate::source::wire::Reassembler::new(),
+                },
+            );
+        }
+        let Some(g) = self.routes.get_mut(&header.route) else {
+            return Err(bad("its message's first part is missing".into()));
+        };
+        if (g.seq, g.size, g.count) != (header.seq, header.size, header.count) {
+            return Err(bad(format!(
+                "of message #{} ({} bytes, {} parts) while #{} ({} bytes, {} parts) is gathered",
+                header.seq, header.size, header.count, g.seq, g.size, g.count
+            )));
+        }
+        let held = g.held.saturating_add(bytes.len());
+        if held > g.size || (header.index == header.count && held != g.size) {
+            return Err(bad(format!(
+                "{held} bytes of a message of {} bytes",
+                g.size
+            )));
+        }
+        g.held = held;
+        match g.parts.push(Some((header.index, header.count)), bytes) {
+            crate::source::wire::Part::Pending => Ok(None),
+            crate::source::wire::Part::Whole(whole) => Ok(Some(whole)),
+            crate::source::wire::Part::OutOfOrder { expected, .. } => {
+                Err(bad(format!("does not follow (expected part {expected:?})")))
+            }
+        }
+    }
+
+    /// A whole message of `route` arrived: what was gathered there is dropped.
+    pub fn whole(&mut self, route: &str) {
+        self.routes.remove(route);
+    }
+
+    /// Drop what was gathered for the routes `keep` refuses (connections that ended or moved).
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.routes.retain(|route, _| keep(route));
+    }
+
+    /// The bytes held by messages under gathering.
+    pub fn held(&self) -> usize {
+        self.routes.values().map(|g| g.held).sum()
+    }
+
+    /// Whether no message is under gathering.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+}
+
 /// The JSON of `bytes` after the version byte, for logs (`None`: not JSON).
 pub fn peek(bytes: &[u8]) -> Option<Json> {
     serde_json::from_slice(bytes.get(1..)?).ok()
@@ -950,6 +1193,220 @@ mod tests {
         for a in answers {
             assert_eq!(decode_answer(&encode_answer(&a)), Ok(a));
         }
+    }
+
+    /// A snapshot frame of `n` documents, forwarded as number `seq` of `route`.
+    fn big(route: &str, seq: u64, n: i64) -> (Forwarded, Vec<u8>) {
+        let docs = (0..n).map(|i| doc(&format!("c/{i}"), i)).collect();
+        let frame = events::snapshot(
+            "s1",
+            Lsn(10),
+            At::default(),
+            vec![("a".into(), TargetResult::Documents(docs))],
+            Arc::from(Vec::new()),
+        );
+        let f = Forwarded {
+            route: route.into(),
+            stream: "s1".into(),
+            seq,
+            item: Item::Frame(frame),
+        };
+        let bytes = encode_forwarded(&f);
+        (f, bytes)
+    }
+
+    /// The parts of `bytes` under a `max_payload` that cuts them into at least three.
+    fn parts_of(route: &str, seq: u64, bytes: &[u8]) -> Vec<(PartHeader, Vec<u8>)> {
+        let max = HEADER_ROOM + route.len() + 1 + bytes.len() / 3;
+        let parts = split_forwarded(route, seq, bytes, max).unwrap_or_else(|_| unreachable!());
+        assert!(parts.len() >= 3, "{}", parts.len());
+        parts
+            .into_iter()
+            .map(|(h, b)| (h.unwrap_or_else(|| unreachable!()), b.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn a_message_split_into_parts_is_put_back_together() {
+        let (f, bytes) = big("r", 4, 40);
+        assert_eq!(
+            split_forwarded("r", 4, &bytes, bytes.len()),
+            Ok(vec![(None, &bytes[..])])
+        );
+        let parts = parts_of("r", 4, &bytes);
+        let mut g = Gatherer::default();
+        for (i, (header, part)) in parts.iter().enumerate() {
+            // Every header reads back as it was written.
+            assert_eq!(
+                PartHeader::parse("r", &header.frame(), &header.part()).as_ref(),
+                Ok(header)
+            );
+            let got = g.push(header.clone(), part);
+            if i + 1 == parts.len() {
+                assert_eq!(got, Ok(Some(f.clone())));
+            } else {
+                assert_eq!(got, Ok(None));
+                assert!(g.held() <= bytes.len());
+            }
+        }
+        assert!(g.is_empty());
+        // Two routes at once, interleaved.
+        let (f2, bytes2) = big("q", 9, 25);
+        let other = parts_of("q", 9, &bytes2);
+        let mut wholes = Vec::new();
+        for i in 0..parts.len().max(other.len()) {
+            for list in [&parts, &other] {
+                if let Some((h, b)) = list.get(i) {
+                    if let Some(f) = g.push(h.clone(), b).unwrap_or_else(|e| panic!("{e}")) {
+                        wholes.push(f);
+                    }
+                }
+            }
+        }
+        assert_eq!(wholes.len(), 2);
+        assert!(wholes.contains(&f) && wholes.contains(&f2));
+    }
+
+    #[test]
+    fn parts_missing_repeated_or_out_of_order_never_give_half_a_message() {
+        let (f, bytes) = big("r", 4, 40);
+        let parts = parts_of("r", 4, &bytes);
+        let n = parts.len();
+        let push_all = |order: &[usize]| {
+            let mut g = Gatherer::default();
+            let mut out = Vec::new();
+            for &i in order {
+                let (h, b) = &parts[i];
+                out.push(g.push(h.clone(), b));
+            }
+            (out, g)
+        };
+        // A part missing: the message never comes, whatever follows.
+        let order: Vec<usize> = (0..n).filter(|&i| i != 1).collect();
+        let (out, g) = push_all(&order);
+        assert!(out.iter().all(|r| !matches!(r, Ok(Some(_)))), "{out:?}");
+        assert!(out.iter().any(Result::is_err));
+        assert!(g.is_empty(), "a refused part drops the gathering");
+        // The last part missing: nothing is handed on (the matcher died mid-message).
+        let (out, g) = push_all(&(0..n - 1).collect::<Vec<_>>());
+        assert!(out.iter().all(|r| r == &Ok(None)), "{out:?}");
+        assert!(g.held() < bytes.len());
+        // A part repeated, or two swapped: refused, never a message.
+        let mut repeated: Vec<usize> = (0..n).collect();
+        repeated.insert(2, 1);
+        let (out, _) = push_all(&repeated);
+        assert!(out.iter().all(|r| !matches!(r, Ok(Some(_)))), "{out:?}");
+        let mut swapped: Vec<usize> = (0..n).collect();
+        swapped.swap(1, 2);
+        let (out, _) = push_all(&swapped);
+        assert!(out.iter().all(|r| !matches!(r, Ok(Some(_)))), "{out:?}");
+        // Parts without their first: refused.
+        let (out, _) = push_all(&(1..n).collect::<Vec<_>>());
+        assert!(out.iter().all(Result::is_err), "{out:?}");
+        // A message cut short, then sent again whole: the second arrives.
+        let mut again: Vec<usize> = vec![0, 1];
+        again.extend(0..n);
+        let (out, g) = push_all(&again);
+        assert_eq!(out.last(), Some(&Ok(Some(f.clone()))));
+        assert!(g.is_empty());
+        // A whole message on the route drops what was gathered there.
+        let mut g = Gatherer::default();
+        assert_eq!(g.push(parts[0].0.clone(), &parts[0].1), Ok(None));
+        g.whole("r");
+        assert!(g.is_empty());
+        assert!(g.push(parts[1].0.clone(), &parts[1].1).is_err());
+        // A route that ended is dropped.
+        assert_eq!(g.push(parts[0].0.clone(), &parts[0].1), Ok(None));
+        g.retain(|r| r != "r");
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn malformed_parts_are_refused() {
+        let (_, bytes) = big("r", 4, 40);
+        let parts = parts_of("r", 4, &bytes);
+        let (h, b) = &parts[0];
+        for (frame, part) in [
+            ("4", "1/3"),
+            ("x/100", "1/3"),
+            ("4/-1", "1/3"),
+            ("4/100", "0/3"),
+            ("4/100", "4/3"),
+            ("4/100", "1/1"),
+            ("4/2", "1/3"),
+            ("4/100", "1/x"),
+            ("4/67108865", "1/3"),
+            ("18446744073709551616/100", "1/3"),
+        ] {
+            assert!(
+                PartHeader::parse("r", frame, part).is_err(),
+                "{frame} {part}"
+            );
+        }
+        let refused = |header: PartHeader, bytes: &[u8]| {
+            let mut g = Gatherer::default();
+            let got = g.push(header, bytes);
+            assert!(got.is_err(), "{got:?}");
+            assert!(g.is_empty());
+        };
+        // Another version, an empty part, a part larger than the message.
+        refused(h.clone(), &[&[2u8][..], &b[1..]].concat());
+        refused(h.clone(), b"");
+        refused(
+            PartHeader {
+                size: b.len() - 1,
+                ..h.clone()
+            },
+            b,
+        );
+        // Parts that add up to less than the message.
+        let mut g = Gatherer::default();
+        let short = PartHeader {
+            count: 2,
+            ..h.clone()
+        };
+        assert_eq!(g.push(short.clone(), b), Ok(None));
+        let last = PartHeader { index: 2, ..short };
+        assert!(g.push(last, &parts[1].1).is_err());
+        // A later part of another message number, size or count.
+        for other in [
+            PartHeader {
+                seq: 5,
+                ..parts[1].0.clone()
+            },
+            PartHeader {
+                size: bytes.len() + 1,
+                ..parts[1].0.clone()
+            },
+            PartHeader {
+                count: parts[1].0.count + 1,
+                ..parts[1].0.clone()
+            },
+        ] {
+            let mut g = Gatherer::default();
+            assert_eq!(g.push(h.clone(), b), Ok(None));
+            assert!(g.push(other, &parts[1].1).is_err());
+            assert!(g.is_empty());
+        }
+        // A whole whose route or number is not its parts'.
+        let mut g = Gatherer::default();
+        for (h, b) in &parts {
+            let got = g.push(
+                PartHeader {
+                    seq: 5,
+                    ..h.clone()
+                },
+                b,
+            );
+            assert!(!matches!(got, Ok(Some(_))));
+        }
+        assert!(g.is_empty());
+        // Too large to forward at all.
+        let huge = vec![VERSION; MAX_MESSAGE + 1];
+        assert_eq!(
+            split_forwarded("r", 0, &huge, 1 << 20),
+            Err(WireError::TooLarge(MAX_MESSAGE + 1))
+        );
     }
 
     #[test]
