@@ -148,6 +148,11 @@ const METHODS: [(&str, &str, &str, &str, bool, bool); 17] = [
 
 const TYPES: &str = "googleapis_tonic_google_firestore_v1::google::firestore::v1";
 
+/// The methods whose answers are encoded before tonic sees them (their declared response
+/// type, above, is what the bytes are).
+const ENCODED: [&str; 2] = ["get_document", "batch_get_documents"];
+const ENCODED_CODEC: &str = "crate::grpc::encoded::EncodedCodec";
+
 fn main() {
     let mut service = Service::builder()
         .name("Firestore")
@@ -159,12 +164,19 @@ fn main() {
         } else {
             format!("{TYPES}::{output}")
         };
+        // The reads of documents answer wire bytes written straight from the stored typed
+        // JSON (src/grpc/encoded.rs): their answers are `Encoded`, sent as they are.
+        let (output, codec) = if ENCODED.contains(&name) {
+            ("crate::grpc::encoded::Encoded".to_owned(), ENCODED_CODEC)
+        } else {
+            (output, "tonic_prost::ProstCodec")
+        };
         let mut method = Method::builder()
             .name(name)
             .route_name(route)
             .input_type(format!("{TYPES}::{input}"))
             .output_type(output)
-            .codec_path("tonic_prost::ProstCodec");
+            .codec_path(codec);
         if client_streaming {
             method = method.client_streaming();
         }

@@ -18,6 +18,7 @@ pub mod auth;
 pub mod collections;
 pub mod commit;
 pub mod documents;
+pub mod encoded;
 pub mod error;
 pub mod listen;
 pub mod names;

@@ -16,6 +16,7 @@ use futures_util::Stream;
 use googleapis_tonic_google_firestore_v1::google::firestore::v1 as wire;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::encoded::Encoded;
 use super::error::{from_service, invalid_argument, unimplemented};
 use super::{auth, collections, commit, documents, listen, names, query, transactions};
 use std::sync::Arc;
@@ -139,12 +140,13 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
     async fn get_document(
         &self,
         request: Request<wire::GetDocumentRequest>,
-    ) -> Result<Response<wire::Document>, Status> {
+    ) -> Result<Response<Encoded>, Status> {
         let (caller, db, path) = self
             .admit_named("GetDocument", &request, |r| names::document(&r.name))
             .await?;
         let doc =
-            documents::get_document(&self.service, &caller, &db, &path, request.get_ref()).await?;
+            documents::get_document_encoded(&self.service, &caller, &db, &path, request.get_ref())
+                .await?;
         Ok(Response::new(doc))
     }
 
@@ -214,7 +216,7 @@ impl super::generated::firestore_server::Firestore for FirestoreService {
         Ok(Response::new(()))
     }
 
-    type BatchGetDocumentsStream = AnswerStream<wire::BatchGetDocumentsResponse>;
+    type BatchGetDocumentsStream = AnswerStream<Encoded>;
 
     async fn batch_get_documents(
         &self,

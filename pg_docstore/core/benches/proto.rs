@@ -1,7 +1,9 @@
 //! Criterion benchmark of the gRPC front end's read rendering: a stored ~1 KB document's
 //! typed JSON text to Firestore's protobuf `Document`, in one pass
 //! (`proto::document_from_typed_json`) against the two-step path it replaced (text ->
-//! `serde_json::Value` -> our `Value` -> protobuf). Run:
+//! `serde_json::Value` -> our `Value` -> protobuf), and to the wire bytes a gRPC answer
+//! carries: the tree encoded by prost (`one_pass_encoded`) against the bytes written straight
+//! from the text (`proto_wire::document_wire`, `wire_bytes`). Run:
 //! `cargo bench -p docstore-core --features firestore-proto --bench proto`.
 #![allow(clippy::expect_used)]
 
@@ -9,7 +11,9 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use docstore_core::proto::{document_from_typed_json, document_to_proto, DatabaseName};
+use docstore_core::proto_wire::document_wire;
 use docstore_core::{typed_json, ResourcePath, Timestamp, Value};
+use prost::Message;
 
 #[path = "support/restaurant.rs"]
 mod restaurant;
@@ -50,6 +54,19 @@ fn benches(c: &mut Criterion) {
     });
     group.bench_function("one_pass", |b| {
         b.iter(|| document_from_typed_json(&db, &path, black_box(&text), time, time))
+    });
+    group.bench_function("one_pass_encoded", |b| {
+        b.iter(|| {
+            document_from_typed_json(&db, &path, black_box(&text), time, time)
+                .map(|doc| doc.encode_to_vec())
+        })
+    });
+    let mut scratch = Vec::new();
+    group.bench_function("wire_bytes", |b| {
+        b.iter(|| {
+            document_wire(&db, &path, black_box(&text), time, time, &mut scratch)
+                .map(|doc| doc.encode_to_vec())
+        })
     });
     group.finish();
 }

@@ -45,6 +45,8 @@ pub mod proto;
 #[cfg(feature = "firestore-proto")]
 pub mod proto_query;
 #[cfg(feature = "firestore-proto")]
+pub mod proto_wire;
+#[cfg(feature = "firestore-proto")]
 pub mod proto_write;
 pub mod query;
 pub mod reserved;

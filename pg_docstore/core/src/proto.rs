@@ -303,7 +303,19 @@ pub fn fields_from_typed_json(
     text: &str,
     db: &DatabaseName,
 ) -> Result<HashMap<String, ProtoValue>, TypedJsonError> {
-    match typed_json::parse_with(text, &ProtoBuild { db })?.value_type {
+    document_fields(typed_json::parse_with(text, &ProtoBuild { db })?)
+}
+
+/// The fields of a document's data read as a wire value: the one check that it is a map
+/// (and not a vector's wire form) of [`fields_from_typed_json`] and of the wire bytes
+/// written straight from typed JSON ([`crate::proto_wire`]).
+///
+/// # Errors
+/// [`TypedJsonError::BadTag`] (`$map`) when the value is not a map.
+pub(crate) fn document_fields(
+    value: ProtoValue,
+) -> Result<HashMap<String, ProtoValue>, TypedJsonError> {
+    match value.value_type {
         // Not a vector's wire form (a map of `__type__` and `value`, names no document holds).
         Some(ValueType::MapValue(map)) if vector_type(&map) != Some(true) => Ok(map.fields),
         Some(ValueType::MapValue(_)) => Err(not_a_map("a vector")),
