@@ -555,6 +555,10 @@ impl Pump {
 
     /// Close the client's connection with a reset.
     fn close(&mut self, reason: ResetReason, message: &str) {
+        // Counted here as a hub counts its own (a matcher's closing reset, passed on, is the
+        // matcher's).
+        metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
+            .increment(1);
         if let Some(closing) = self.closing.take() {
             let _ = closing.send(events::reset(
                 &self.link.stream,
