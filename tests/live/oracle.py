@@ -493,6 +493,8 @@ class Subscriber:
     adopting: bool = False
     # The last event before this connection was a reset: the stream had ended on its holder.
     after_end: bool = False
+    # `events` when this connection was made (a cluster).
+    connected_at: int = 0
     resets: dict[str, int] = field(default_factory=dict)
     resumes: int = 0
     connects: int = 0
