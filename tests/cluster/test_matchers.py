@@ -385,6 +385,50 @@ def test_a_stream_its_gateway_ended_as_lagged_is_not_continued_elsewhere(matcher
         slow_gateway.proc.wait(15)
 
 
+def test_a_connection_whose_gateway_a_matcher_thought_gone_ends_and_resumes(matchers, coll):
+    """A matcher drops the forwarding of a gateway whose presence entry expired. A gateway
+    that still lives (its entry expired while nats-server restarted, as in the oracle
+    campaign) was left waiting for frames that never came: its client's connection stayed
+    open and silent for good. Now the matcher sends the connection's end as it drops it, the
+    connection ends, and the client's resume continues the stream with nothing missed. Here
+    the gateway is stopped (SIGSTOP) until the matcher logs the drop."""
+    c = matchers
+    g = c.gateways[0]
+    write(c, coll, range(3))
+    before = connections(c)
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        m = holder(c, before)
+        logged = m.log.read_text(errors="replace").count("the gateway is gone")
+        # Stopped, the gateway writes no presence entry: its entry expires, the matcher drops
+        # its connection; then it runs on.
+        g.proc.send_signal(signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + WAIT
+            while m.log.read_text(errors="replace").count("the gateway is gone") == logged:
+                assert time.monotonic() < deadline, "the matcher never dropped the gateway"
+                time.sleep(0.05)
+        finally:
+            g.proc.send_signal(signal.SIGCONT)
+        stream.thread.join(WAIT)
+        assert not stream.thread.is_alive(), "the connection stayed open without frames"
+    finally:
+        stream.close()
+    seen = stream.snapshot()
+    write(c, coll, range(3, 8))
+    mark(c, coll, "zz-marker")
+    second = Stream(g.url, {**c.stack.admin, "Last-Event-ID": seen[-1][1]}, coll)
+    try:
+        assert second.status == 200, second.error
+        second.wait_for_doc(f"{coll}/zz-marker")
+        got = second.snapshot()
+        assert got and got[0][0] != "snapshot", f"the resume started over: {got[:2]}"
+        assert replay(seen + got) == short_state(fresh(c, coll))
+    finally:
+        second.close()
+
+
 def test_targets_are_added_to_and_removed_from_a_remote_stream(matchers, coll):
     c = matchers
     write(c, coll, range(2))
