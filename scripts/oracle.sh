@@ -14,11 +14,14 @@
 # DOCSTORE_ORACLE_TOPOLOGY=cluster runs the campaign against nats-server, two ingests (one
 # standby) and two gateways (tests/cluster/oracle_stack.py) with the cluster's faults: SIGKILL
 # of the active ingest, of a gateway (its clients resume on the other), of nats-server, and
-# Postgres restarts; every resume goes to the other gateway.
+# Postgres restarts; every resume goes to the other gateway. DOCSTORE_ORACLE_TOPOLOGY=matchers
+# runs the same with two --role matcher processes holding the streams and gateways with
+# --matching remote, and SIGKILL of a matcher among the faults (restarted after a random
+# downtime; its streams continue on the other matcher within their connections).
 source "$(dirname "$0")/lib.sh"
 cd "${ROOT}"
 [ -x .venv/bin/python ] || bash scripts/venv.sh
-if [ "${DOCSTORE_ORACLE_TOPOLOGY:-}" = cluster ]; then
+if [ "${DOCSTORE_ORACLE_TOPOLOGY:-}" = cluster ] || [ "${DOCSTORE_ORACLE_TOPOLOGY:-}" = matchers ]; then
   command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || die "nats-server is missing (make up installs it)"
 fi
 cargo build --release --quiet -p docstore-sidecar

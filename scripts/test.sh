@@ -170,7 +170,7 @@ live() {
 }
 
 cluster() {
-  say "cluster: the roles ingest and gateway over a real nats-server -js (tests/cluster: every transaction once and whole on each gateway, SIGKILL of the active ingest, a NATS restart, a transaction bigger than max_payload, garbage on the stream, an ingest killed while NATS is down; the live-query oracle campaign with SIGKILL of the active ingest, of a gateway and of nats-server and a Postgres restart, every resume on the other gateway) on clusters of their own"
+  say "cluster: the roles ingest and gateway over a real nats-server -js (tests/cluster: every transaction once and whole on each gateway, SIGKILL of the active ingest, a NATS restart, a transaction bigger than max_payload, garbage on the stream, an ingest killed while NATS is down; the live-query oracle campaign with SIGKILL of the active ingest, of a gateway and of nats-server and a Postgres restart, every resume on the other gateway, once with gateways that match themselves and once with two matchers and remote-matching gateways, a matcher SIGKILLed too) on clusters of their own"
   [ -x .venv/bin/pytest ] || bash scripts/venv.sh
   command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] ||
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null

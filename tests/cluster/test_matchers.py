@@ -14,6 +14,7 @@ them once. No test asserts on a duration.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -372,6 +373,122 @@ def test_a_client_resumes_on_the_other_gateway_after_its_matcher_was_killed(matc
         assert got and got[0][0] != "snapshot", f"the resume started over: {got[:2]}"
         assert position(got[0][2]) > position(seen[-1][2])
         assert replay(seen + got) == replay(got, state) == short_state(fresh(c, coll))
+    finally:
+        second.close()
+
+
+def test_a_stream_its_gateway_ended_as_lagged_is_not_continued_elsewhere(matchers, coll):
+    """A remote-matching gateway ends a connection whose client reads too slowly with `reset
+    {lagged}` (its own queue is full, not the matcher's). As on one process, the stream ends
+    for good: its registry entry is gone before the client reads that reset, so the client's
+    resume with the reset's id on the other gateway gets a reset and a new snapshot, never
+    the ended stream continued with a `change` (the oracle campaign saw one on stream s2).
+    Its gateway counts the reset in `docstore_session_resets_total`."""
+    c = matchers
+    slow_gateway = c.start(
+        "gateway", "gateway-slow", DOCSTORE_MATCHING="remote", DOCSTORE_LISTEN_QUEUE="4"
+    )
+    c.wait_health(slow_gateway, 200)
+    write(c, coll, range(3))
+    sql = f"select * from /{coll}"
+    transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)])
+    slow = httpx.Client(base_url=slow_gateway.url, transport=transport, timeout=httpx.Timeout(WAIT))
+    events: list[tuple[str, str, dict]] = []
+    go = threading.Event()
+    opened = threading.Event()
+
+    def read() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            body = {"targets": [{"id": "all", "sql": sql}]}
+            with slow.stream("POST", LISTEN, json=body, headers=c.stack.admin) as r:
+                opened.set()
+                go.wait()
+                for ev in sse_events(r.iter_lines()):
+                    events.append((ev["event"], ev.get("id", ""), ev["data"]))
+        opened.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert opened.wait(WAIT), "the stream did not open"
+        name = 'docstore_session_resets_total{reason="lagged"}'
+        lagged = c.metric(slow_gateway, name)
+        big = "x" * 4000
+        with psycopg.connect(c.stack.cluster.url(), autocommit=True) as conn:
+            for i in range(20000):
+                conn.execute(
+                    "select docstore.set(%s, jsonb_build_object('n', %s::int, 'pad', %s::text))",
+                    (f"{coll}/big", i, big),
+                )
+                if i % 50 == 49 and c.metric(slow_gateway, name) > lagged:
+                    break
+        assert c.metric(slow_gateway, name) > lagged, "the slow stream never lagged"
+        go.set()
+        reader.join(WAIT)
+        assert not reader.is_alive(), f"the stream did not end: last events {events[-3:]}"
+        assert events and events[-1][0] == "reset", events[-3:]
+        assert events[-1][2]["reason"] == "lagged", events[-1]
+        write(c, coll, range(3, 6))
+        headers = {**c.stack.admin, "Last-Event-ID": events[-1][1]}
+        with httpx.Client(base_url=c.gateways[1].url, timeout=httpx.Timeout(WAIT)) as client:
+            body = {"targets": [{"id": "all", "sql": sql}]}
+            with client.stream("POST", LISTEN, json=body, headers=headers) as r:
+                assert r.status_code == 200, r.read()
+                got: list[tuple[str, dict]] = []
+                for ev in sse_events(r.iter_lines()):
+                    got.append((ev["event"], ev["data"]))
+                    if ev["event"] in ("snapshot", "change"):
+                        break
+        assert [k for k, _ in got] == ["reset", "snapshot"], got
+        shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
+        assert shown == short_state(fresh(c, coll))
+    finally:
+        go.set()
+        slow.close()
+        slow_gateway.proc.terminate()
+        slow_gateway.proc.wait(15)
+
+
+def test_a_connection_whose_gateway_a_matcher_thought_gone_ends_and_resumes(matchers, coll):
+    """A matcher drops the forwarding of a gateway whose presence entry expired. A gateway
+    that still lives (its entry expired while nats-server restarted, as in the oracle
+    campaign) was left waiting for frames that never came: its client's connection stayed
+    open and silent for good. Now the matcher sends the connection's end as it drops it, the
+    connection ends, and the client's resume continues the stream with nothing missed. Here
+    the gateway is stopped (SIGSTOP) until the matcher logs the drop."""
+    c = matchers
+    g = c.gateways[0]
+    write(c, coll, range(3))
+    before = connections(c)
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        m = holder(c, before)
+        logged = m.log.read_text(errors="replace").count("the gateway is gone")
+        # Stopped, the gateway writes no presence entry: its entry expires, the matcher drops
+        # its connection; then it runs on.
+        g.proc.send_signal(signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + WAIT
+            while m.log.read_text(errors="replace").count("the gateway is gone") == logged:
+                assert time.monotonic() < deadline, "the matcher never dropped the gateway"
+                time.sleep(0.05)
+        finally:
+            g.proc.send_signal(signal.SIGCONT)
+        stream.thread.join(WAIT)
+        assert not stream.thread.is_alive(), "the connection stayed open without frames"
+    finally:
+        stream.close()
+    seen = stream.snapshot()
+    write(c, coll, range(3, 8))
+    mark(c, coll, "zz-marker")
+    second = Stream(g.url, {**c.stack.admin, "Last-Event-ID": seen[-1][1]}, coll)
+    try:
+        assert second.status == 200, second.error
+        second.wait_for_doc(f"{coll}/zz-marker")
+        got = second.snapshot()
+        assert got and got[0][0] != "snapshot", f"the resume started over: {got[:2]}"
+        assert replay(seen + got) == short_state(fresh(c, coll))
     finally:
         second.close()
 

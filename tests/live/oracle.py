@@ -333,6 +333,12 @@ class Stack:
     def fault(self, kind: str, rng: random.Random) -> None:
         raise OracleFailure(f"no fault {kind} in this stack")
 
+    def continued(self, stream: str, position: int) -> bool:
+        """Whether the stack moved `stream` to another process at `position` within its
+        client's connection (a remote-matching gateway whose matcher went away): the next
+        event is then an adoption's catch-up. One process never does."""
+        return False
+
     def kill_sidecar(self) -> None:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGKILL)
@@ -487,6 +493,8 @@ class Subscriber:
     adopting: bool = False
     # The last event before this connection was a reset: the stream had ended on its holder.
     after_end: bool = False
+    # `events` when this connection was made (a cluster).
+    connected_at: int = 0
     resets: dict[str, int] = field(default_factory=dict)
     resumes: int = 0
     connects: int = 0
@@ -691,7 +699,13 @@ class Subscriber:
             self.fail(f"position went back from {self.position:x} to {pos:x} ({kind})")
         reached = self.position
         self.position = pos
+        # An adoption's catch-up: on the process the client resumed on, or, with matchers,
+        # on the matcher its gateway continued the same connection on.
         catch_up = self.adopting and kind == "change"
+        if kind == "change" and not catch_up and event_id is not None:
+            if self.oracle.stack.continued(event_id.rsplit(".", 1)[0], reached):
+                catch_up = True
+                self.oracle.count("matcher failovers: catch-up events")
         if kind in ("heartbeat", "snapshot", "change"):
             self.adopting = False
         if kind == "heartbeat":
@@ -836,6 +850,13 @@ CLUSTER_FAULT_PLAN = {
     "nats": 1,
     "postgres immediate": 1,
 }
+# With matchers (topology `matchers`): the cluster's faults and SIGKILL of a matcher (its
+# streams continue on the other one within their client connections).
+FAULT_PLANS = {
+    "single": FAULT_PLAN,
+    "cluster": CLUSTER_FAULT_PLAN,
+    "matchers": {**CLUSTER_FAULT_PLAN, "matcher": 2},
+}
 SHORT_TXNS = 800
 GAP = 40
 TAIL = 80
@@ -894,9 +915,10 @@ class Campaign:
     ) -> None:
         self.seed = seed
         # `single`: one sidecar; `cluster`: nats-server, two ingests and two gateways
-        # (tests/cluster/oracle_stack.py) with their own faults.
+        # (tests/cluster/oracle_stack.py) with their own faults; `matchers`: the same with two
+        # matchers holding the streams and gateways that match remotely on them.
         self.topology = topology
-        self.fault_plan = CLUSTER_FAULT_PLAN if topology == "cluster" else FAULT_PLAN
+        self.fault_plan = FAULT_PLANS[topology]
         self.partitions = partitions
         self.seconds = seconds
         self.rng = random.Random(seed)
@@ -1476,11 +1498,13 @@ class Campaign:
     def run(self) -> Campaign:
         keep = bool(os.environ.get("DOCSTORE_KEEP_LOGS"))
         try:
-            if self.topology == "cluster":
+            if self.topology in ("cluster", "matchers"):
                 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
                 from oracle_stack import ClusterStack
 
-                self.stack = ClusterStack(self.dirs, self.partitions)
+                self.stack = ClusterStack(
+                    self.dirs, self.partitions, matchers=self.topology == "matchers"
+                )
             else:
                 self.stack = Stack(self.dirs, self.partitions)
             subs = self.subs = self.make_subscribers()
@@ -1531,6 +1555,8 @@ class Campaign:
                 t.join(timeout=BOUND)
         finally:
             if self.stack is not None:
+                if self.topology == "matchers":
+                    self.count("matcher failovers", self.stack.failovers())
                 self.stack.close(keep or self.failed() > 0)
         return self
 
@@ -1577,7 +1603,7 @@ class Campaign:
                 (
                     "adoptions with a catch-up event",
                     c("adoptions: catch-up events", 0),
-                    1 if self.topology == "cluster" and self.faults else 0,
+                    1 if self.topology != "single" and self.faults else 0,
                 ),
             ],
         }
@@ -1629,8 +1655,13 @@ class Campaign:
                     f"catch-up events (one event from the client's position to the "
                     f"gateway's, excusing the transactions in between as a requery snapshot "
                     f"does); resets explained {explained or 'none'}"
+                    + (
+                        f"; connections continued on another matcher {c('matcher failovers', 0)}"
+                        if self.topology == "matchers"
+                        else ""
+                    )
                 ]
-                if self.topology == "cluster"
+                if self.topology != "single"
                 else []
             ),
             f"  expected write failures {expected or 'none'}",
@@ -1680,7 +1711,8 @@ def main() -> int:
     """`oracle.py [SECONDS [SEED]]`: SECONDS 0 or absent runs the short campaign (bounded by
     counts); a SEED of 0 or absent takes campaign_seed(). DOCSTORE_ORACLE_PARTITIONS (`WxQ`,
     default 2x2) sets the sidecar's matcher partitions; DOCSTORE_ORACLE_TOPOLOGY=cluster runs it
-    against nats-server, two ingests and two gateways (tests/cluster/oracle_stack.py)."""
+    against nats-server, two ingests and two gateways (tests/cluster/oracle_stack.py),
+    `matchers` against the same with two matchers and gateways that match on them."""
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 0
     seed = int(sys.argv[2]) if len(sys.argv) > 2 and int(sys.argv[2]) else campaign_seed()
     print(

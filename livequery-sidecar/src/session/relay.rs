@@ -26,7 +26,7 @@ use super::registry::Registry;
 use super::wire::{self, Answer, Call, Forwarded, Item, Request};
 use super::{Caller, Connection, Resumed, SessionError, TargetRequest};
 use crate::source::jetstream::RoleHealth;
-use crate::source::Lsn;
+use crate::source::{Backoff, Lsn};
 
 /// How long a call may take (an open waits up to 30 s for the change stream, then reads).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -518,7 +518,7 @@ impl Pump {
             tokio::select! {
                 forwarded = self.link.rx.recv() => match forwarded {
                     None => {
-                        self.close(ResetReason::Lagged, "the client read too slowly");
+                        self.close(ResetReason::Lagged, "the client read too slowly").await;
                         return;
                     }
                     Some(forwarded) if forwarded.seq != self.next => {
@@ -536,7 +536,7 @@ impl Pump {
                                 match self.tx.try_send(frame) {
                                     Ok(()) => {}
                                     Err(mpsc::error::TrySendError::Full(_)) => {
-                                        self.close(ResetReason::Lagged, "the client read too slowly");
+                                        self.close(ResetReason::Lagged, "the client read too slowly").await;
                                         return;
                                     }
                                     Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -586,8 +586,33 @@ impl Pump {
             .detach(self.link.matcher.clone(), self.link.route.clone());
     }
 
-    /// Close the client's connection with a reset.
-    fn close(&mut self, reason: ResetReason, message: &str) {
+    /// Close the client's connection with a reset: the stream ends for good, as on one
+    /// process (docs/listen.md, "Resuming on another process"). Its registry entry, while
+    /// this connection's matcher holds it, is deleted before the client is sent the reset
+    /// (retried while NATS does not answer), so that a client that read the reset and
+    /// resumes on another gateway gets a reset there too, never the ended stream adopted
+    /// or continued. The matcher's copy, detached, ends after its grace.
+    async fn close(&mut self, reason: ResetReason, message: &str) {
+        // Counted here as a hub counts its own (a matcher's closing reset, passed on, is the
+        // matcher's).
+        metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
+            .increment(1);
+        self.leave();
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+        let mut warned = false;
+        while let Err(e) = self
+            .relay
+            .0
+            .registry
+            .forget(&self.link.stream, &self.link.matcher)
+            .await
+        {
+            if !warned {
+                tracing::warn!(stream = self.link.stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
+                warned = true;
+            }
+            tokio::time::sleep(backoff.next_delay()).await;
+        }
         if let Some(closing) = self.closing.take() {
             let _ = closing.send(events::reset(
                 &self.link.stream,
@@ -596,7 +621,6 @@ impl Pump {
                 message,
             ));
         }
-        self.leave();
     }
 
     /// Resume the stream at the last position passed on, on the matcher the hash picks now
@@ -631,7 +655,8 @@ impl Pump {
             let live = self.relay.0.matchers.borrow().clone();
             let Some(matcher) = presence::rendezvous(&self.link.stream, &live, &excluded) else {
                 if tokio::time::Instant::now() >= deadline {
-                    self.close(ResetReason::Restart, "no matcher is running");
+                    self.close(ResetReason::Restart, "no matcher is running")
+                        .await;
                     return false;
                 }
                 tokio::time::sleep(presence::BEAT).await;
@@ -657,7 +682,8 @@ impl Pump {
                 }
                 Ok(Answer::Unknown(reason)) => {
                     self.relay.unroute(&route);
-                    self.close(reason, "the stream cannot continue on another matcher");
+                    self.close(reason, "the stream cannot continue on another matcher")
+                        .await;
                     return false;
                 }
                 Ok(Answer::Error {
@@ -668,7 +694,8 @@ impl Pump {
                     self.relay.unroute(&route);
                     excluded.insert(matcher);
                     if tokio::time::Instant::now() >= deadline {
-                        self.close(ResetReason::Restart, "no matcher took the stream over");
+                        self.close(ResetReason::Restart, "no matcher took the stream over")
+                            .await;
                         return false;
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -679,7 +706,8 @@ impl Pump {
                     self.close(
                         ResetReason::Restart,
                         "the stream cannot continue on another matcher",
-                    );
+                    )
+                    .await;
                     return false;
                 }
             }

@@ -193,8 +193,9 @@ async fn answer(
 }
 
 /// Forward `connection`'s frames to `gateway` under `route` until it ends, the gateway
-/// detaches it, or the gateway is gone from `live` (then the connection is dropped: the
-/// stream waits for a resume for its grace period).
+/// detaches it, or the gateway is gone from `live` (then the connection is dropped, its end
+/// sent in case the gateway still lives: the stream waits for a resume for its grace
+/// period).
 async fn forward(
     client: async_nats::Client,
     gateway: String,
@@ -253,7 +254,12 @@ async fn forward(
                 if present {
                     seen = true;
                 } else if seen {
+                    // Its end goes out all the same: a gateway that lives on (its presence
+                    // entry expired while NATS restarted, say) ends its client's connection,
+                    // whose resume continues the stream, instead of waiting for frames that
+                    // no longer come.
                     tracing::info!(stream = out.stream, gateway, "the gateway is gone: its connection is dropped");
+                    out.send(Item::End).await;
                     return;
                 }
             }
