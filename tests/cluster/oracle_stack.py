@@ -83,12 +83,9 @@ class ClusterStack(Stack):
 
     def start_sidecar(self) -> None:
         """Called once by Stack: the whole cluster."""
-        # With matchers every event crosses NATS as one message, and one larger than
-        # `max_payload` closes its connection (docs/architecture.md, "Processes"): the slow
-        # reader's snapshots (its pads, 60 KB) do not fit the cluster tests' 64 KiB, so this
-        # topology runs nats-server's default, 1 MiB (an event that large is a known gap).
-        extra = "max_payload: 1048576\n" if self.remote else None
-        self.nats = Nats(self.cluster.dir, extra) if extra else Nats(self.cluster.dir)
+        # The cluster tests' 64 KiB `max_payload` for every topology: with matchers the slow
+        # reader's snapshots (its pads, 60 KB and more) cross NATS in parts.
+        self.nats = Nats(self.cluster.dir)
         self.start_ingest(standby=False)
         self.start_ingest(standby=True)
         if self.remote:
