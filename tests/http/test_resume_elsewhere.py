@@ -869,6 +869,42 @@ def test_a_reset_of_an_adoption_before_its_claim_is_in_the_registry(stack, nats,
         proxy.close()
 
 
+def test_a_resume_at_position_0_waits_for_its_snapshot_without_a_reset(stack, nats, client):
+    """A token at position 0 holds nothing. B's change stream is held back past ADOPT_WAIT
+    (30 s, docs/listen.md) while the client resumes there at 0: the bound on waiting is for
+    a client that holds results, so there is no `reset {restart}` (there was before: the
+    late sweep reset every adopted stream); once B catches up the first event is the
+    snapshot of every target."""
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        listener = Listener(at(stack, a), params=params(coll), path=LISTEN)
+        try:
+            assert listener.status == 200, listener.error_body
+            stream = listener.stream_id
+        finally:
+            listener.close()
+        release = hold_back(stack, b)
+        try:
+            hdrs = {**stack.admin, "Last-Event-ID": f"{stream}.0000000000000000"}
+            on_b = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+            try:
+                assert on_b.status == 200, on_b.error_body
+                assert on_b.stream_id == stream
+                # Past ADOPT_WAIT (the late sweep runs on the hub's tick).
+                time.sleep(35)
+                release()
+                first = on_b.until(lambda ev: ev["event"] != "heartbeat")
+                assert first["event"] == "snapshot", first
+                view = View()
+                view.apply(first)
+                assert folded(view) == fresh(stack, client, coll)
+            finally:
+                on_b.close()
+        finally:
+            release()
+
+
 def test_a_stream_reset_in_place_is_resumed_on_its_process_with_a_snapshot(stack, nats, client):
     # The same client resumes on A itself: the reset's token is no longer held there (a
     # reset in place drops the older tokens), so the stream resets again and snapshots.
