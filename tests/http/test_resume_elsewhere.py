@@ -189,6 +189,44 @@ class HeldProxy:
         self.server.close()
 
 
+class ClaimProxy(HeldProxy):
+    """A proxy that, once `arm`ed, keeps back the next compare-and-set write to the registry
+    (the chunk carrying `Nats-Expected-Last-Subject-Sequence`: an adoption's claim) until
+    `release`, while the bytes after it go on (`after`: how many registry reads did
+    meanwhile)."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.armed = False
+        self.kept = threading.Event()
+        self.after = 0
+        self.lock = threading.Lock()
+
+    def arm(self) -> None:
+        self.flowing.clear()
+        self.armed = True
+
+    def _pump(self, src: socket.socket, dst: socket.socket, held: bool) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := src.recv(65536):
+                if held and self.armed and b"Nats-Expected-Last-Subject-Sequence" in chunk:
+                    self.armed = False
+                    self.kept.set()
+                    threading.Thread(target=self._later, args=(dst, chunk), daemon=True).start()
+                    continue
+                if held and b".GET." in chunk and self.kept.is_set() and not self.flowing.is_set():
+                    self.after += 1
+                with self.lock:
+                    dst.sendall(chunk)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def _later(self, dst: socket.socket, chunk: bytes) -> None:
+        self.flowing.wait()
+        with self.lock, contextlib.suppress(OSError):
+            dst.sendall(chunk)
+
+
 def metric(side: Sidecar, name: str, label: str) -> float:
     text = httpx.get(f"{side.url}/metrics", timeout=10).text
     return sum(
@@ -760,6 +798,111 @@ def test_a_reset_in_place_waits_for_the_registry(stack, nats, client):
                 on_b.close()
     finally:
         proxy.close()
+
+
+def test_a_reset_of_an_adoption_before_its_claim_is_in_the_registry(stack, nats, client):
+    # B reaches NATS through a proxy that keeps back B's claim of the adopted stream, so its
+    # targets could come live before the claim is written. The stream has an aggregation
+    # target, so its adoption cannot be exact: B resets it in place. That reset's "not held"
+    # write must apply to B's entry: without waiting for the claim, it found A's entry and
+    # was skipped, the claim then kept the old "held" marks, and a client that read only
+    # the reset and resumed on A was sent a reset again (or, for a target A can rewind, a
+    # `change` it cannot apply) rather than a snapshot of every target.
+    coll = "c" + uuid.uuid4().hex[:10]
+    targets = [("document", f"{coll}/d0"), ("sql", f"select count(*), sum(n) from /{coll}")]
+    proxy = ClaimProxy(nats)
+    try:
+        with sidecars(stack, nats, 2, urls=[nats, proxy.url]) as (a, b):
+            seeded(stack, client, coll)
+            listener = Listener(at(stack, a), params=targets, path=LISTEN)
+            try:
+                assert listener.status == 200, listener.error_body
+                first = listener.next()
+                assert first["event"] == "snapshot", first
+                put(stack, client, f"{coll}/d0", 1)
+                ev = listener.until(lambda ev: ev["event"] == "change")
+            finally:
+                listener.close()
+            last = ev["id"]
+            put(stack, client, f"{coll}/d1", 11)
+            proxy.arm()
+            hdrs = {**stack.admin, "Last-Event-ID": last}
+            opened: list[Listener] = []
+            opener = threading.Thread(
+                target=lambda: opened.append(
+                    Listener(at(stack, b), params=targets, path=LISTEN, headers=hdrs)
+                ),
+                daemon=True,
+            )
+            opener.start()
+            assert proxy.kept.wait(120), "B never claimed the stream"
+            # B's change stream goes past the read of the targets (a write after it).
+            put(stack, client, f"{coll}/d2", 22)
+            deadline = time.monotonic() + 120
+            while True:
+                log = b.log.read_text()
+                if "wait for its claim in the registry" in log:
+                    break
+                if "cannot be brought from its client's position exactly" in log and proxy.after:
+                    break
+                assert time.monotonic() < deadline, "B's adopted stream neither waited nor reset"
+                time.sleep(0.1)
+            proxy.release()
+            opener.join(120)
+            [on_b] = opened
+            try:
+                assert on_b.status == 200, on_b.error_body
+                reset = on_b.until(lambda ev: ev["event"] != "heartbeat")
+                assert reset["event"] == "reset", reset
+            finally:
+                on_b.close()
+            hdrs = {**stack.admin, "Last-Event-ID": reset["id"]}
+            on_a = Listener(at(stack, a), params=targets, path=LISTEN, headers=hdrs)
+            try:
+                assert on_a.status == 200, on_a.error_body
+                first = on_a.until(lambda ev: ev["event"] != "heartbeat")
+                assert first["event"] == "snapshot", first
+                assert {t["target"] for t in first["data"]["targets"]} == {"0", "1"}, first
+            finally:
+                on_a.close()
+    finally:
+        proxy.close()
+
+
+def test_a_resume_at_position_0_waits_for_its_snapshot_without_a_reset(stack, nats, client):
+    """A token at position 0 holds nothing. B's change stream is held back past ADOPT_WAIT
+    (30 s, docs/listen.md) while the client resumes there at 0: the bound on waiting is for
+    a client that holds results, so there is no `reset {restart}` (there was before: the
+    late sweep reset every adopted stream); once B catches up the first event is the
+    snapshot of every target."""
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        listener = Listener(at(stack, a), params=params(coll), path=LISTEN)
+        try:
+            assert listener.status == 200, listener.error_body
+            stream = listener.stream_id
+        finally:
+            listener.close()
+        release = hold_back(stack, b)
+        try:
+            hdrs = {**stack.admin, "Last-Event-ID": f"{stream}.0000000000000000"}
+            on_b = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+            try:
+                assert on_b.status == 200, on_b.error_body
+                assert on_b.stream_id == stream
+                # Past ADOPT_WAIT (the late sweep runs on the hub's tick).
+                time.sleep(35)
+                release()
+                first = on_b.until(lambda ev: ev["event"] != "heartbeat")
+                assert first["event"] == "snapshot", first
+                view = View()
+                view.apply(first)
+                assert folded(view) == fresh(stack, client, coll)
+            finally:
+                on_b.close()
+        finally:
+            release()
 
 
 def test_a_stream_reset_in_place_is_resumed_on_its_process_with_a_snapshot(stack, nats, client):

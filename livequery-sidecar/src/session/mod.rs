@@ -230,6 +230,11 @@ pub enum Command {
         unshown: Vec<String>,
         reply: Reply<Result<Connection, SessionError>>,
     },
+    /// The registry holds the claim of an adopted stream: it may speak (`Stream::claimed`).
+    Claimed {
+        stream: String,
+        reply: Reply<()>,
+    },
     /// Drop this process's copy of a stream another process took over (no reset, no end
     /// remembered).
     Release {
@@ -640,6 +645,13 @@ impl Session {
             .await?;
             return Ok(Resumed::Unknown(ResetReason::RetentionPassed));
         }
+        // Only now may the stream speak: a reset in place before the claim would be
+        // skipped by the registry (the entry was still the old holder's).
+        self.call(|reply| Command::Claimed {
+            stream: stream.to_owned(),
+            reply,
+        })
+        .await?;
         Ok(Resumed::Connection(connection))
     }
 

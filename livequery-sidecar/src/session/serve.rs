@@ -274,7 +274,8 @@ struct Out {
     route: String,
     stream: String,
     seq: u64,
-    /// The position of the last frame sent.
+    /// The position of the last frame sent (a frame too large to send does not move it:
+    /// the closing reset carries this one, so a resume with it does not skip that frame).
     position: crate::source::Lsn,
 }
 
@@ -283,9 +284,10 @@ impl Out {
     /// `false`: the connection ends (NATS refused it, or it was larger than a gateway takes
     /// and its closing reset went instead).
     async fn send(&mut self, item: Item) -> bool {
-        if let Item::Frame(f) | Item::Closed(f) = &item {
-            self.position = f.position;
-        }
+        let position = match &item {
+            Item::Frame(f) | Item::Closed(f) => Some(f.position),
+            Item::End => None,
+        };
         let mut payload = wire::encode_forwarded(&Forwarded {
             route: self.route.clone(),
             stream: self.stream.clone(),
@@ -317,6 +319,9 @@ impl Out {
                 seq: self.seq,
                 item: Item::Closed(reset),
             });
+        }
+        if let (false, Some(position)) = (too_large, position) {
+            self.position = position;
         }
         let seq = self.seq;
         self.seq += 1;

@@ -136,9 +136,17 @@ impl Hub {
             return Err(e);
         }
         // The client's token is the stream's only position so far: a resume at it replays
-        // nothing; an older one resets.
-        let (stream, frames, closed) =
-            Stream::connected(database, caller, from, Some(from), self.settings.queue);
+        // nothing; an older one resets. A client that holds none of the targets (it saw no
+        // event of the stream, or none of its targets is held at its position) is sent them
+        // as a new stream's: one snapshot when they come live, however long that takes, and
+        // no reset (there is nothing of its to bring forward).
+        let holds = targets
+            .iter()
+            .any(|(request, _)| !unshown.contains(&request.id));
+        let adopt = holds.then_some(from);
+        let (mut stream, frames, closed) =
+            Stream::connected(database, caller, from, adopt, self.settings.queue);
+        stream.claimed = false;
         self.streams.insert(id.clone(), stream);
         if let Err(e) = self.register_with(&id, targets, grant, point, Some(slack), from) {
             self.forget(grant);

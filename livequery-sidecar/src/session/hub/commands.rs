@@ -126,6 +126,10 @@ impl Hub {
                     drop(connection);
                 }
             }
+            Command::Claimed { stream, reply } => {
+                self.claimed(&stream);
+                let _ = reply.send(());
+            }
             Command::Release { stream, reply } => {
                 if let Some(s) = self.streams.remove(&stream) {
                     self.drop_targets(&s);

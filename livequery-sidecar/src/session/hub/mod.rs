@@ -103,6 +103,16 @@ struct Stream {
     /// running stream, or sent a snapshot by its adoption): the position of the first
     /// snapshot that shows each is recorded there ([`Record::FirstShown`]).
     unrecorded: BTreeSet<String>,
+    /// The registry entry is this process's (always, but for an adopted stream until the
+    /// session's claim is written, [`Hub::claimed`]). Until then its targets do not come
+    /// live, and a reset in place waits in `unclaimed_reset`: the registry's "not held"
+    /// write for it would find the old holder's entry and be skipped, and the claim,
+    /// written next, would say the client holds what the reset discarded.
+    claimed: bool,
+    /// Its targets were kept from coming live while it was not claimed (logged once).
+    held_for_claim: bool,
+    /// A reset in place of a stream not yet claimed: recorded (then sent) once claimed.
+    unclaimed_reset: Option<Frame>,
 }
 
 impl Stream {
@@ -137,6 +147,9 @@ impl Stream {
             adopt,
             created: Instant::now(),
             unrecorded: BTreeSet::new(),
+            claimed: adopt.is_none(),
+            held_for_claim: false,
+            unclaimed_reset: None,
         };
         (stream, frames, closed)
     }
@@ -689,6 +702,13 @@ impl Hub {
                 ),
             };
             let mut newly = Vec::new();
+            if self.pending.contains(&id) && !stream.claimed {
+                // Adopted, its claim not yet written: its targets wait (`Stream::claimed`).
+                if stream.adopt.is_some() && !std::mem::replace(&mut stream.held_for_claim, true) {
+                    tracing::info!(stream = %id, %position, "an adopted stream's targets wait for its claim in the registry");
+                }
+                continue;
+            }
             if self.pending.contains(&id) {
                 let mut waiting = false;
                 for (name, t) in &mut stream.targets {
@@ -959,9 +979,23 @@ impl Hub {
         // holds nothing, and must be sent every target whole. Until then the stream sends
         // nothing: no heartbeat (its targets changed unseen), and its read waits, so that
         // the snapshot cannot overtake the reset.
-        if let (Some(records), Some(stream)) = (&self.records, self.streams.get_mut(id)) {
+        // An adopted stream whose claim is not written yet records the reset once it is
+        // (`Stream::claimed`): written now, the registry would skip it.
+        if let (Some(_), Some(stream)) = (&self.records, self.streams.get_mut(id)) {
             stream.shown = false;
             stream.unrecorded = stream.targets.keys().cloned().collect();
+            if !stream.claimed {
+                stream.unclaimed_reset = Some(reset);
+                return;
+            }
+        }
+        self.record_reset(id, reset);
+    }
+
+    /// Send a reset in place once the registry recorded it (with a registry), then read the
+    /// stream's targets again.
+    fn record_reset(&mut self, id: &str, reset: Frame) {
+        if let (Some(records), Some(stream)) = (&self.records, self.streams.get(id)) {
             let (written, done) = oneshot::channel();
             let record = Record::Reset {
                 stream: id.to_owned(),
@@ -981,6 +1015,20 @@ impl Hub {
         }
         self.deliver(id, reset, false);
         self.start_read(id, None);
+    }
+
+    /// The session wrote the claim of the adopted stream `id` to the registry: its targets
+    /// may come live (the next transaction, which `kick` brings at once), and a reset in
+    /// place that waited for the claim is recorded and sent.
+    fn claimed(&mut self, id: &str) {
+        let Some(stream) = self.streams.get_mut(id) else {
+            return;
+        };
+        stream.claimed = true;
+        if let Some(reset) = stream.unclaimed_reset.take() {
+            self.record_reset(id, reset);
+        }
+        self.kick.notify_one();
     }
 
     /// A reset in place the registry recorded: sent, and the stream's targets read again,
