@@ -30,6 +30,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "live"))
 from oracle import (  # noqa: E402
+    AGGREGATION_NOT_REWOUND,
     LISTEN,
     Stack,
     Subscriber,
@@ -211,7 +212,7 @@ class ClusterStack(Stack):
         if reason != "retention_passed":
             return None
         if any(not isinstance(v, list) for v in s.state.values()):
-            return "retention_passed (an aggregation target is not rewound)"
+            return AGGREGATION_NOT_REWOUND
         if self.remote:
             if s.resumed_from == 0 and s.events == s.connected_at + 1:
                 return "retention_passed (a new stream's matcher killed before its first frame)"
