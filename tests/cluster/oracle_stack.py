@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "live"))
 from oracle import (  # noqa: E402
     AGGREGATION_NOT_REWOUND,
     LISTEN,
+    REPLAY,
     Stack,
     Subscriber,
     free_port,
@@ -43,6 +44,8 @@ from oracle import (  # noqa: E402
 from test_cluster import Nats  # noqa: E402
 
 SLOT = "oracle_cluster"
+# The message of a resume's reset on the process that holds the stream, past its replay.
+NOT_RETAINED = "the position to resume from is no longer retained; a snapshot follows"
 # What a remote-matching gateway logs when a connection continues on another matcher
 # (session/relay.rs), colours taken out.
 CONTINUED = re.compile(
@@ -199,7 +202,9 @@ class ClusterStack(Stack):
         fault; a stream that ended on its holder is unknown elsewhere (`restart`, or
         `retention_passed` when the id is the resuming gateway's own); an aggregation target's
         results at an earlier position cannot be told (`retention_passed`), nor can a position
-        before a (self-matching) gateway started.
+        before a (self-matching) gateway started; a resume on the process that holds the
+        stream after more than `--listen-replay` events since the client's position (its
+        holder's "no longer retained" reset, as on one process).
 
         With matchers, a gateway holds no changelog, so its start explains nothing; a new
         stream whose matcher was killed before the stream's first frame is resumed by its
@@ -213,6 +218,14 @@ class ClusterStack(Stack):
             return None
         if any(not isinstance(v, list) for v in s.state.values()):
             return AGGREGATION_NOT_REWOUND
+        if (
+            s.reset_message == NOT_RETAINED
+            and s.oracle.delivered_within(s.resumed_from, s.reset_at) > REPLAY
+        ):
+            # The process that holds the stream (not an adoption's: its message differs)
+            # kept only its last REPLAY events, all past the client's position
+            # (`--listen-replay`, docs/listen.md), as one process does.
+            return "retention_passed (more than --listen-replay events since the position)"
         if self.remote:
             if s.resumed_from == 0 and s.events == s.connected_at + 1:
                 return "retention_passed (a new stream's matcher killed before its first frame)"

@@ -405,6 +405,67 @@ def test_a_stream_resumes_exactly_on_another_process_after_its_own_was_killed(st
         on_b.close()
 
 
+def test_a_resume_at_the_adoptions_own_position_is_sent_the_catch_up_again(stack, nats, client):
+    # B adopts the stream at P (A killed; writes after P), its client leaves before reading
+    # the catch-up, and resumes on B again with P: B holds the stream from P (its floor is
+    # the client's position, the catch-up its first logged event), so the client is sent
+    # the catch-up `change`, not a reset (issue 27: the matchers oracle's one unexplained
+    # `retention_passed` was a resume there after more than `--listen-replay` events).
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2) as (a, b):
+        seeded(stack, client, coll)
+        view, on_a, last = open_and_follow(stack, client, coll, a)
+        a.proc.kill()
+        a.proc.wait(15)
+        move_everything(stack, client, coll)
+        hdrs = {**stack.admin, "Last-Event-ID": last}
+        unread = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert unread.status == 200, unread.error_body
+            assert unread.stream_id == last.rpartition(".")[0]
+        finally:
+            unread.close()
+        # One more event after the catch-up: both are replayed from P.
+        put(stack, client, f"{coll}/d4", 44)
+        again = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert again.status == 200, again.error_body
+            assert again.stream_id == last.rpartition(".")[0]
+            first = again.next()
+            assert first["event"] == "change", first
+            view.apply(first)
+            until_current(stack, client, coll, again, view)
+            assert all(ev["event"] != "reset" for ev in again.received)
+            assert all(position(ev["id"]) > position(last) for ev in again.received)
+        finally:
+            again.close()
+
+
+def test_a_resume_past_the_replay_after_an_adoption_resets(stack, nats, client):
+    # The same with B keeping one event per stream (`--listen-replay 1`): B's stream made
+    # the catch-up and then another event while its client was away, so P is no longer
+    # held and the resume resets (`retention_passed`, then a snapshot): the replay bound,
+    # not the adoption.
+    coll = "c" + uuid.uuid4().hex[:10]
+    with sidecars(stack, nats, 2, replays=[None, 1]) as (a, b):
+        seeded(stack, client, coll)
+        _, _, last = open_and_follow(stack, client, coll, a)
+        a.proc.kill()
+        a.proc.wait(15)
+        move_everything(stack, client, coll)
+        hdrs = {**stack.admin, "Last-Event-ID": last}
+        away = Listener(at(stack, b), params=params(coll), path=LISTEN, headers=hdrs)
+        try:
+            assert away.status == 200, away.error_body
+            assert away.next()["event"] == "change"
+            put(stack, client, f"{coll}/d4", 44)
+            assert away.next()["event"] == "change"
+        finally:
+            away.close()
+        listener, _ = resume_reset(stack, client, coll, b, last, "retention_passed")
+        listener.close()
+
+
 def test_a_stream_moves_between_live_processes_and_back(stack, nats, client):
     coll = "c" + uuid.uuid4().hex[:10]
     with sidecars(stack, nats, 2) as (a, b):

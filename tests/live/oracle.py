@@ -504,6 +504,9 @@ class Subscriber:
     after_end: bool = False
     # `events` when this connection was made (a cluster).
     connected_at: int = 0
+    # The position and message of the last reset received (for its explanation).
+    reset_at: int = 0
+    reset_message: str = ""
     resets: dict[str, int] = field(default_factory=dict)
     resumes: int = 0
     connects: int = 0
@@ -684,6 +687,8 @@ class Subscriber:
             reason = payload.get("reason", "?")
             self.resets[reason] = self.resets.get(reason, 0) + 1
             self.oracle.count(f"reset:{reason}")
+            self.reset_at = pos
+            self.reset_message = payload.get("message", "")
             why = self.oracle.stack.explains(self, reason)
             if why is not None:
                 self.oracle.count(f"reset explained: {why}")
@@ -867,6 +872,9 @@ FAULT_PLANS = {
     "matchers": {**CLUSTER_FAULT_PLAN, "matcher": 2},
 }
 SHORT_TXNS = 800
+# Every process's `--listen-replay` (the default; the stacks do not change it): a stream
+# keeps its last REPLAY events for resumes.
+REPLAY = 1024
 GAP = 40
 TAIL = 80
 # Every wait is for an event or a state, bounded by BOUND seconds; reaching the bound fails
@@ -1335,6 +1343,14 @@ class Campaign:
                 time.sleep(0.1)
 
     # -- the end ----------------------------------------------------------------------------
+
+    def delivered_within(self, lo: int, hi: int) -> int:
+        """How many transactions a stream delivered at a position in (lo, hi]: each one
+        changed `__all` (it was an event there), so it is an event of every stream that held
+        `__all` at that position (a lower bound of those events: a transaction no stream
+        delivered yet is not counted)."""
+        with self.lock:
+            return sum(1 for at in self.positions.values() if lo < at <= hi)
 
     def check_missed(self, s: Subscriber, upto: int | None) -> None:
         """Every transaction committed after the stream's last snapshot of `__all` arrived on
