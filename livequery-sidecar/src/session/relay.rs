@@ -625,18 +625,19 @@ impl Pump {
 
     /// Resume the stream at the last position passed on, on the matcher the hash picks now
     /// (`gone`: not the one it had). `false`: the connection closed. Counted in
-    /// `docstore_gateway_failovers_total` by outcome (`continued`, `closed`).
+    /// `docstore_gateway_failovers_total` by outcome (`continued`; `left`: the client went
+    /// away meanwhile; `closed`: no matcher took it, or the stream cannot continue).
     async fn failover(&mut self, gone: bool) -> bool {
-        let continued = self.move_over(gone).await;
-        let outcome = if continued { "continued" } else { "closed" };
+        let outcome = self.move_over(gone).await;
         metrics::counter!("docstore_gateway_failovers_total", "outcome" => outcome).increment(1);
-        continued
+        outcome == "continued"
     }
 
     /// [`Pump::failover`]'s work. A client that was passed no frame yet (position 0: a new
     /// stream whose matcher went away before its first event) holds nothing: the matcher
-    /// that takes the stream over sends every target whole, no reset.
-    async fn move_over(&mut self, gone: bool) -> bool {
+    /// that takes the stream over sends every target whole, no reset. Answers the outcome
+    /// [`Pump::failover`] counts.
+    async fn move_over(&mut self, gone: bool) -> &'static str {
         let old = self.link.matcher.clone();
         self.relay.unroute(&self.link.route);
         if !gone {
@@ -650,14 +651,18 @@ impl Pump {
         let deadline = tokio::time::Instant::now() + FAILOVER_WINDOW;
         loop {
             if self.tx.is_closed() {
-                return false;
+                tracing::info!(
+                    stream = self.link.stream,
+                    "a connection's client left while it was being moved to another matcher"
+                );
+                return "left";
             }
             let live = self.relay.0.matchers.borrow().clone();
             let Some(matcher) = presence::rendezvous(&self.link.stream, &live, &excluded) else {
                 if tokio::time::Instant::now() >= deadline {
                     self.close(ResetReason::Restart, "no matcher is running")
                         .await;
-                    return false;
+                    return "closed";
                 }
                 tokio::time::sleep(presence::BEAT).await;
                 excluded.clear();
@@ -678,13 +683,13 @@ impl Pump {
                     self.link.route = route;
                     self.link.rx = rx;
                     self.next = 0;
-                    return true;
+                    return "continued";
                 }
                 Ok(Answer::Unknown(reason)) => {
                     self.relay.unroute(&route);
                     self.close(reason, "the stream cannot continue on another matcher")
                         .await;
-                    return false;
+                    return "closed";
                 }
                 Ok(Answer::Error {
                     code: docstore_core::Code::Unavailable,
@@ -696,7 +701,7 @@ impl Pump {
                     if tokio::time::Instant::now() >= deadline {
                         self.close(ResetReason::Restart, "no matcher took the stream over")
                             .await;
-                        return false;
+                        return "closed";
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
@@ -708,7 +713,7 @@ impl Pump {
                         "the stream cannot continue on another matcher",
                     )
                     .await;
-                    return false;
+                    return "closed";
                 }
             }
         }
