@@ -582,6 +582,54 @@ def test_a_new_stream_sends_no_heartbeat_before_its_first_snapshot(cluster, coll
         listener.close()
 
 
+@contextlib.contextmanager
+def lagged_stream(cluster: Cluster, gateway, coll: str, sql: str):
+    """A stream of `sql` opened on `gateway` by a client that reads nothing (a 4 KiB receive
+    buffer) while documents of 4 KB are written to `coll`, until the gateway counts a lagged
+    reset; then the client reads: yields its events, the last `reset {lagged}`."""
+    transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)])
+    slow = httpx.Client(base_url=gateway.url, transport=transport, timeout=httpx.Timeout(WAIT))
+    events: list[tuple[str, str, dict]] = []
+    go = threading.Event()
+    opened = threading.Event()
+
+    def read() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            body = {"targets": [{"id": "all", "sql": sql}]}
+            with slow.stream("POST", LISTEN, json=body, headers=cluster.stack.admin) as r:
+                opened.set()
+                go.wait()
+                for ev in sse_events(r.iter_lines()):
+                    events.append((ev["event"], ev.get("id", ""), ev["data"]))
+        opened.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert opened.wait(WAIT), "the stream did not open"
+        name = 'docstore_session_resets_total{reason="lagged"}'
+        lagged = cluster.metric(gateway, name)
+        big = "x" * 4000
+        with psycopg.connect(cluster.stack.cluster.url(), autocommit=True) as conn:
+            for i in range(20000):
+                conn.execute(
+                    "select docstore.set(%s, jsonb_build_object('n', %s::int, 'pad', %s::text))",
+                    (f"{coll}/big", i, big),
+                )
+                if i % 50 == 49 and cluster.metric(gateway, name) > lagged:
+                    break
+        assert cluster.metric(gateway, name) > lagged, "the slow stream never lagged"
+        go.set()
+        reader.join(WAIT)
+        assert not reader.is_alive(), f"the stream did not end: last events {events[-3:]}"
+        assert events and events[-1][0] == "reset", events[-3:]
+        assert events[-1][2]["reason"] == "lagged", events[-1]
+        yield events
+    finally:
+        go.set()
+        slow.close()
+
+
 def test_a_stream_that_lags_after_a_nats_restart_ends_and_starts_over_on_another_gateway(
     cluster, coll
 ):
@@ -606,58 +654,21 @@ def test_a_stream_that_lags_after_a_nats_restart_ends_and_starts_over_on_another
         for listener in listeners:
             listener.close()
     sql = f"select * from /{coll}"
-    transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)])
-    slow = httpx.Client(base_url=slow_gateway.url, transport=transport, timeout=httpx.Timeout(WAIT))
-    events: list[tuple[str, str, dict]] = []
-    go = threading.Event()
-    opened = threading.Event()
-
-    def read() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            body = {"targets": [{"id": "all", "sql": sql}]}
-            with slow.stream("POST", LISTEN, json=body, headers=cluster.stack.admin) as r:
-                opened.set()
-                go.wait()
-                for ev in sse_events(r.iter_lines()):
-                    events.append((ev["event"], ev.get("id", ""), ev["data"]))
-        opened.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     try:
-        assert opened.wait(WAIT), "the stream did not open"
-        name = 'docstore_session_resets_total{reason="lagged"}'
-        lagged = cluster.metric(slow_gateway, name)
-        big = "x" * 4000
-        with psycopg.connect(cluster.stack.cluster.url(), autocommit=True) as conn:
-            for i in range(20000):
-                conn.execute(
-                    "select docstore.set(%s, jsonb_build_object('n', %s::int, 'pad', %s::text))",
-                    (f"{coll}/big", i, big),
-                )
-                if i % 50 == 49 and cluster.metric(slow_gateway, name) > lagged:
-                    break
-        assert cluster.metric(slow_gateway, name) > lagged, "the slow stream never lagged"
-        go.set()
-        reader.join(WAIT)
-        assert not reader.is_alive(), f"the stream did not end: last events {events[-3:]}"
-        assert events and events[-1][0] == "reset", events[-3:]
-        assert events[-1][2]["reason"] == "lagged", events[-1]
-        headers = {**cluster.stack.admin, "Last-Event-ID": events[-1][1]}
-        with httpx.Client(base_url=other.url, timeout=httpx.Timeout(WAIT)) as client:
-            body = {"targets": [{"id": "all", "sql": sql}]}
-            with client.stream("POST", LISTEN, json=body, headers=headers) as r:
-                assert r.status_code == 200, r.read()
-                got: list[tuple[str, dict]] = []
-                for ev in sse_events(r.iter_lines()):
-                    got.append((ev["event"], ev["data"]))
-                    if ev["event"] == "snapshot":
-                        break
-        assert [k for k, _ in got] == ["reset", "snapshot"], got
-        shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
-        assert shown == short_state(fresh(cluster, coll))
+        with lagged_stream(cluster, slow_gateway, coll, sql) as events:
+            headers = {**cluster.stack.admin, "Last-Event-ID": events[-1][1]}
+            with httpx.Client(base_url=other.url, timeout=httpx.Timeout(WAIT)) as client:
+                body = {"targets": [{"id": "all", "sql": sql}]}
+                with client.stream("POST", LISTEN, json=body, headers=headers) as r:
+                    assert r.status_code == 200, r.read()
+                    got: list[tuple[str, dict]] = []
+                    for ev in sse_events(r.iter_lines()):
+                        got.append((ev["event"], ev["data"]))
+                        if ev["event"] == "snapshot":
+                            break
+            assert [k for k, _ in got] == ["reset", "snapshot"], got
+            shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
+            assert shown == short_state(fresh(cluster, coll))
     finally:
-        go.set()
-        slow.close()
         slow_gateway.proc.terminate()
         slow_gateway.proc.wait(15)

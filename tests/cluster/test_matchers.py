@@ -14,7 +14,6 @@ them once. No test asserts on a duration.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import signal
@@ -27,7 +26,16 @@ import httpx
 import psycopg
 import pytest
 from conftest import sse_events
-from test_cluster import LISTEN, MAX_PAYLOAD, WAIT, Cluster, fresh, short, short_state
+from test_cluster import (
+    LISTEN,
+    MAX_PAYLOAD,
+    WAIT,
+    Cluster,
+    fresh,
+    lagged_stream,
+    short,
+    short_state,
+)
 
 MARKER_TIMEOUT = WAIT
 
@@ -398,60 +406,23 @@ def test_a_stream_its_gateway_ended_as_lagged_is_not_continued_elsewhere(matcher
     c.wait_health(slow_gateway, 200)
     write(c, coll, range(3))
     sql = f"select * from /{coll}"
-    transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)])
-    slow = httpx.Client(base_url=slow_gateway.url, transport=transport, timeout=httpx.Timeout(WAIT))
-    events: list[tuple[str, str, dict]] = []
-    go = threading.Event()
-    opened = threading.Event()
-
-    def read() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            body = {"targets": [{"id": "all", "sql": sql}]}
-            with slow.stream("POST", LISTEN, json=body, headers=c.stack.admin) as r:
-                opened.set()
-                go.wait()
-                for ev in sse_events(r.iter_lines()):
-                    events.append((ev["event"], ev.get("id", ""), ev["data"]))
-        opened.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     try:
-        assert opened.wait(WAIT), "the stream did not open"
-        name = 'docstore_session_resets_total{reason="lagged"}'
-        lagged = c.metric(slow_gateway, name)
-        big = "x" * 4000
-        with psycopg.connect(c.stack.cluster.url(), autocommit=True) as conn:
-            for i in range(20000):
-                conn.execute(
-                    "select docstore.set(%s, jsonb_build_object('n', %s::int, 'pad', %s::text))",
-                    (f"{coll}/big", i, big),
-                )
-                if i % 50 == 49 and c.metric(slow_gateway, name) > lagged:
-                    break
-        assert c.metric(slow_gateway, name) > lagged, "the slow stream never lagged"
-        go.set()
-        reader.join(WAIT)
-        assert not reader.is_alive(), f"the stream did not end: last events {events[-3:]}"
-        assert events and events[-1][0] == "reset", events[-3:]
-        assert events[-1][2]["reason"] == "lagged", events[-1]
-        write(c, coll, range(3, 6))
-        headers = {**c.stack.admin, "Last-Event-ID": events[-1][1]}
-        with httpx.Client(base_url=c.gateways[1].url, timeout=httpx.Timeout(WAIT)) as client:
-            body = {"targets": [{"id": "all", "sql": sql}]}
-            with client.stream("POST", LISTEN, json=body, headers=headers) as r:
-                assert r.status_code == 200, r.read()
-                got: list[tuple[str, dict]] = []
-                for ev in sse_events(r.iter_lines()):
-                    got.append((ev["event"], ev["data"]))
-                    if ev["event"] in ("snapshot", "change"):
-                        break
-        assert [k for k, _ in got] == ["reset", "snapshot"], got
-        shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
-        assert shown == short_state(fresh(c, coll))
+        with lagged_stream(c, slow_gateway, coll, sql) as events:
+            write(c, coll, range(3, 6))
+            headers = {**c.stack.admin, "Last-Event-ID": events[-1][1]}
+            with httpx.Client(base_url=c.gateways[1].url, timeout=httpx.Timeout(WAIT)) as client:
+                body = {"targets": [{"id": "all", "sql": sql}]}
+                with client.stream("POST", LISTEN, json=body, headers=headers) as r:
+                    assert r.status_code == 200, r.read()
+                    got: list[tuple[str, dict]] = []
+                    for ev in sse_events(r.iter_lines()):
+                        got.append((ev["event"], ev["data"]))
+                        if ev["event"] in ("snapshot", "change"):
+                            break
+            assert [k for k, _ in got] == ["reset", "snapshot"], got
+            shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
+            assert shown == short_state(fresh(c, coll))
     finally:
-        go.set()
-        slow.close()
         slow_gateway.proc.terminate()
         slow_gateway.proc.wait(15)
 
