@@ -898,6 +898,22 @@ async fn reset(registry: &Registry, instance: &str, stream: &str) {
     }
 }
 
+/// Delete `stream`'s registry entry while `holder` holds it, retried (and each failed attempt
+/// counted) while NATS does not answer: the caller sends the stream's closing reset after it.
+pub(super) async fn forget_until_gone(registry: &Registry, stream: &str, holder: &str) {
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    let mut warned = false;
+    while let Err(e) = registry.forget(stream, holder).await {
+        write_failed("forget");
+        if !warned {
+            tracing::warn!(stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
+            warned = true;
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+    tracing::debug!(stream, "an ended stream's registry entry is gone");
+}
+
 /// Delete the registry entries of streams that ended for good here (`retired`), each before
 /// its client is sent the stream's closing reset: a client that resumes on another process
 /// once it read the end finds no entry there to adopt. While NATS does not answer, the
@@ -912,24 +928,7 @@ async fn forget_retired(
     mut retired: mpsc::UnboundedReceiver<hub::Retired>,
 ) {
     while let Some(hub::Retired { stream, last }) = retired.recv().await {
-        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-        let mut warned = false;
-        loop {
-            match registry.forget(&stream, &instance).await {
-                Ok(()) => {
-                    tracing::debug!(stream, "an ended stream's registry entry is gone");
-                    break;
-                }
-                Err(e) => {
-                    write_failed("forget");
-                    if !warned {
-                        tracing::warn!(stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
-                        warned = true;
-                    }
-                    tokio::time::sleep(backoff.next_delay()).await;
-                }
-            }
-        }
+        forget_until_gone(&registry, &stream, &instance).await;
         if let Some(last) = last {
             last.send();
         }

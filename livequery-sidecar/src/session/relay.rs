@@ -26,7 +26,7 @@ use super::registry::Registry;
 use super::wire::{self, Answer, Call, Forwarded, Item, Request};
 use super::{Caller, Connection, Resumed, SessionError, TargetRequest};
 use crate::source::jetstream::RoleHealth;
-use crate::source::{Backoff, Lsn};
+use crate::source::Lsn;
 
 /// How long a call may take (an open waits up to 30 s for the change stream, then reads).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -598,21 +598,12 @@ impl Pump {
         metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
             .increment(1);
         self.leave();
-        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-        let mut warned = false;
-        while let Err(e) = self
-            .relay
-            .0
-            .registry
-            .forget(&self.link.stream, &self.link.matcher)
-            .await
-        {
-            if !warned {
-                tracing::warn!(stream = self.link.stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
-                warned = true;
-            }
-            tokio::time::sleep(backoff.next_delay()).await;
-        }
+        super::forget_until_gone(
+            &self.relay.0.registry,
+            &self.link.stream,
+            &self.link.matcher,
+        )
+        .await;
         if let Some(closing) = self.closing.take() {
             let _ = closing.send(events::reset(
                 &self.link.stream,
