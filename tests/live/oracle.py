@@ -1304,7 +1304,11 @@ class Campaign:
             f"{s.gateway}, resets {s.resets}, position {s.position:x}"
         )
         if not lagged:
-            self.fail("faults", f"the slow reader never lagged ({SLOW_MAX_WRITES} writes)")
+            self.fail(
+                "faults",
+                f"the slow reader never lagged ({SLOW_MAX_WRITES} writes)\n"
+                + self.diagnosis("the slow reader's lag"),
+            )
             raise Abort("the slow reader never lagged")
         return end
 
