@@ -309,10 +309,34 @@ def scrape(r) -> dict[str, float]:
 def test_each_role_reports_its_position_in_the_stream(matchers, coll):
     """The ingest reports the stream sequence and commit LSN JetStream acknowledged last; a
     matcher, the ones it handed to its hub and how many messages the stream holds after
-    them. Once a matcher's sequence reached the ingest's, its commit LSN did too."""
+    them. Once a matcher's sequence reached the ingest's, its commit LSN did too. A
+    remote-matching gateway reads no stream: it reports the newest position it passed on to
+    a client and, per matcher holding some of its connections, the age of that matcher's
+    last message (before, it reported no position at all)."""
     c = matchers
-    write(c, coll, range(2))
-    mark(c, coll, "m")
+    g = c.gateways[0]
+    before = connections(c)
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        held = logged_id(holder(c, before), "matcher")
+        write(c, coll, range(2))
+        mark(c, coll, "m")
+        stream.wait_for_doc(f"{coll}/m")
+        passed = max(position(d) for k, _, d in stream.snapshot() if k != "reset")
+        age = f'docstore_gateway_matcher_frame_age_seconds{{matcher="{held}"}}'
+        deadline = time.monotonic() + WAIT
+        while (got := scrape(g)).get("docstore_gateway_relayed_commit_lsn", 0) < passed:
+            own = {k: v for k, v in got.items() if k.startswith("docstore_gateway_")}
+            assert time.monotonic() < deadline, f"the gateway never reported {passed}: {own}"
+            time.sleep(0.05)
+        while age not in (got := scrape(g)):
+            own = {k: v for k, v in got.items() if k.startswith("docstore_gateway_")}
+            assert time.monotonic() < deadline, f"no {age}: {own}"
+            time.sleep(0.05)
+        assert got[age] >= 0, got
+    finally:
+        stream.close()
     ingest = scrape(c.ingest)
     published = ingest["docstore_ingest_stream_sequence"]
     lsn = ingest["docstore_ingest_commit_lsn"]
