@@ -495,6 +495,69 @@ def test_a_connection_whose_gateway_a_matcher_thought_gone_ends_and_resumes(matc
         second.close()
 
 
+def forwarded_route(s: socket.socket, stream_id: str) -> tuple[str, int]:
+    """Read the frames a raw NATS subscription `s` gets until one of stream `stream_id`:
+    its route and number."""
+    buf = b""
+    deadline = time.monotonic() + WAIT
+    while True:
+        while b"\r\n" in buf:
+            line, rest = buf.split(b"\r\n", 1)
+            if not line.startswith(b"MSG "):
+                buf = rest
+                continue
+            size = int(line.split()[-1])
+            if len(rest) < size + 2:
+                break
+            payload, buf = rest[:size], rest[size + 2 :]
+            forwarded = json.loads(payload[1:])
+            if forwarded["stream"] == stream_id:
+                return forwarded["route"], forwarded["seq"]
+        assert time.monotonic() < deadline, "no frame of the stream was forwarded"
+        buf += s.recv(65536)
+
+
+def test_a_connection_whose_matcher_ends_it_with_a_gap_continues_on_a_matcher(matchers, coll):
+    """A matcher that could not publish a frame ends the connection's forwarding and sends
+    its end under the number after the lost frame's (session/serve.rs; its unit tests refuse
+    publishes, which a real nats-server cannot be made to do on cue). Here that end is
+    published on the gateway's subject with such a number: the gateway sees the gap, resumes
+    the stream at the last frame it passed on, and the same client connection continues
+    with nothing lost or repeated."""
+    c = matchers
+    g = c.gateways[0]
+    write(c, coll, range(3))
+    continued = 'docstore_gateway_failovers_total{outcome="continued"}'
+    failovers = c.metric(g, continued)
+    gaps = c.metric(g, "docstore_gateway_frame_gaps_total")
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        sid = stream.snapshot()[0][2]["stream"]
+        subject = f"docstore.gateway.{logged_id(g, 'gateway')}"
+        with socket.create_connection(("127.0.0.1", c.nats.port), timeout=WAIT) as s:
+            s.recv(4096)
+            s.sendall(b'CONNECT {"verbose":false}\r\n')
+            s.sendall(f"SUB {subject} 1\r\n".encode())
+            write(c, coll, range(3, 6))
+            route, seq = forwarded_route(s, sid)
+            # Far past any number the matcher reaches meanwhile: a gap.
+            end = b"\x01" + json.dumps({"route": route, "stream": sid, "seq": seq + 1000}).encode()
+            s.sendall(f"PUB {subject} {len(end)}\r\n".encode() + end + b"\r\n")
+        deadline = time.monotonic() + WAIT
+        while c.metric(g, continued) <= failovers:
+            assert time.monotonic() < deadline, "the gateway did not resume the connection"
+            time.sleep(0.05)
+        assert c.metric(g, "docstore_gateway_frame_gaps_total") > gaps
+        write(c, coll, range(6, 12))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+    finally:
+        stream.close()
+
+
 def test_targets_are_added_to_and_removed_from_a_remote_stream(matchers, coll):
     c = matchers
     write(c, coll, range(2))
