@@ -12,8 +12,9 @@
 //! matcher the hash now picks, whose first frames continue the same client connection.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use bytes::Bytes;
@@ -52,6 +53,82 @@ struct Inner {
     held: Mutex<HashMap<String, String>>,
     /// Events queued per client connection.
     queue: usize,
+    /// The newest position passed on to a client (`docstore_gateway_relayed_commit_lsn`).
+    relayed: AtomicU64,
+    /// The matchers holding this gateway's connections, by id
+    /// (`docstore_gateway_matcher_frame_age_seconds`).
+    sources: Mutex<HashMap<String, Arc<Source>>>,
+    /// What [`Source::last`] counts from.
+    started: Instant,
+}
+
+/// A matcher as one gateway sees it: how many of its connections it holds, and when its last
+/// message for them came.
+struct Source {
+    connections: AtomicUsize,
+    /// Milliseconds from [`Inner::started`] to its last message (or to its first connection
+    /// here, before any).
+    last: AtomicU64,
+}
+
+impl Inner {
+    fn millis(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A connection of this gateway is now held by `matcher`.
+    fn attach(&self, matcher: &str) -> Arc<Source> {
+        let mut sources = lock(&self.sources);
+        let source = sources.entry(matcher.to_owned()).or_insert_with(|| {
+            Arc::new(Source {
+                connections: AtomicUsize::new(0),
+                last: AtomicU64::new(self.millis()),
+            })
+        });
+        source.connections.fetch_add(1, Ordering::Relaxed);
+        Arc::clone(source)
+    }
+
+    /// A connection `matcher` held ended or moved.
+    fn release(&self, source: &Source) {
+        source.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A message came from the matcher of `source`.
+    fn heard(&self, source: &Source) {
+        source.last.store(self.millis(), Ordering::Relaxed);
+    }
+}
+
+/// Report a remote-matching gateway's position gauges once per presence beat while `relay`
+/// lives: the newest position passed on to a client, and per matcher holding some of its
+/// connections the age of its last message for them (0 once it holds none: heartbeats reach
+/// every stream shown about once per `--heartbeat-ms`, so a growing age is a stalled
+/// matcher, or a stalled change stream when every matcher's grows).
+async fn report(relay: std::sync::Weak<Inner>) {
+    loop {
+        let Some(inner) = relay.upgrade() else {
+            return;
+        };
+        #[allow(clippy::cast_precision_loss)]
+        let relayed = inner.relayed.load(Ordering::Relaxed) as f64;
+        metrics::gauge!("docstore_gateway_relayed_commit_lsn").set(relayed);
+        let now = inner.millis();
+        lock(&inner.sources).retain(|matcher, source| {
+            let held = source.connections.load(Ordering::Relaxed) > 0;
+            let age = if held {
+                Duration::from_millis(now.saturating_sub(source.last.load(Ordering::Relaxed)))
+                    .as_secs_f64()
+            } else {
+                0.0
+            };
+            metrics::gauge!("docstore_gateway_matcher_frame_age_seconds", "matcher" => matcher.clone())
+                .set(age);
+            held
+        });
+        drop(inner);
+        tokio::time::sleep(presence::BEAT).await;
+    }
 }
 
 /// Why a call did not get an answer.
@@ -119,8 +196,12 @@ impl Relay {
             registry,
             held: Mutex::default(),
             queue: queue.max(1),
+            relayed: AtomicU64::new(0),
+            sources: Mutex::default(),
+            started: Instant::now(),
         }));
         tokio::spawn(dispatch(Arc::downgrade(&relay.0), frames));
+        tokio::spawn(report(Arc::downgrade(&relay.0)));
         tracing::info!(gateway = %relay.0.id, "matching on remote matchers");
         Ok(relay)
     }
@@ -405,6 +486,7 @@ impl Relay {
         };
         let pump = Pump {
             relay: self.clone(),
+            source: self.0.attach(&link.matcher),
             link,
             next: 0,
             tx,
@@ -505,6 +587,8 @@ struct Link {
 /// Feeds one client connection.
 struct Pump {
     relay: Relay,
+    /// The link's matcher, as this gateway's metrics count it.
+    source: Arc<Source>,
     link: Link,
     next: u64,
     tx: mpsc::Sender<Frame>,
@@ -513,6 +597,11 @@ struct Pump {
 
 impl Pump {
     async fn run(mut self) {
+        self.pump().await;
+        self.relay.0.release(&self.source);
+    }
+
+    async fn pump(&mut self) {
         let mut matchers = self.relay.0.matchers.clone();
         loop {
             tokio::select! {
@@ -530,11 +619,14 @@ impl Pump {
                     }
                     Some(forwarded) => {
                         self.next += 1;
+                        self.relay.0.heard(&self.source);
                         match forwarded.item {
                             Item::Frame(frame) => {
                                 self.link.position = frame.position;
                                 match self.tx.try_send(frame) {
-                                    Ok(()) => {}
+                                    Ok(()) => {
+                                        self.relay.0.relayed.fetch_max(self.link.position.0, Ordering::Relaxed);
+                                    }
                                     Err(mpsc::error::TrySendError::Full(_)) => {
                                         self.close(ResetReason::Lagged, "the client read too slowly").await;
                                         return;
@@ -670,6 +762,8 @@ impl Pump {
                 Ok(Answer::Connected { stream, .. }) if stream == self.link.stream => {
                     tracing::info!(stream, matcher, position = %self.link.position, "a connection continues on another matcher");
                     lock(&self.relay.0.held).insert(stream, matcher.clone());
+                    self.relay.0.release(&self.source);
+                    self.source = self.relay.0.attach(&matcher);
                     self.link.matcher = matcher;
                     self.link.route = route;
                     self.link.rx = rx;

@@ -192,12 +192,45 @@ async fn answer(
     }
 }
 
+/// Where a connection's forwarded messages go: NATS (a test records them instead).
+trait Publish: Send + Sync + 'static {
+    /// The most bytes one message may take (the server's `max_payload`).
+    fn max_payload(&self) -> usize;
+
+    /// Publish one message (`headers`: a part's).
+    fn publish(
+        &self,
+        subject: String,
+        headers: Option<async_nats::HeaderMap>,
+        payload: Bytes,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
+}
+
+impl Publish for async_nats::Client {
+    fn max_payload(&self) -> usize {
+        self.server_info().max_payload
+    }
+
+    async fn publish(
+        &self,
+        subject: String,
+        headers: Option<async_nats::HeaderMap>,
+        payload: Bytes,
+    ) -> Result<(), String> {
+        let sent = match headers {
+            None => async_nats::Client::publish(self, subject, payload).await,
+            Some(headers) => self.publish_with_headers(subject, headers, payload).await,
+        };
+        sent.map_err(|e| e.to_string())
+    }
+}
+
 /// Forward `connection`'s frames to `gateway` under `route` until it ends, the gateway
 /// detaches it, or the gateway is gone from `live` (then the connection is dropped, its end
 /// sent in case the gateway still lives: the stream waits for a resume for its grace
-/// period).
-async fn forward(
-    client: async_nats::Client,
+/// period). A frame NATS refused ends the forwarding too ([`Out::pass`]).
+async fn forward<P: Publish>(
+    client: P,
     gateway: String,
     route: String,
     connection: Connection,
@@ -219,7 +252,7 @@ async fn forward(
         position: crate::source::Lsn(0),
     };
     for frame in first {
-        if !out.send(Item::Frame(frame)).await {
+        if !out.pass(Item::Frame(frame)).await {
             return;
         }
     }
@@ -230,19 +263,19 @@ async fn forward(
             biased;
             last = &mut closed, if closing => match last {
                 Ok(frame) => {
-                    out.send(Item::Closed(frame)).await;
+                    out.pass(Item::Closed(frame)).await;
                     return;
                 }
                 Err(_) => closing = false,
             },
             frame = frames.recv() => match frame {
                 Some(frame) => {
-                    if !out.send(Item::Frame(frame)).await {
+                    if !out.pass(Item::Frame(frame)).await {
                         return;
                     }
                 }
                 None => {
-                    out.send(Item::End).await;
+                    out.pass(Item::End).await;
                     return;
                 }
             },
@@ -259,7 +292,7 @@ async fn forward(
                     // whose resume continues the stream, instead of waiting for frames that
                     // no longer come.
                     tracing::info!(stream = out.stream, gateway, "the gateway is gone: its connection is dropped");
-                    out.send(Item::End).await;
+                    out.pass(Item::End).await;
                     return;
                 }
             }
@@ -267,9 +300,20 @@ async fn forward(
     }
 }
 
+/// What became of an item [`Out::send`] was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Published whole (in parts or not).
+    Whole,
+    /// Larger than a gateway takes: the connection's closing reset went instead.
+    Closed,
+    /// NATS refused it (or one of its parts): the gateway holds none of it, or some parts.
+    Refused,
+}
+
 /// One connection's forwarding: its subject, route and next sequence number.
-struct Out {
-    client: async_nats::Client,
+struct Out<P> {
+    client: P,
     subject: String,
     route: String,
     stream: String,
@@ -279,11 +323,48 @@ struct Out {
     position: crate::source::Lsn,
 }
 
-impl Out {
+impl<P: Publish> Out<P> {
+    /// Send `item`; `false`: the connection ends. An item NATS refused ends the route: its
+    /// number is spent, and the connection's end goes next, under the following number,
+    /// so the gateway sees a gap at once and resumes the stream at the last whole frame
+    /// it passed on (on the matcher the hash picks; this one keeps the stream, detached,
+    /// for its grace). Without it, the gateway waited for a next frame that this dropped
+    /// forwarding never sends: its client's connection stayed open and silent for good.
+    async fn pass(&mut self, item: Item) -> bool {
+        match self.send(item).await {
+            Sent::Whole => true,
+            Sent::Closed => false,
+            Sent::Refused => {
+                self.abandon().await;
+                false
+            }
+        }
+    }
+
+    /// The connection's end after a refused item, under the next number (a gap). Whole: an
+    /// end is a few hundred bytes at most, far below any server's `max_payload`.
+    async fn abandon(&mut self) {
+        let payload = wire::encode_forwarded(&Forwarded {
+            route: self.route.clone(),
+            stream: self.stream.clone(),
+            seq: self.seq,
+            item: Item::End,
+        });
+        self.seq += 1;
+        if let Err(e) = self
+            .client
+            .publish(self.subject.clone(), None, Bytes::from(payload))
+            .await
+        {
+            // The gateway fails the connection over when this matcher's presence expires.
+            tracing::warn!(stream = self.stream, error = %e, "a connection's end after a refused frame was not sent either");
+        }
+    }
+
     /// Send `item`, split into parts when it is larger than the server's `max_payload`;
-    /// `false`: the connection ends (NATS refused it, or it was larger than a gateway takes
-    /// and its closing reset went instead).
-    async fn send(&mut self, item: Item) -> bool {
+    /// [`Sent::Closed`] when it was larger than a gateway takes and its closing reset went
+    /// instead.
+    async fn send(&mut self, item: Item) -> Sent {
         let position = match &item {
             Item::Frame(f) | Item::Closed(f) => Some(f.position),
             Item::End => None,
@@ -320,43 +401,43 @@ impl Out {
                 item: Item::Closed(reset),
             });
         }
-        if let (false, Some(position)) = (too_large, position) {
-            self.position = position;
-        }
         let seq = self.seq;
         self.seq += 1;
         let payload = Bytes::from(payload);
-        let max_payload = self.client.server_info().max_payload;
+        let max_payload = self.client.max_payload();
         let messages = match wire::split_forwarded(&self.route, seq, &payload, max_payload) {
             Ok(messages) => messages,
             Err(e) => {
                 metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "too_large")
                     .increment(1);
                 tracing::warn!(stream = self.stream, error = %e, "a frame was not forwarded: the connection ends");
-                return false;
+                return Sent::Refused;
             }
         };
         let parts = messages.len();
         for (header, part) in messages {
             let part = payload.slice_ref(part);
-            let sent = match header {
-                None => self.client.publish(self.subject.clone(), part).await,
-                Some(header) => {
-                    let mut headers = async_nats::HeaderMap::new();
-                    headers.insert(wire::ROUTE_HEADER, header.route.as_str());
-                    headers.insert(wire::FRAME_HEADER, header.frame().as_str());
-                    headers.insert(wire::PART_HEADER, header.part().as_str());
-                    self.client
-                        .publish_with_headers(self.subject.clone(), headers, part)
-                        .await
-                }
-            };
-            if let Err(e) = sent {
+            let headers = header.map(|header| {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(wire::ROUTE_HEADER, header.route.as_str());
+                headers.insert(wire::FRAME_HEADER, header.frame().as_str());
+                headers.insert(wire::PART_HEADER, header.part().as_str());
+                headers
+            });
+            if let Err(e) = self
+                .client
+                .publish(self.subject.clone(), headers, part)
+                .await
+            {
                 metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "publish")
                     .increment(1);
-                tracing::warn!(stream = self.stream, error = %e, "a frame was not forwarded: the connection ends");
-                return false;
+                tracing::warn!(stream = self.stream, error = %e, "a frame was not forwarded: the connection ends, its gateway resumes it");
+                return Sent::Refused;
             }
+        }
+        // Only a frame that went out moves the position a closing reset carries.
+        if let (false, Some(position)) = (too_large, position) {
+            self.position = position;
         }
         metrics::counter!("docstore_matcher_frames_forwarded_total").increment(1);
         if parts > 1 {
@@ -364,6 +445,175 @@ impl Out {
                 .increment(u64::try_from(parts).unwrap_or(u64::MAX));
         }
         // A frame too large was replaced by the connection's closing reset.
-        !too_large
+        if too_large {
+            Sent::Closed
+        } else {
+            Sent::Whole
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Lsn;
+    use events::At;
+    use tokio::sync::{mpsc, oneshot};
+
+    /// One message published: its part header, if any, and payload.
+    type Published = (Option<wire::PartHeader>, Bytes);
+
+    /// What a gateway's subscription would get, in order: each message's part header, if
+    /// any, and payload. The message numbered `refuse` (from 0) is refused, as NATS refuses
+    /// a publish; nothing is recorded for it.
+    #[derive(Clone)]
+    struct Recorder {
+        max_payload: usize,
+        refuse: Option<usize>,
+        tried: Arc<Mutex<usize>>,
+        got: Arc<Mutex<Vec<Published>>>,
+    }
+
+    impl Recorder {
+        fn new(max_payload: usize, refuse: Option<usize>) -> Recorder {
+            Recorder {
+                max_payload,
+                refuse,
+                tried: Arc::default(),
+                got: Arc::default(),
+            }
+        }
+
+        /// What the gateway makes of the messages: each whole forwarded message's number and
+        /// item kind, parts gathered as `relay::dispatch` does.
+        fn forwarded(&self) -> Vec<(u64, &'static str)> {
+            let mut gatherer = wire::Gatherer::default();
+            let mut out = Vec::new();
+            for (header, payload) in lock(&self.got).iter() {
+                let decoded = match header.clone() {
+                    None => wire::decode_forwarded(payload).map(|f| {
+                        gatherer.whole(&f.route);
+                        Some(f)
+                    }),
+                    Some(header) => gatherer.push(header, payload),
+                };
+                if let Some(f) = decoded.unwrap_or_else(|e| panic!("{e}")) {
+                    let kind = match f.item {
+                        Item::Frame(_) => "frame",
+                        Item::Closed(_) => "closed",
+                        Item::End => "end",
+                    };
+                    out.push((f.seq, kind));
+                }
+            }
+            out
+        }
+    }
+
+    impl Publish for Recorder {
+        fn max_payload(&self) -> usize {
+            self.max_payload
+        }
+
+        async fn publish(
+            &self,
+            _subject: String,
+            headers: Option<async_nats::HeaderMap>,
+            payload: Bytes,
+        ) -> Result<(), String> {
+            let n = {
+                let mut tried = lock(&self.tried);
+                *tried += 1;
+                *tried - 1
+            };
+            if Some(n) == self.refuse {
+                return Err("refused".into());
+            }
+            let header = headers.map(|h| {
+                let get = |name: &str| {
+                    h.get(name)
+                        .map(|v| v.as_str().to_owned())
+                        .unwrap_or_default()
+                };
+                wire::PartHeader::parse(
+                    &get(wire::ROUTE_HEADER),
+                    &get(wire::FRAME_HEADER),
+                    &get(wire::PART_HEADER),
+                )
+                .unwrap_or_else(|e| panic!("{e}"))
+            });
+            lock(&self.got).push((header, payload));
+            Ok(())
+        }
+    }
+
+    /// A connection of stream `s1` fed `frames` (then ended by its hub when `end`),
+    /// forwarded to gateway `g1`, which stays live, until the forwarding ends by itself.
+    async fn forward_frames(publish: Recorder, frames: Vec<events::Frame>, end: bool) {
+        let (tx, rx) = mpsc::channel(frames.len() + 1);
+        let (_closing, closed) = oneshot::channel();
+        for frame in frames {
+            tx.try_send(frame).unwrap_or_else(|_| unreachable!());
+        }
+        let hub = (!end).then_some(tx);
+        let connection = Connection {
+            stream: "s1".into(),
+            first: Vec::new(),
+            frames: rx,
+            closed,
+            sizes: None,
+        };
+        let (_live_tx, live) = watch::channel(BTreeSet::from(["g1".to_owned()]));
+        // A guard against a hang, not a measure: the forwarding ends at once or never.
+        let guard = std::time::Duration::from_secs(60);
+        let forwarding = forward(publish, "g1".into(), "r1".into(), connection, live);
+        let ended = tokio::time::timeout(guard, forwarding).await;
+        assert!(ended.is_ok(), "the forwarding did not end");
+        // The hub sees its connection dropped (the stream then waits for a resume).
+        assert!(hub.is_none_or(|tx| tx.is_closed()));
+    }
+
+    fn heartbeats(n: u64) -> Vec<events::Frame> {
+        (1..=n)
+            .map(|p| events::heartbeat("s1", Lsn(p), At::default()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_refused_frame_ends_the_route_with_a_gap_the_gateway_fails_over_at() {
+        let publish = Recorder::new(1 << 20, Some(2));
+        forward_frames(publish.clone(), heartbeats(5), false).await;
+        // Frames 0 and 1 went; 2 was refused; the end goes as 3: the gateway, expecting 2,
+        // sees the gap and resumes at frame 1's position. Frames 3 and 4 are not sent.
+        assert_eq!(
+            publish.forwarded(),
+            [(0, "frame"), (1, "frame"), (3, "end")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_part_ends_the_route_and_the_gateway_drops_the_partial_frame() {
+        let big = events::reset("s1", Lsn(9), ResetReason::Lagged, &"x".repeat(10_000));
+        let mut frames = heartbeats(1);
+        frames.push(big);
+        frames.extend(heartbeats(1));
+        // Message 0: the heartbeat; 1, 2, ...: the parts of the big frame (a max_payload
+        // of 4 KiB, 3 KiB of it left after the header room); the second part is refused.
+        let publish = Recorder::new(4096, Some(2));
+        forward_frames(publish.clone(), frames, false).await;
+        assert_eq!(publish.forwarded(), [(0, "frame"), (2, "end")]);
+        assert_eq!(
+            lock(&publish.got).len(),
+            3,
+            "the heartbeat, the first part, the end"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_frames_went_out_ends_without_a_gap() {
+        let publish = Recorder::new(1 << 20, None);
+        forward_frames(publish.clone(), heartbeats(3), true).await;
+        let sent = [(0, "frame"), (1, "frame"), (2, "frame"), (3, "end")];
+        assert_eq!(publish.forwarded(), sent);
     }
 }
