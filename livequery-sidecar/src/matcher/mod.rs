@@ -93,7 +93,7 @@ impl TargetSpec {
     /// # Errors
     /// [`MatcherError::Query`] when core refuses the text.
     pub fn parse_text(text: &str) -> Result<TargetSpec, MatcherError> {
-        Ok(TargetSpec::Query(Arc::new(parse_query(text)?)))
+        TargetSpec::live(parse_query(text)?)
     }
 
     /// A target on a structured query (Firestore's `StructuredQuery` JSON).
@@ -114,7 +114,10 @@ impl TargetSpec {
 
     /// A validated query as a target (a kindless one, every collection under its parent,
     /// docs/query.md, included: writes reach it through the index's database-wide scope).
-    fn live(query: Query) -> Result<TargetSpec, MatcherError> {
+    fn live(mut query: Query) -> Result<TargetSpec, MatcherError> {
+        // Kept for the target's life: no spare capacity (a parser's vector grows by
+        // doubling; one order by field held room for four).
+        query.order_by.shrink_to_fit();
         Ok(TargetSpec::Query(Arc::new(query)))
     }
 
