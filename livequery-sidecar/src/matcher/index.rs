@@ -89,7 +89,55 @@ pub(crate) enum Placement {
     Document(ResourcePath),
 }
 
-type Keyed = HashMap<FieldPath, HashMap<Vec<u8>, HashSet<TargetId>>>;
+/// The targets under one key or holding one document: almost always a single one (each
+/// subscription of a city-per-listener workload has a key and documents of its own), which is
+/// held inline; a set is allocated only for a second target.
+#[derive(Debug)]
+enum Ids {
+    One(TargetId),
+    // Boxed: an `Ids` is then 16 bytes, not a set's 48, in every bucket of the maps above.
+    #[allow(clippy::box_collection)]
+    Many(Box<HashSet<TargetId>>),
+}
+
+impl Ids {
+    fn insert(&mut self, id: TargetId) {
+        match self {
+            Ids::One(one) if *one == id => {}
+            Ids::One(one) => *self = Ids::Many(Box::new(HashSet::from([*one, id]))),
+            Ids::Many(set) => {
+                set.insert(id);
+            }
+        }
+    }
+
+    /// Remove `id`; `true` when no target is left.
+    fn remove(&mut self, id: TargetId) -> bool {
+        match self {
+            Ids::One(one) => *one == id,
+            Ids::Many(set) => {
+                set.remove(&id);
+                set.is_empty()
+            }
+        }
+    }
+
+    fn extend_into(&self, out: &mut Vec<TargetId>) {
+        match self {
+            Ids::One(one) => out.push(*one),
+            Ids::Many(set) => out.extend(set.iter()),
+        }
+    }
+
+    /// Add `id` to the entry of `key` in `map`, made for it if absent.
+    fn add<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Ids>, key: K, id: TargetId) {
+        map.entry(key)
+            .and_modify(|ids| ids.insert(id))
+            .or_insert(Ids::One(id));
+    }
+}
+
+type Keyed = HashMap<FieldPath, HashMap<Vec<u8>, Ids>>;
 
 #[derive(Debug, Default)]
 struct ScopeIndex {
@@ -108,7 +156,7 @@ impl ScopeIndex {
 #[derive(Debug, Default)]
 struct Cell {
     scopes: HashMap<Scope, ScopeIndex>,
-    holders: HashMap<ResourcePath, HashSet<TargetId>>,
+    holders: HashMap<ResourcePath, Ids>,
 }
 
 /// The index of every target of one query partition of a [`super::Matcher`], one cell per
@@ -245,7 +293,7 @@ impl PredicateIndex {
                     };
                     let by_value = keyed.entry(field.clone()).or_default();
                     for key in keys {
-                        by_value.entry(key.clone()).or_default().insert(id);
+                        Ids::add(by_value, key.clone(), id);
                     }
                 }
             }
@@ -259,11 +307,7 @@ impl PredicateIndex {
                 }
             }
             Placement::Document(path) => {
-                self.cell_of(path)
-                    .holders
-                    .entry(path.clone())
-                    .or_default()
-                    .insert(id);
+                Ids::add(&mut self.cell_of(path).holders, path.clone(), id);
             }
         }
         self.placed.insert(id, placement);
@@ -304,11 +348,7 @@ impl PredicateIndex {
         for event in events {
             match event {
                 Membership::Hold(path) => {
-                    self.cell_of(&path)
-                        .holders
-                        .entry(path)
-                        .or_default()
-                        .insert(id);
+                    Ids::add(&mut self.cell_of(&path).holders, path, id);
                 }
                 Membership::Release(path) => {
                     // A single-document target never lets go of its name.
@@ -348,11 +388,8 @@ impl Cell {
         };
         if let Some(by_value) = keyed.get_mut(field) {
             for key in keys {
-                if let Some(ids) = by_value.get_mut(key) {
-                    ids.remove(&id);
-                    if ids.is_empty() {
-                        by_value.remove(key);
-                    }
+                if by_value.get_mut(key).is_some_and(|ids| ids.remove(id)) {
+                    by_value.remove(key);
                 }
             }
             if by_value.is_empty() {
@@ -365,17 +402,14 @@ impl Cell {
     }
 
     fn release(&mut self, id: TargetId, path: &ResourcePath) {
-        if let Some(ids) = self.holders.get_mut(path) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.holders.remove(path);
-            }
+        if self.holders.get_mut(path).is_some_and(|ids| ids.remove(id)) {
+            self.holders.remove(path);
         }
     }
 
     fn candidates(&self, path: &ResourcePath, new: Option<&Map>, out: &mut Vec<TargetId>) {
         if let Some(ids) = self.holders.get(path) {
-            out.extend(ids);
+            ids.extend_into(out);
         }
         let Some(doc) = new else {
             return;
@@ -391,7 +425,7 @@ impl Cell {
             for (field, by_value) in &index.equality {
                 if let Some(value) = field_value(path, doc, field) {
                     if let Some(ids) = by_value.get(&encode(&value)) {
-                        out.extend(ids);
+                        ids.extend_into(out);
                     }
                 }
             }
@@ -399,11 +433,35 @@ impl Cell {
                 if let Some(Value::Array(items)) = field_value(path, doc, field).as_deref() {
                     for item in items {
                         if let Some(ids) = by_value.get(&encode(item)) {
-                            out.extend(ids);
+                            ids.extend_into(out);
                         }
                     }
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_target_is_held_inline_and_a_second_makes_a_set() {
+        let mut map: HashMap<&str, Ids> = HashMap::new();
+        Ids::add(&mut map, "k", TargetId(1));
+        Ids::add(&mut map, "k", TargetId(1));
+        assert!(matches!(map["k"], Ids::One(TargetId(1))));
+        // Removing another target leaves the one.
+        assert!(!map.get_mut("k").unwrap().remove(TargetId(2)));
+        Ids::add(&mut map, "k", TargetId(2));
+        let mut out = Vec::new();
+        map["k"].extend_into(&mut out);
+        out.sort_unstable();
+        assert_eq!(out, [TargetId(1), TargetId(2)]);
+        assert!(!map.get_mut("k").unwrap().remove(TargetId(1)));
+        assert!(map.get_mut("k").unwrap().remove(TargetId(2)));
+        let mut one = Ids::One(TargetId(3));
+        assert!(one.remove(TargetId(3)));
     }
 }

@@ -80,8 +80,9 @@ pub trait Horizon: fmt::Debug + Send + Sync {
 /// What a target follows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
-    /// A validated query (see [`TargetSpec::query`]).
-    Query(Box<Query>),
+    /// A validated query (see [`TargetSpec::query`]). Shared: the session's record of the
+    /// target and the matcher's target hold one allocation.
+    Query(Arc<Query>),
     /// One document.
     Document(ResourcePath),
 }
@@ -92,7 +93,7 @@ impl TargetSpec {
     /// # Errors
     /// [`MatcherError::Query`] when core refuses the text.
     pub fn parse_text(text: &str) -> Result<TargetSpec, MatcherError> {
-        Ok(TargetSpec::Query(Box::new(parse_query(text)?)))
+        TargetSpec::live(parse_query(text)?)
     }
 
     /// A target on a structured query (Firestore's `StructuredQuery` JSON).
@@ -113,8 +114,11 @@ impl TargetSpec {
 
     /// A validated query as a target (a kindless one, every collection under its parent,
     /// docs/query.md, included: writes reach it through the index's database-wide scope).
-    fn live(query: Query) -> Result<TargetSpec, MatcherError> {
-        Ok(TargetSpec::Query(Box::new(query)))
+    fn live(mut query: Query) -> Result<TargetSpec, MatcherError> {
+        // Kept for the target's life: no spare capacity (a parser's vector grows by
+        // doubling; one order by field held room for four).
+        query.order_by.shrink_to_fit();
+        Ok(TargetSpec::Query(Arc::new(query)))
     }
 
     /// A target on the document at `path`.
@@ -346,7 +350,14 @@ impl Matcher {
         let mut events = Vec::new();
         let (target, placement) = match spec {
             TargetSpec::Query(query) => {
-                let query = (*query).validate()?;
+                // A spec's query is validated already (validation is idempotent): the
+                // target keeps the spec's allocation unless validating changed it.
+                let validated = Query::clone(&query).validate()?;
+                let query = if validated == *query {
+                    query
+                } else {
+                    Arc::new(validated)
+                };
                 let placement = place(&query);
                 let target = QueryTarget::new(query, rows, &config, &mut events)?;
                 (Target::Query(target), placement)

@@ -288,7 +288,7 @@ impl QueryTarget {
     /// [`MatcherError::RowOutsideTarget`] for a row the query does not match (the fetch and
     /// core disagree), [`MatcherError::DuplicateRow`] for a name given twice.
     pub fn new(
-        query: Query,
+        query: Arc<Query>,
         rows: Vec<Document>,
         config: &MatcherConfig,
         events: &mut Vec<Membership>,
@@ -309,7 +309,7 @@ impl QueryTarget {
                 bound: None,
                 state: State::Live,
             }),
-            query: Arc::new(query),
+            query,
         };
         target.install(rows, events)?;
         if target.query.aggregations().is_some() {

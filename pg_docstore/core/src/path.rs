@@ -6,6 +6,7 @@
 //! Firestore's document-name order and what [`crate::encoding::encode_name`] preserves.
 
 use std::fmt;
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -72,9 +73,14 @@ impl PathError {
 }
 
 /// A validated document or collection path.
+///
+/// The segments are shared: a clone is a reference count, not a copy. A live document's name
+/// is held by every result, window, index entry and event that names it (the sidecar's
+/// matcher), and paths never change once made. Equality, order and hash are the segments'
+/// (the same hash as a `Vec<String>` of them).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ResourcePath {
-    segments: Vec<String>,
+    segments: Arc<[String]>,
 }
 
 /// A path or name shortened for error messages (at most about 100 bytes, cut at a character
@@ -115,7 +121,9 @@ impl ResourcePath {
     /// # Errors
     /// As [`ResourcePath::parse`].
     pub fn from_segments(segments: Vec<String>) -> Result<Self, PathError> {
-        let path = ResourcePath { segments };
+        let path = ResourcePath {
+            segments: segments.into(),
+        };
         let shown = || abbreviate(&path.to_string());
         if path.segments.is_empty() {
             return Err(PathError::Empty {
@@ -214,7 +222,7 @@ impl ResourcePath {
     /// The parent path (a document's collection, a collection's document), if any.
     pub fn parent(&self) -> Option<ResourcePath> {
         (self.segments.len() > 1).then(|| ResourcePath {
-            segments: self.segments[..self.segments.len() - 1].to_vec(),
+            segments: self.segments[..self.segments.len() - 1].into(),
         })
     }
 
@@ -223,7 +231,7 @@ impl ResourcePath {
     /// # Errors
     /// If `segment` is not a valid ID or the result is too deep.
     pub fn child(&self, segment: &str) -> Result<ResourcePath, PathError> {
-        let mut segments = self.segments.clone();
+        let mut segments = self.segments.to_vec();
         segments.push(segment.to_owned());
         Self::from_segments(segments)
     }
@@ -391,6 +399,31 @@ impl fmt::Display for FieldPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clone_shares_the_segments_and_hashes_as_before() {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let path = ResourcePath::parse("rooms/a/messages/m1").unwrap();
+        let copy = path.clone();
+        assert!(Arc::ptr_eq(&path.segments, &copy.segments));
+        assert_eq!(path, copy);
+        // The sidecar's write partitions hash names with `DefaultHasher`: the shared
+        // segments hash exactly as the `Vec<String>` they were before, so processes of
+        // either representation place a document in the same partition.
+        let hash = |h: &dyn Fn(&mut DefaultHasher)| {
+            let mut hasher = DefaultHasher::new();
+            h(&mut hasher);
+            hasher.finish()
+        };
+        let segments: Vec<String> = path.segments().to_vec();
+        assert_eq!(hash(&|h| path.hash(h)), hash(&|h| segments.hash(h)));
+        assert_eq!(path.parent().unwrap().to_string(), "rooms/a/messages");
+        assert_eq!(
+            path.child("c").unwrap().to_string(),
+            "rooms/a/messages/m1/c"
+        );
+        assert!(ResourcePath::parse("a/b").unwrap() < ResourcePath::parse("a/c").unwrap());
+    }
 
     #[test]
     fn database_ids() {

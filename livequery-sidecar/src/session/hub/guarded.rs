@@ -92,7 +92,7 @@ impl Hub {
                 }
                 // An aggregation row carries no document: its query is decided again.
                 (TargetDelta::Aggregate(_), TargetSpec::Query(query)) => {
-                    checks.push(Check::Query(Arc::new((**query).clone())));
+                    checks.push(Check::Query(Arc::clone(query)));
                 }
                 _ => {}
             }
@@ -119,7 +119,7 @@ impl Hub {
             .filter_map(|name| {
                 let t = stream.targets.get(name)?;
                 Some(match &t.spec {
-                    TargetSpec::Query(query) => Check::Query(Arc::new((**query).clone())),
+                    TargetSpec::Query(query) => Check::Query(Arc::clone(query)),
                     TargetSpec::Document(path) => {
                         let data = match matcher.and_then(|m| m.result(t.id)) {
                             Some(TargetResult::Documents(docs)) => {
