@@ -206,8 +206,9 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_LISTEN_QUEUE", default_value_t = 1024)]
     pub listen_queue: usize,
 
-    /// Events a listen stream keeps for resumes with Last-Event-ID.
-    #[arg(long, env = "DOCSTORE_LISTEN_REPLAY", default_value_t = 1024)]
+    /// Most events a listen stream keeps for resumes with Last-Event-ID (a memory guard): it
+    /// keeps those younger than `--listen-grace-seconds`, the oldest going first past this.
+    #[arg(long, env = "DOCSTORE_LISTEN_REPLAY", default_value_t = 16_384)]
     pub listen_replay: usize,
 
     /// Longest a statement of a request may run, in milliseconds (Postgres'

@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "live"))
 from oracle import (  # noqa: E402
     AGGREGATION_NOT_REWOUND,
+    ARRIVAL_SLACK,
+    GRACE,
     LISTEN,
     REPLAY,
     Stack,
@@ -203,8 +205,9 @@ class ClusterStack(Stack):
         `retention_passed` when the id is the resuming gateway's own); an aggregation target's
         results at an earlier position cannot be told (`retention_passed`), nor can a position
         before a (self-matching) gateway started; a resume on the process that holds the
-        stream after more than `--listen-replay` events since the client's position (its
-        holder's "no longer retained" reset, as on one process).
+        stream at a position it no longer keeps (its holder's "no longer retained" reset, as
+        on one process): the event after the position is older than the grace, or more than
+        `--listen-replay` events came since.
 
         With matchers, a gateway holds no changelog, so its start explains nothing; a new
         stream whose matcher was killed before the stream's first frame is resumed by its
@@ -218,14 +221,15 @@ class ClusterStack(Stack):
             return None
         if any(not isinstance(v, list) for v in s.state.values()):
             return AGGREGATION_NOT_REWOUND
-        if (
-            s.reset_message == NOT_RETAINED
-            and s.oracle.delivered_within(s.resumed_from, s.reset_at) > REPLAY
-        ):
+        if s.reset_message == NOT_RETAINED:
             # The process that holds the stream (not an adoption's: its message differs)
-            # kept only its last REPLAY events, all past the client's position
-            # (`--listen-replay`, docs/listen.md), as one process does.
-            return "retention_passed (more than --listen-replay events since the position)"
+            # keeps its events younger than GRACE, at most its last REPLAY
+            # (docs/listen.md), as one process does.
+            age = s.oracle.age_after(s.resumed_from)
+            if age is not None and age > GRACE - ARRIVAL_SLACK:
+                return "retention_passed (the event after the position older than the grace)"
+            if s.oracle.delivered_within(s.resumed_from, s.reset_at) > REPLAY:
+                return "retention_passed (more than --listen-replay events since the position)"
         if self.remote:
             if s.resumed_from == 0 and s.events == s.connected_at + 1:
                 return "retention_passed (a new stream's matcher killed before its first frame)"

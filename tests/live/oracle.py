@@ -633,6 +633,7 @@ class Subscriber:
         self.oracle.count("deliveries checked")
         self.trace.append((self.position, tid))
         known = self.oracle.positions.setdefault(tid, self.position)
+        self.oracle.arrivals.setdefault(self.position, time.monotonic())
         if known != self.position:
             self.fail(f"transaction {tid} at {self.position:x}, another stream had it at {known:x}")
 
@@ -872,9 +873,16 @@ FAULT_PLANS = {
     "matchers": {**CLUSTER_FAULT_PLAN, "matcher": 2},
 }
 SHORT_TXNS = 800
-# Every process's `--listen-replay` (the default; the stacks do not change it): a stream
-# keeps its last REPLAY events for resumes.
-REPLAY = 1024
+# Every process's `--listen-grace-seconds` and `--listen-replay` (the defaults; the stacks
+# do not change them): a stream keeps its events for resumes while they are younger than
+# GRACE seconds, at most its last REPLAY of them (docs/listen.md, "Positions, ids and
+# resuming").
+GRACE = 60
+REPLAY = 16384
+# A process logs an event before any stream here receives it, so the event's age there is
+# more than its age here since its first arrival, by that delivery's delay: an age within
+# this many seconds of GRACE explains its going.
+ARRIVAL_SLACK = 5
 GAP = 40
 TAIL = 80
 # Every wait is for an event or a state, bounded by BOUND seconds; reaching the bound fails
@@ -953,6 +961,8 @@ class Campaign:
         self.subs: list[Subscriber] = []
         self.shapes: dict[str, str] = {}  # query -> shape
         self.positions: dict[str, int] = {}  # transaction -> its position (as delivered)
+        # position -> when a stream here first received its event (time.monotonic())
+        self.arrivals: dict[int, float] = {}
         self.planned: dict[str, int] = {}
         # Odd while a fault runs or the stack recovers from it: a write that overlaps an odd
         # value or a change may end in doubt.
@@ -1355,6 +1365,13 @@ class Campaign:
         delivered yet is not counted)."""
         with self.lock:
             return sum(1 for at in self.positions.values() if lo < at <= hi)
+
+    def age_after(self, lo: int) -> float | None:
+        """Seconds since a stream here first received the first event after position `lo`
+        (`None`: none has arrived)."""
+        with self.lock:
+            after = [p for p in self.arrivals if p > lo]
+            return time.monotonic() - self.arrivals[min(after)] if after else None
 
     def check_missed(self, s: Subscriber, upto: int | None) -> None:
         """Every transaction committed after the stream's last snapshot of `__all` arrived on

@@ -53,7 +53,8 @@ pub struct Settings {
     pub grace: Duration,
     /// Events queued per connected stream before it is closed as lagged.
     pub queue: usize,
-    /// Events a stream keeps for resumes (older positions reset).
+    /// Most events a stream keeps for resumes; it keeps those younger than `grace` (older
+    /// positions reset).
     pub replay: usize,
     /// Bounds of the changelog.
     pub limits: Limits,

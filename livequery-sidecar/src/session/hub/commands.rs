@@ -433,13 +433,8 @@ impl Hub {
         let immediate = stream.caller.run_as == RunAs::Admin
             && !stream.held
             && stream.targets.values().all(|t| t.phase == Phase::Live);
-        if position >= stream.floor && position <= stream.position {
-            let first = stream
-                .log
-                .iter()
-                .filter(|f| f.position > position)
-                .cloned()
-                .collect();
+        if position >= stream.replay.floor() && position <= stream.position {
+            let first = stream.replay.after(position);
             let matcher = self.matchers.get(&stream.database);
             let sizes = immediate.then(|| Sizes {
                 position: stream.position,

@@ -28,6 +28,9 @@ use docstore_core::value::Timestamp;
 mod adopt;
 mod commands;
 mod guarded;
+mod replay;
+
+use replay::{Keep, LetGo, Replay};
 
 /// The message of a `reset` that discards a stream's state in place.
 const DISCARDED: &str = "the stream's state was discarded; a snapshot follows";
@@ -74,9 +77,8 @@ struct Stream {
     targets: BTreeMap<String, TargetState>,
     sender: Option<mpsc::Sender<Frame>>,
     closer: Option<oneshot::Sender<Frame>>,
-    /// Logged events for resumes; a token at `floor` or later is replayable.
-    log: VecDeque<Frame>,
-    floor: Lsn,
+    /// Logged events for resumes; a token at its floor or later is replayable.
+    replay: Replay,
     position: Lsn,
     last_event: Instant,
     disconnected_at: Option<Instant>,
@@ -135,8 +137,7 @@ impl Stream {
             targets: BTreeMap::new(),
             sender: Some(sender),
             closer: Some(closer),
-            log: VecDeque::new(),
-            floor: position,
+            replay: Replay::new(position),
             position,
             last_event: Instant::now(),
             disconnected_at: None,
@@ -816,12 +817,21 @@ impl Hub {
         }
     }
 
+    /// What a stream keeps for resumes: its events younger than the grace, at most
+    /// `--listen-replay` of them.
+    fn keep(&self) -> Keep {
+        Keep {
+            age: self.settings.grace,
+            events: self.settings.replay,
+        }
+    }
+
     /// Queue `frame` to the stream (and log it for resumes when `logged`).
     ///
     /// The frame's read time is raised to the stream's previous one and to the update times
     /// of the documents it shows (a first snapshot's rows may predate the change stream).
     fn deliver(&mut self, id: &str, mut frame: Frame, logged: bool) {
-        let replay = self.settings.replay;
+        let keep = self.keep();
         let Some(stream) = self.streams.get_mut(id) else {
             return;
         };
@@ -866,14 +876,10 @@ impl Hub {
             }
         }
         stream.position = stream.position.max(frame.position);
-        stream.last_event = Instant::now();
+        let now = Instant::now();
+        stream.last_event = now;
         if logged {
-            stream.log.push_back(frame.clone());
-            while stream.log.len() > replay {
-                if let Some(old) = stream.log.pop_front() {
-                    stream.floor = stream.floor.max(old.position);
-                }
-            }
+            stream.replay.push(frame.clone(), now, keep).count();
         }
         let Some(sender) = &stream.sender else {
             return;
@@ -961,8 +967,9 @@ impl Hub {
         for t in stream.targets.values_mut() {
             t.phase = Phase::Fetching;
         }
-        stream.log.clear();
-        stream.floor = Lsn(stream.position.0.saturating_add(1));
+        stream
+            .replay
+            .clear(Lsn(stream.position.0.saturating_add(1)));
         let position = stream.position;
         if let Some(matcher) = self.matchers.get_mut(&stream.database) {
             for tid in &ids {
@@ -1219,8 +1226,15 @@ impl Hub {
         let now = Instant::now();
         self.changelog.trim(now);
         let grace = self.settings.grace;
+        let keep = self.keep();
         let mut expired = Vec::new();
+        let mut replayable = 0;
+        let mut let_go = LetGo::default();
         for (id, s) in &mut self.streams {
+            let trimmed = s.replay.trim(now, keep);
+            let_go.aged += trimmed.aged;
+            let_go.capped += trimmed.capped;
+            replayable += s.replay.len();
             if s.sender.as_ref().is_some_and(mpsc::Sender::is_closed) {
                 s.sender = None;
                 s.closer = None;
@@ -1264,6 +1278,8 @@ impl Hub {
         }
         metrics::gauge!("docstore_session_streams").set(self.streams.len() as f64);
         metrics::gauge!("docstore_session_targets").set(self.owners.len() as f64);
+        let_go.count();
+        metrics::gauge!("docstore_session_replay_events").set(replayable as f64);
         metrics::gauge!("docstore_changelog_retained_bytes").set(self.changelog.bytes() as f64);
         metrics::gauge!("docstore_changelog_retained_transactions")
             .set(self.changelog.len() as f64);
