@@ -478,11 +478,16 @@ def test_a_slow_client_gets_reset_lagged(stack, coll, small_queue_sidecar):
                 )
         sock.settimeout(WAIT)
         data = b""
-        while True:
+        # Bounded as a whole: a stream that is never reset stays open on its heartbeats
+        # (each resets the socket's timeout), so an unbounded read would hang, not fail.
+        deadline = time.monotonic() + 4 * WAIT
+        while time.monotonic() < deadline:
             chunk = sock.recv(65536)
             if not chunk:
                 break
             data += chunk
+        else:
+            raise AssertionError(f"the stream was not closed within {4 * WAIT} s: {data[-2000:]!r}")
     finally:
         sock.close()
     head, _, body = data.partition(b"\r\n\r\n")
