@@ -262,3 +262,34 @@ def test_a_resume_delivers_no_change_twice(stack, client, sidecar):
     assert r.status_code == 200, r.text
     assert view.docs("0") == [(row["path"], row["data"]) for row in r.json()]
     assert [p for p, _ in view.docs("0")] == [f"{board}/p{i}" for i in (1, 2, 3, 4)]
+
+
+def test_a_resume_at_the_reset_of_a_resume_is_sent_the_snapshot_again(stack, client, sidecar):
+    """An admin stream whose targets are live answers a resume from a position it no longer
+    holds with a reset and a snapshot from the results it holds, both at the stream's
+    position. A client that read only the reset and resumes with its token must be sent the
+    snapshot again: it has thrown its results away. Before the fix that position was still
+    held, and the resume was sent nothing (the client kept an empty view)."""
+    coll = f"rr{uuid.uuid4().hex[:10]}"
+    commit(stack, client, [{"set": f"{coll}/a", "data": {"v": "v0"}}])
+    target = [("sql", f"select * from /{coll}")]
+    token = out_of_retention(
+        listen(sidecar, target, stack.admin),
+        lambda i: commit(stack, client, [{"set": f"{coll}/a", "data": {"v": f"v{i}"}}]),
+    )
+    resumed = resume(sidecar, target, stack.admin, token)
+    try:
+        reset_token = resumed.received[-1]["id"]
+    finally:
+        # The client goes away having read the reset only.
+        resumed.close()
+    again = listen(sidecar, target, {**stack.admin, "Last-Event-ID": reset_token})
+    try:
+        first = again.next()
+        assert first["event"] == "reset", first
+        assert first["data"]["reason"] == "retention_passed", first
+        snapshot = again.next()
+        assert snapshot["event"] == "snapshot", snapshot
+        assert "v2" in json.dumps(snapshot["data"]), snapshot
+    finally:
+        again.close()

@@ -498,6 +498,13 @@ impl Hub {
                 Arc::new([]),
             ),
         ];
+        // The reset and the snapshot carry the same position, so a resume at it cannot tell a
+        // client that read both from one that read only the reset: it is no longer held (as
+        // after a reset in place), and such a resume is sent the two again. Events after it
+        // are held as before.
+        stream
+            .replay
+            .clear(Lsn(stream.position.0.saturating_add(1)));
         Resumed::Connection(Connection {
             stream: id.to_owned(),
             first,
