@@ -82,17 +82,35 @@ pub async fn announce(store: kv::Store, id: String) {
 }
 
 /// The ids live in `store`, read every [`BEAT`] into the returned channel (empty until the
-/// first read; kept as it was while NATS does not answer).
+/// first read; kept as it was while NATS does not answer). Each read is bounded by
+/// [`EXPIRY`]: a listing that never ends (seen after a NATS restart: the key listing's
+/// consumer delivered nothing and never said it was done) is abandoned and read again at the
+/// next beat, instead of freezing the view for good (a gateway that still saw a killed
+/// matcher as live never moved its streams, whose clients then waited for good).
 pub fn watch_live(store: kv::Store) -> watch::Receiver<BTreeSet<String>> {
     let (tx, rx) = watch::channel(BTreeSet::new());
     tokio::spawn(async move {
+        let mut failing = false;
         loop {
-            if let Some(live) = read_keys(&store).await {
-                tx.send_if_modified(|current| {
-                    let changed = *current != live;
-                    *current = live;
-                    changed
-                });
+            match tokio::time::timeout(EXPIRY, read_keys(&store)).await {
+                Ok(Some(live)) => {
+                    if failing {
+                        tracing::info!(bucket = store.name, "presence: read again");
+                        failing = false;
+                    }
+                    tx.send_if_modified(|current| {
+                        let changed = *current != live;
+                        *current = live;
+                        changed
+                    });
+                }
+                outcome => {
+                    if !failing {
+                        let why = if outcome.is_err() { "timed out" } else { "failed" };
+                        tracing::warn!(bucket = store.name, why, "presence: a read of the live ids did not complete; the last view stays until one does");
+                        failing = true;
+                    }
+                }
             }
             if tx.is_closed() {
                 return;
