@@ -106,7 +106,11 @@ pub fn watch_live(store: kv::Store) -> watch::Receiver<BTreeSet<String>> {
                 }
                 outcome => {
                     if !failing {
-                        let why = if outcome.is_err() { "timed out" } else { "failed" };
+                        let why = if outcome.is_err() {
+                            "timed out"
+                        } else {
+                            "failed"
+                        };
                         tracing::warn!(bucket = store.name, why, "presence: a read of the live ids did not complete; the last view stays until one does");
                         failing = true;
                     }
