@@ -604,6 +604,40 @@ def test_a_connection_whose_route_ends_silently_continues_on_a_matcher(matchers,
         stream.close()
 
 
+def test_routes_silent_while_the_ingest_stalls_are_held_not_failed_over(matchers, coll):
+    """The ingest is stopped (SIGSTOP): no frame, not even a heartbeat, reaches any route,
+    so the gateway asks the matchers about its silent routes. They still forward them: the
+    routes are held, nothing fails over, and once the ingest continues the same connection
+    gets every write made meanwhile."""
+    c = matchers
+    g = c.gateways[0]
+    write(c, coll, range(3))
+    held = 'docstore_gateway_silent_routes_total{outcome="held"}'
+    gone = 'docstore_gateway_silent_routes_total{outcome="gone"}'
+    continued = 'docstore_gateway_failovers_total{outcome="continued"}'
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        before = {m: c.metric(g, m) for m in (held, gone, continued)}
+        c.ingest.proc.send_signal(signal.SIGSTOP)
+        try:
+            write(c, coll, range(3, 6))
+            deadline = time.monotonic() + WAIT
+            while c.metric(g, held) <= before[held]:
+                assert time.monotonic() < deadline, "no silent route was checked and held"
+                time.sleep(0.05)
+        finally:
+            c.ingest.proc.send_signal(signal.SIGCONT)
+        assert c.metric(g, gone) == before[gone]
+        assert c.metric(g, continued) == before[continued]
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+    finally:
+        stream.close()
+
+
 def test_targets_are_added_to_and_removed_from_a_remote_stream(matchers, coll):
     c = matchers
     write(c, coll, range(2))
