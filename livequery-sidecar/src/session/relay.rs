@@ -172,25 +172,23 @@ async fn check_routes(inner: &Inner, matcher: &str, routes: Vec<String>) {
     let forwarded = match answer {
         Ok(Answer::Forwarding(forwarded)) => forwarded,
         other => {
-            // Left to the matcher's presence: gone, its connections fail over.
+            // Left to the matcher's presence (gone, its connections fail over), and asked
+            // again after another silence (a matcher of an older version refuses the call).
             let n = u64::try_from(routes.len()).unwrap_or(u64::MAX);
             metrics::counter!("docstore_gateway_silent_routes_total", "outcome" => "unanswered")
                 .increment(n);
             tracing::warn!(matcher, answer = ?other, "a matcher did not answer which silent routes it forwards");
+            rearm(inner, &routes);
             return;
         }
     };
-    let held = u64::try_from(forwarded.len()).unwrap_or(u64::MAX);
+    let gone = gone_routes(routes.clone(), &forwarded);
+    let held = u64::try_from(routes.len() - gone.len()).unwrap_or(u64::MAX);
     metrics::counter!("docstore_gateway_silent_routes_total", "outcome" => "held").increment(held);
-    let now = inner.millis();
-    let mut table = lock(&inner.routes);
-    for route in &forwarded {
-        // Checked again after another silence.
-        if let Some(r) = table.get_mut(route) {
-            r.last = r.last.max(now);
-        }
-    }
-    for route in gone_routes(routes, &forwarded) {
+    // Those still forwarded are checked again after another silence.
+    rearm(inner, &forwarded);
+    let table = lock(&inner.routes);
+    for route in gone {
         let Some(r) = table.get(&route) else {
             continue;
         };
@@ -210,6 +208,17 @@ async fn check_routes(inner: &Inner, matcher: &str, routes: Vec<String>) {
             seq: CHECKED_GAP,
             item: Item::End,
         });
+    }
+}
+
+/// Count `routes` as heard from now: they are checked again after another silence.
+fn rearm(inner: &Inner, routes: &[String]) {
+    let now = inner.millis();
+    let mut table = lock(&inner.routes);
+    for route in routes {
+        if let Some(r) = table.get_mut(route) {
+            r.last = r.last.max(now);
+        }
     }
 }
 
