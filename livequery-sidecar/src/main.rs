@@ -174,6 +174,7 @@ async fn run(config: Config) -> Result<(), String> {
                 role.clone().unwrap_or_default(),
                 registry.clone(),
                 config.listen_queue,
+                Duration::from_millis(config.heartbeat_ms.max(10)),
             )
             .await
             .map_err(|e| format!("cannot start: --matching remote: {e}"))?;

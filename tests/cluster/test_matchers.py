@@ -558,6 +558,86 @@ def test_a_connection_whose_matcher_ends_it_with_a_gap_continues_on_a_matcher(ma
         stream.close()
 
 
+def test_a_connection_whose_route_ends_silently_continues_on_a_matcher(matchers, coll):
+    """A route whose end is lost in core NATS while its matcher lives on: here the matcher
+    is sent a detach for the route as its gateway would send one (so it stops forwarding and
+    sends nothing more, no end), while the gateway still waits on the route. The gateway,
+    hearing nothing on the route for its silence bound, asks the matcher which of its silent
+    routes it still forwards; told this one is gone, it resumes the stream at the last frame
+    it passed on, and the same client connection continues with nothing lost or repeated."""
+    c = matchers
+    g = c.gateways[0]
+    write(c, coll, range(3))
+    continued = 'docstore_gateway_failovers_total{outcome="continued"}'
+    gone = 'docstore_gateway_silent_routes_total{outcome="gone"}'
+    failovers = c.metric(g, continued)
+    found_gone = c.metric(g, gone)
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        sid = stream.snapshot()[0][2]["stream"]
+        gateway = logged_id(g, "gateway")
+        with socket.create_connection(("127.0.0.1", c.nats.port), timeout=WAIT) as s:
+            s.recv(4096)
+            s.sendall(b'CONNECT {"verbose":false}\r\n')
+            s.sendall(f"SUB docstore.gateway.{gateway} 1\r\n".encode())
+            write(c, coll, range(3, 6))
+            route, _ = forwarded_route(s, sid)
+            detach = {"gateway": gateway, "route": route, "op": "detach"}
+            call = b"\x01" + json.dumps(detach).encode()
+            # Every matcher is sent it; only the one forwarding the route has it.
+            for m in c.matchers:
+                subject = f"docstore.matcher.{logged_id(m, 'matcher')}"
+                s.sendall(f"PUB {subject} _INBOX.test {len(call)}\r\n".encode() + call + b"\r\n")
+            s.sendall(b"PING\r\n")
+        deadline = time.monotonic() + WAIT
+        while c.metric(g, continued) <= failovers:
+            assert time.monotonic() < deadline, "the gateway did not resume the silent connection"
+            time.sleep(0.05)
+        assert c.metric(g, gone) > found_gone
+        write(c, coll, range(6, 12))
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+    finally:
+        stream.close()
+
+
+def test_routes_silent_while_the_ingest_stalls_are_held_not_failed_over(matchers, coll):
+    """The ingest is stopped (SIGSTOP): no frame, not even a heartbeat, reaches any route,
+    so the gateway asks the matchers about its silent routes. They still forward them: the
+    routes are held, nothing fails over, and once the ingest continues the same connection
+    gets every write made meanwhile."""
+    c = matchers
+    g = c.gateways[0]
+    write(c, coll, range(3))
+    held = 'docstore_gateway_silent_routes_total{outcome="held"}'
+    gone = 'docstore_gateway_silent_routes_total{outcome="gone"}'
+    continued = 'docstore_gateway_failovers_total{outcome="continued"}'
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        before = {m: c.metric(g, m) for m in (held, gone, continued)}
+        c.ingest.proc.send_signal(signal.SIGSTOP)
+        try:
+            write(c, coll, range(3, 6))
+            deadline = time.monotonic() + WAIT
+            while c.metric(g, held) <= before[held]:
+                assert time.monotonic() < deadline, "no silent route was checked and held"
+                time.sleep(0.05)
+        finally:
+            c.ingest.proc.send_signal(signal.SIGCONT)
+        assert c.metric(g, gone) == before[gone]
+        assert c.metric(g, continued) == before[continued]
+        mark(c, coll, "zz-marker")
+        stream.wait_for_doc(f"{coll}/zz-marker")
+        assert stream.thread.is_alive(), "the connection ended"
+        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+    finally:
+        stream.close()
+
+
 def test_targets_are_added_to_and_removed_from_a_remote_stream(matchers, coll):
     c = matchers
     write(c, coll, range(2))

@@ -10,6 +10,14 @@
 //! number; when that matcher is gone (its presence entry expired, or it has no responders)
 //! or a frame's number does not follow, it resumes the stream at that position on the
 //! matcher the hash now picks, whose first frames continue the same client connection.
+//!
+//! A route's last message (its end, its closing reset) can be lost in core NATS while its
+//! matcher lives on: nothing more would come on it. So a connected route silent for longer
+//! than [`silence`] (heartbeats reach every stream shown once per `--heartbeat-ms`) is
+//! checked with its matcher, one [`Call::Forwarding`] per matcher per check listing its
+//! silent routes; a route the matcher no longer forwards is failed over as at a gap, one it
+//! still forwards (a stalled change stream, a requery) is left alone and checked again
+//! after another such silence.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -35,6 +43,25 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a connection whose matcher is gone looks for another before it closes.
 const FAILOVER_WINDOW: Duration = Duration::from_secs(30);
 
+/// How long a check of silent routes waits for a matcher's answer (one that does not answer
+/// is left to its presence: the failover when it expires).
+const CHECK_TIMEOUT: Duration = presence::EXPIRY;
+
+/// The most routes one check asks a matcher about (a few tens of KiB).
+const CHECK_BATCH: usize = 1000;
+
+/// The number of the gap a check puts on a route its matcher no longer forwards (no
+/// connection reaches it: numbers count frames from 0).
+const CHECKED_GAP: u64 = u64::MAX;
+
+/// How long a connected route may go without a message before its matcher is asked whether
+/// it still forwards it: three heartbeat intervals (so a heartbeat that is merely late, or
+/// one lost, does not make a route silent), and at least 3 s, a few presence beats (a matcher
+/// busy for a moment is not asked about every route).
+fn silence(heartbeat: Duration) -> Duration {
+    (heartbeat.saturating_mul(3)).max(Duration::from_secs(3))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -46,7 +73,7 @@ pub struct Relay(Arc<Inner>);
 struct Inner {
     client: async_nats::Client,
     id: String,
-    routes: Mutex<HashMap<String, mpsc::Sender<Forwarded>>>,
+    routes: Mutex<HashMap<String, Route>>,
     matchers: watch::Receiver<BTreeSet<String>>,
     registry: Registry,
     /// The matcher of each stream this gateway connects.
@@ -60,6 +87,139 @@ struct Inner {
     sources: Mutex<HashMap<String, Arc<Source>>>,
     /// What [`Source::last`] counts from.
     started: Instant,
+}
+
+/// A route: where its messages go, and, once a matcher forwards it, which one and when its
+/// last message came (for the check of silent routes).
+struct Route {
+    tx: mpsc::Sender<Forwarded>,
+    /// The matcher forwarding it (`None` while its call is pending).
+    matcher: Option<String>,
+    /// Milliseconds from [`Inner::started`] to its last message (or to its connection).
+    last: u64,
+}
+
+/// The connected routes silent since before `since` (milliseconds from [`Inner::started`]),
+/// by matcher.
+fn silent_routes(routes: &HashMap<String, Route>, since: u64) -> HashMap<String, Vec<String>> {
+    let mut silent: HashMap<String, Vec<String>> = HashMap::new();
+    for (route, r) in routes {
+        if let (Some(matcher), true) = (&r.matcher, r.last < since) {
+            silent
+                .entry(matcher.clone())
+                .or_default()
+                .push(route.clone());
+        }
+    }
+    silent
+}
+
+/// Of the routes `asked`, those a matcher's `answer` does not list as still forwarded.
+fn gone_routes(asked: Vec<String>, answer: &[String]) -> Vec<String> {
+    let forwarded: HashSet<&String> = answer.iter().collect();
+    asked
+        .into_iter()
+        .filter(|r| !forwarded.contains(r))
+        .collect()
+}
+
+/// Check the silent routes of `relay` once per presence beat while it lives (see the module
+/// documentation): per matcher, ask which it still forwards; put a gap on each it does not,
+/// so its pump fails over as at any gap; let those it does wait another `silence`.
+async fn check_silent(relay: std::sync::Weak<Inner>, silence: Duration) {
+    let silence = u64::try_from(silence.as_millis()).unwrap_or(u64::MAX);
+    loop {
+        tokio::time::sleep(presence::BEAT).await;
+        let Some(inner) = relay.upgrade() else {
+            return;
+        };
+        let since = inner.millis().saturating_sub(silence);
+        let silent = silent_routes(&lock(&inner.routes), since);
+        let checks = silent.into_iter().flat_map(|(matcher, routes)| {
+            let batches: Vec<Vec<String>> =
+                routes.chunks(CHECK_BATCH).map(<[String]>::to_vec).collect();
+            batches.into_iter().map(move |b| (matcher.clone(), b))
+        });
+        let inner = &inner;
+        futures_util::future::join_all(checks.map(|(matcher, routes)| async move {
+            check_routes(inner, &matcher, routes).await;
+        }))
+        .await;
+    }
+}
+
+/// Ask `matcher` which of `routes` it still forwards, and act on its answer.
+async fn check_routes(inner: &Inner, matcher: &str, routes: Vec<String>) {
+    metrics::counter!("docstore_gateway_route_checks_total").increment(1);
+    let payload = wire::encode_request(&Request {
+        gateway: inner.id.clone(),
+        route: String::new(),
+        call: Call::Forwarding {
+            routes: routes.clone(),
+        },
+    });
+    let request = async_nats::Request::new()
+        .payload(Bytes::from(payload))
+        .timeout(Some(CHECK_TIMEOUT));
+    let answer = match inner
+        .client
+        .send_request(presence::matcher_subject(matcher), request)
+        .await
+    {
+        Ok(message) => wire::decode_answer(&message.payload).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let forwarded = match answer {
+        Ok(Answer::Forwarding(forwarded)) => forwarded,
+        other => {
+            // Left to the matcher's presence (gone, its connections fail over), and asked
+            // again after another silence (a matcher of an older version refuses the call).
+            let n = u64::try_from(routes.len()).unwrap_or(u64::MAX);
+            metrics::counter!("docstore_gateway_silent_routes_total", "outcome" => "unanswered")
+                .increment(n);
+            tracing::warn!(matcher, answer = ?other, "a matcher did not answer which silent routes it forwards");
+            rearm(inner, &routes);
+            return;
+        }
+    };
+    let gone = gone_routes(routes.clone(), &forwarded);
+    let held = u64::try_from(routes.len() - gone.len()).unwrap_or(u64::MAX);
+    metrics::counter!("docstore_gateway_silent_routes_total", "outcome" => "held").increment(held);
+    // Those still forwarded are checked again after another silence.
+    rearm(inner, &forwarded);
+    let table = lock(&inner.routes);
+    for route in gone {
+        let Some(r) = table.get(&route) else {
+            continue;
+        };
+        if r.matcher.as_deref() != Some(matcher) {
+            continue;
+        }
+        metrics::counter!("docstore_gateway_silent_routes_total", "outcome" => "gone").increment(1);
+        tracing::warn!(
+            route,
+            matcher,
+            "a silent route is no longer forwarded by its matcher: its connection resumes"
+        );
+        // A full queue is not silent; a closed one has no connection left.
+        let _ = r.tx.try_send(Forwarded {
+            route: route.clone(),
+            stream: String::new(),
+            seq: CHECKED_GAP,
+            item: Item::End,
+        });
+    }
+}
+
+/// Count `routes` as heard from now: they are checked again after another silence.
+fn rearm(inner: &Inner, routes: &[String]) {
+    let now = inner.millis();
+    let mut table = lock(&inner.routes);
+    for route in routes {
+        if let Some(r) = table.get_mut(route) {
+            r.last = r.last.max(now);
+        }
+    }
 }
 
 /// A matcher as one gateway sees it: how many of its connections it holds, and when its last
@@ -171,6 +331,7 @@ impl Relay {
         health: RoleHealth,
         registry: Registry,
         queue: usize,
+        heartbeat: Duration,
     ) -> Result<Relay, String> {
         let client = crate::source::jetstream::connect(
             url,
@@ -202,6 +363,7 @@ impl Relay {
         }));
         tokio::spawn(dispatch(Arc::downgrade(&relay.0), frames));
         tokio::spawn(report(Arc::downgrade(&relay.0)));
+        tokio::spawn(check_silent(Arc::downgrade(&relay.0), silence(heartbeat)));
         tracing::info!(gateway = %relay.0.id, "matching on remote matchers");
         Ok(relay)
     }
@@ -229,8 +391,23 @@ impl Relay {
     fn route(&self) -> (String, mpsc::Receiver<Forwarded>) {
         let route = presence::new_id();
         let (tx, rx) = mpsc::channel(self.0.queue.saturating_mul(2).max(64));
-        lock(&self.0.routes).insert(route.clone(), tx);
+        let last = self.0.millis();
+        let entry = Route {
+            tx,
+            matcher: None,
+            last,
+        };
+        lock(&self.0.routes).insert(route.clone(), entry);
         (route, rx)
+    }
+
+    /// `matcher` now forwards `route`: it is checked once silent.
+    fn forwarded_by(&self, route: &str, matcher: &str) {
+        let now = self.0.millis();
+        if let Some(r) = lock(&self.0.routes).get_mut(route) {
+            r.matcher = Some(matcher.to_owned());
+            r.last = now;
+        }
     }
 
     fn unroute(&self, route: &str) {
@@ -477,6 +654,7 @@ impl Relay {
         let (tx, frames) = mpsc::channel(self.0.queue);
         let (closing, closed) = oneshot::channel();
         lock(&self.0.held).insert(link.stream.clone(), link.matcher.clone());
+        self.forwarded_by(&link.route, &link.matcher);
         let connection = Connection {
             stream: link.stream.clone(),
             first: Vec::new(),
@@ -525,8 +703,16 @@ async fn dispatch(relay: std::sync::Weak<Inner>, mut frames: async_nats::Subscri
             }),
             Some(Err(e)) => Err(e),
             // A connection that ended or moved: nothing to gather.
-            Some(Ok(header)) if !lock(&relay.routes).contains_key(&header.route) => Ok(None),
-            Some(Ok(header)) => gatherer.push(header, &message.payload),
+            Some(Ok(header)) => {
+                let now = relay.millis();
+                match lock(&relay.routes).get_mut(&header.route) {
+                    Some(r) => {
+                        r.last = now;
+                        gatherer.push(header, &message.payload)
+                    }
+                    None => Ok(None),
+                }
+            }
         };
         if !gatherer.is_empty() {
             let routes = lock(&relay.routes);
@@ -539,17 +725,21 @@ async fn dispatch(relay: std::sync::Weak<Inner>, mut frames: async_nats::Subscri
             }
             Ok(None) => {}
             Ok(Some(forwarded)) => {
+                let now = relay.millis();
                 let mut routes = lock(&relay.routes);
-                let full = match routes.get(&forwarded.route) {
-                    Some(tx) => matches!(
-                        tx.try_send(forwarded),
-                        Err(mpsc::error::TrySendError::Full(_))
-                    ),
+                let full = match routes.get_mut(&forwarded.route) {
+                    Some(r) => {
+                        r.last = now;
+                        matches!(
+                            r.tx.try_send(forwarded),
+                            Err(mpsc::error::TrySendError::Full(_))
+                        )
+                    }
                     // A connection that ended or moved: nothing to do.
                     None => false,
                 };
                 if full {
-                    routes.retain(|_, tx| tx.capacity() > 0);
+                    routes.retain(|_, r| r.tx.capacity() > 0);
                 }
             }
         }
@@ -762,6 +952,7 @@ impl Pump {
                 Ok(Answer::Connected { stream, .. }) if stream == self.link.stream => {
                     tracing::info!(stream, matcher, position = %self.link.position, "a connection continues on another matcher");
                     lock(&self.relay.0.held).insert(stream, matcher.clone());
+                    self.relay.forwarded_by(&route, &matcher);
                     self.relay.0.release(&self.source);
                     self.source = self.relay.0.attach(&matcher);
                     self.link.matcher = matcher;
@@ -802,5 +993,56 @@ impl Pump {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(matcher: Option<&str>, last: u64) -> Route {
+        let (tx, _rx) = mpsc::channel(1);
+        Route {
+            tx,
+            matcher: matcher.map(str::to_owned),
+            last,
+        }
+    }
+
+    #[test]
+    fn silent_connected_routes_are_checked_per_matcher() {
+        let routes = HashMap::from([
+            ("a".to_owned(), route(Some("m1"), 100)),
+            ("b".to_owned(), route(Some("m1"), 200)),
+            ("c".to_owned(), route(Some("m2"), 150)),
+            // Heard from since: not silent.
+            ("d".to_owned(), route(Some("m2"), 5000)),
+            // Its call is pending: no matcher forwards it yet, nothing to ask.
+            ("e".to_owned(), route(None, 0)),
+        ]);
+        let mut silent = silent_routes(&routes, 1000);
+        for r in silent.values_mut() {
+            r.sort();
+        }
+        let expected = HashMap::from([
+            ("m1".to_owned(), vec!["a".to_owned(), "b".to_owned()]),
+            ("m2".to_owned(), vec!["c".to_owned()]),
+        ]);
+        assert_eq!(silent, expected);
+    }
+
+    #[test]
+    fn a_route_its_matcher_does_not_forward_is_gone_one_it_does_is_held() {
+        let asked = vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        assert_eq!(gone_routes(asked.clone(), &["b".to_owned()]), ["a", "c"]);
+        assert!(gone_routes(asked.clone(), &asked).is_empty());
+        // A route the matcher names that was not asked about changes nothing.
+        assert_eq!(gone_routes(asked, &["x".to_owned()]), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn silence_is_three_heartbeats_and_at_least_three_seconds() {
+        assert_eq!(silence(Duration::from_millis(100)), Duration::from_secs(3));
+        assert_eq!(silence(Duration::from_secs(5)), Duration::from_secs(15));
     }
 }

@@ -73,7 +73,7 @@ pub async fn serve(
                 Ok(request) => {
                     let key = format!("{}.{}", request.gateway, request.route);
                     let (answer, connection) =
-                        answer(&session, request.call, &forwarders, &key).await;
+                        answer(&session, request.call, &forwarders, &request.gateway, &key).await;
                     (
                         answer,
                         connection.map(|c| (c, request.gateway, request.route, key)),
@@ -82,14 +82,7 @@ pub async fn serve(
             };
             if let Some((connection, gateway, route, key)) = connection {
                 let task = tokio::spawn(forward(client.clone(), gateway, route, connection, live));
-                lock(&forwarders).insert(key.clone(), task.abort_handle());
-                let forwarders = Arc::clone(&forwarders);
-                tokio::spawn(async move {
-                    let _ = task.await;
-                    lock(&forwarders).remove(&key);
-                    metrics::gauge!("docstore_matcher_connections").decrement(1.0);
-                });
-                metrics::gauge!("docstore_matcher_connections").increment(1.0);
+                track(&forwarders, key, task);
             }
             if let Err(e) = client
                 .publish(reply, Bytes::from(wire::encode_answer(&answer)))
@@ -100,6 +93,33 @@ pub async fn serve(
         });
     }
     Err("the matcher's call subscription ended".into())
+}
+
+/// Keep `task`, the forwarding of route `key`, in `forwarders` while it runs: the answer to
+/// a gateway's [`Call::Forwarding`] and what a [`Call::Detach`] aborts. It is there before
+/// the call that opened it is answered, so a gateway never asks about a route before.
+fn track(
+    forwarders: &Forwarders,
+    key: String,
+    task: tokio::task::JoinHandle<()>,
+) -> tokio::task::JoinHandle<()> {
+    lock(forwarders).insert(key.clone(), task.abort_handle());
+    metrics::gauge!("docstore_matcher_connections").increment(1.0);
+    let forwarders = Arc::clone(forwarders);
+    tokio::spawn(async move {
+        let _ = task.await;
+        lock(&forwarders).remove(&key);
+        metrics::gauge!("docstore_matcher_connections").decrement(1.0);
+    })
+}
+
+/// Which of `routes` of `gateway` this matcher still forwards (their forwarding task runs).
+fn forwarding(forwarders: &Forwarders, gateway: &str, routes: Vec<String>) -> Vec<String> {
+    let forwarders = lock(forwarders);
+    routes
+        .into_iter()
+        .filter(|route| forwarders.contains_key(&format!("{gateway}.{route}")))
+        .collect()
 }
 
 fn refused(e: SessionError) -> Answer {
@@ -116,6 +136,7 @@ async fn answer(
     session: &Session,
     call: Call,
     forwarders: &Forwarders,
+    gateway: &str,
     key: &str,
 ) -> (Answer, Option<Connection>) {
     let op = match &call {
@@ -125,6 +146,7 @@ async fn answer(
         Call::Holds { .. } => "holds",
         Call::Remove { .. } => "remove",
         Call::Detach => "detach",
+        Call::Forwarding { .. } => "forwarding",
     };
     metrics::counter!("docstore_matcher_calls_total", "op" => op).increment(1);
     let connected = |c: Connection| {
@@ -189,6 +211,10 @@ async fn answer(
             }
             (Answer::Done, None)
         }
+        Call::Forwarding { routes } => (
+            Answer::Forwarding(forwarding(forwarders, gateway, routes)),
+            None,
+        ),
     }
 }
 
@@ -607,6 +633,72 @@ mod tests {
             3,
             "the heartbeat, the first part, the end"
         );
+    }
+
+    /// A connection of stream `s1` that stays open while `hub` lives.
+    fn open_connection() -> (
+        mpsc::Sender<events::Frame>,
+        oneshot::Sender<events::Frame>,
+        Connection,
+    ) {
+        let (tx, rx) = mpsc::channel(4);
+        let (closing, closed) = oneshot::channel();
+        let connection = Connection {
+            stream: "s1".into(),
+            first: Vec::new(),
+            frames: rx,
+            closed,
+            sizes: None,
+        };
+        (tx, closing, connection)
+    }
+
+    #[tokio::test]
+    async fn a_matcher_answers_which_silent_routes_it_still_forwards() {
+        let forwarders: Forwarders = Arc::default();
+        let (_live_tx, live) = watch::channel(BTreeSet::from(["g1".to_owned()]));
+        // r1 forwards (its hub still feeds it, silently); r2's forwarding ended (its end
+        // went, or was lost on the way); r3 was never forwarded here.
+        let (_hub1, _closing1, c1) = open_connection();
+        let r1 = tokio::spawn(forward(
+            Recorder::new(1 << 20, None),
+            "g1".into(),
+            "r1".into(),
+            c1,
+            live.clone(),
+        ));
+        let _watcher = track(&forwarders, "g1.r1".into(), r1);
+        let (hub2, _closing2, c2) = open_connection();
+        let r2 = tokio::spawn(forward(
+            Recorder::new(1 << 20, None),
+            "g1".into(),
+            "r2".into(),
+            c2,
+            live,
+        ));
+        let watcher = track(&forwarders, "g1.r2".into(), r2);
+        let asked = || vec!["r1".to_owned(), "r2".to_owned(), "r3".to_owned()];
+        assert_eq!(forwarding(&forwarders, "g1", asked()), ["r1", "r2"]);
+        drop(hub2);
+        // A guard against a hang, not a measure.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(60), watcher).await;
+        assert!(ended.is_ok(), "the forwarding of r2 did not end");
+        assert_eq!(forwarding(&forwarders, "g1", asked()), ["r1"]);
+        // Another gateway's routes of the same name are not this one's.
+        assert!(forwarding(&forwarders, "g2", asked()).is_empty());
+        // A route aborted (as a detach does: nothing more goes to the gateway) is not
+        // forwarded once its task is gone.
+        if let Some(task) = lock(&forwarders).get("g1.r1") {
+            task.abort();
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !forwarding(&forwarders, "g1", asked()).is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "r1 still forwards after its abort"
+            );
+            tokio::task::yield_now().await;
+        }
     }
 
     #[tokio::test]

@@ -102,6 +102,9 @@ pub enum Call {
     /// Stop forwarding the connection of `route` (its client left, or it lagged): the
     /// stream waits for a resume, as a disconnected stream does.
     Detach,
+    /// Which of these routes of the calling gateway the matcher still forwards (routes that
+    /// have been silent on the gateway; the request's own route is unused).
+    Forwarding { routes: Vec<String> },
 }
 
 /// A call with whom it is for.
@@ -126,6 +129,8 @@ pub enum Answer {
     Unknown(ResetReason),
     Done,
     Holds(bool),
+    /// The routes of a [`Call::Forwarding`] the matcher still forwards.
+    Forwarding(Vec<String>),
     Error {
         code: Code,
         message: String,
@@ -190,6 +195,8 @@ struct RequestJson {
     target: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lead: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    routes: Option<Vec<String>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -210,6 +217,7 @@ enum AnswerJson {
     Unknown(String),
     Done,
     Holds(bool),
+    Forwarding(Vec<String>),
     Error {
         code: String,
         message: String,
@@ -338,6 +346,7 @@ pub fn encode_request(request: &Request) -> Vec<u8> {
         targets: None,
         target: None,
         lead: None,
+        routes: None,
     };
     let targets = |t: &[TargetRequest]| Some(t.iter().map(TargetEntry::of).collect());
     match &request.call {
@@ -400,6 +409,10 @@ pub fn encode_request(request: &Request) -> Vec<u8> {
             out.target = Some(target.clone());
         }
         Call::Detach => out.op = "detach".into(),
+        Call::Forwarding { routes } => {
+            out.op = "forwarding".into();
+            out.routes = Some(routes.clone());
+        }
     }
     with_version(&out)
 }
@@ -417,6 +430,7 @@ pub fn encode_answer(answer: &Answer) -> Vec<u8> {
         Answer::Unknown(reason) => AnswerJson::Unknown(reason.as_str().to_owned()),
         Answer::Done => AnswerJson::Done,
         Answer::Holds(held) => AnswerJson::Holds(*held),
+        Answer::Forwarding(routes) => AnswerJson::Forwarding(routes.clone()),
         Answer::Error {
             code,
             message,
@@ -607,6 +621,9 @@ pub fn decode_request(bytes: &[u8]) -> Result<Request, WireError> {
             target: some(r.target, "target")?,
         },
         "detach" => Call::Detach,
+        "forwarding" => Call::Forwarding {
+            routes: some(r.routes, "routes")?,
+        },
         other => return Err(WireError::Field("op", other.to_owned())),
     };
     Ok(Request {
@@ -640,6 +657,7 @@ pub fn decode_answer(bytes: &[u8]) -> Result<Answer, WireError> {
         AnswerJson::Unknown(reason) => Answer::Unknown(reason_of(&reason)?),
         AnswerJson::Done => Answer::Done,
         AnswerJson::Holds(held) => Answer::Holds(held),
+        AnswerJson::Forwarding(routes) => Answer::Forwarding(routes),
         AnswerJson::Error {
             code,
             message,
@@ -1160,6 +1178,10 @@ mod tests {
                 target: "t".into(),
             },
             Call::Detach,
+            Call::Forwarding {
+                routes: vec!["r1".into(), "r2".into()],
+            },
+            Call::Forwarding { routes: Vec::new() },
         ];
         for call in calls {
             let r = Request {
@@ -1184,6 +1206,8 @@ mod tests {
             Answer::Unknown(ResetReason::RetentionPassed),
             Answer::Done,
             Answer::Holds(true),
+            Answer::Forwarding(vec!["r1".into()]),
+            Answer::Forwarding(Vec::new()),
             Answer::Error {
                 code: Code::ResourceExhausted,
                 message: "m".into(),
