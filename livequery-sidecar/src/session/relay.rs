@@ -167,6 +167,12 @@ async fn check_routes(inner: &Inner, matcher: &str, routes: Vec<String>) {
         .await
     {
         Ok(message) => wire::decode_answer(&message.payload).map_err(|e| e.to_string()),
+        // Nobody listens on the matcher's subject: it is gone, whatever this gateway's view
+        // of the presence bucket says (a view that did not refresh after a NATS restart kept
+        // a killed matcher live, and its connections waited for good): it forwards nothing.
+        Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
+            Ok(Answer::Forwarding(Vec::new()))
+        }
         Err(e) => Err(e.to_string()),
     };
     let forwarded = match answer {
