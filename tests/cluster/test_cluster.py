@@ -582,6 +582,26 @@ def test_a_new_stream_sends_no_heartbeat_before_its_first_snapshot(cluster, coll
         listener.close()
 
 
+def resumed_with_reset_and_snapshot(
+    cluster: Cluster, url: str, token: str, coll: str, sql: str
+) -> None:
+    """Resume `token` on the gateway at `url`: its first events are a reset and a snapshot
+    (no change before it) equal to a fresh query of `coll`."""
+    headers = {**cluster.stack.admin, "Last-Event-ID": token}
+    with httpx.Client(base_url=url, timeout=httpx.Timeout(WAIT)) as client:
+        body = {"targets": [{"id": "all", "sql": sql}]}
+        with client.stream("POST", LISTEN, json=body, headers=headers) as r:
+            assert r.status_code == 200, r.read()
+            got: list[tuple[str, dict]] = []
+            for ev in sse_events(r.iter_lines()):
+                got.append((ev["event"], ev["data"]))
+                if ev["event"] in ("snapshot", "change"):
+                    break
+    assert [k for k, _ in got] == ["reset", "snapshot"], got
+    shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
+    assert shown == short_state(fresh(cluster, coll))
+
+
 @contextlib.contextmanager
 def lagged_stream(cluster: Cluster, gateway, coll: str, sql: str):
     """A stream of `sql` opened on `gateway` by a client that reads nothing (a 4 KiB receive
@@ -656,19 +676,7 @@ def test_a_stream_that_lags_after_a_nats_restart_ends_and_starts_over_on_another
     sql = f"select * from /{coll}"
     try:
         with lagged_stream(cluster, slow_gateway, coll, sql) as events:
-            headers = {**cluster.stack.admin, "Last-Event-ID": events[-1][1]}
-            with httpx.Client(base_url=other.url, timeout=httpx.Timeout(WAIT)) as client:
-                body = {"targets": [{"id": "all", "sql": sql}]}
-                with client.stream("POST", LISTEN, json=body, headers=headers) as r:
-                    assert r.status_code == 200, r.read()
-                    got: list[tuple[str, dict]] = []
-                    for ev in sse_events(r.iter_lines()):
-                        got.append((ev["event"], ev["data"]))
-                        if ev["event"] == "snapshot":
-                            break
-            assert [k for k, _ in got] == ["reset", "snapshot"], got
-            shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
-            assert shown == short_state(fresh(cluster, coll))
+            resumed_with_reset_and_snapshot(cluster, other.url, events[-1][1], coll, sql)
     finally:
         slow_gateway.proc.terminate()
         slow_gateway.proc.wait(15)

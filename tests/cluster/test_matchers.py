@@ -33,6 +33,7 @@ from test_cluster import (
     Cluster,
     fresh,
     lagged_stream,
+    resumed_with_reset_and_snapshot,
     short,
     short_state,
 )
@@ -156,6 +157,15 @@ def write(c: Cluster, coll: str, txns: range) -> None:
 
 def mark(c: Cluster, coll: str, name: str) -> None:
     c.stack.sql("select docstore.set(%s, '{\"marker\": true}'::jsonb)", f"{coll}/{name}")
+
+
+def continued_whole(c: Cluster, coll: str, stream) -> None:
+    """A marker written now reaches `stream` on its same connection, and everything it was
+    sent replays (no document missed or changed twice) to a fresh query's result."""
+    mark(c, coll, "zz-marker")
+    stream.wait_for_doc(f"{coll}/zz-marker")
+    assert stream.thread.is_alive(), "the connection ended"
+    assert replay(stream.snapshot()) == short_state(fresh(c, coll))
 
 
 def holder(c: Cluster, before: dict[str, float]):
@@ -286,10 +296,7 @@ def test_a_matcher_killed_before_a_new_streams_first_event_hands_it_over_whole(m
         kind, _, data = stream.snapshot()[0]
         assert kind == "snapshot", data
         write(c, coll, range(3, 8))
-        mark(c, coll, "zz-marker")
-        stream.wait_for_doc(f"{coll}/zz-marker")
-        assert stream.thread.is_alive(), "the connection ended"
-        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        continued_whole(c, coll, stream)
         failovers = 'docstore_gateway_failovers_total{outcome="continued"}'
         assert c.metric(c.gateways[0], failovers) > continued
     finally:
@@ -376,10 +383,7 @@ def test_a_matcher_started_after_the_clients_position_takes_the_stream_over(matc
         replace_killed(c)
         kill(c, held)
         write(c, coll, range(10, 20))
-        mark(c, coll, "zz-marker")
-        stream.wait_for_doc(f"{coll}/zz-marker")
-        assert stream.thread.is_alive(), "the connection ended"
-        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        continued_whole(c, coll, stream)
     finally:
         stream.close()
 
@@ -433,19 +437,7 @@ def test_a_stream_its_gateway_ended_as_lagged_is_not_continued_elsewhere(matcher
     try:
         with lagged_stream(c, slow_gateway, coll, sql) as events:
             write(c, coll, range(3, 6))
-            headers = {**c.stack.admin, "Last-Event-ID": events[-1][1]}
-            with httpx.Client(base_url=c.gateways[1].url, timeout=httpx.Timeout(WAIT)) as client:
-                body = {"targets": [{"id": "all", "sql": sql}]}
-                with client.stream("POST", LISTEN, json=body, headers=headers) as r:
-                    assert r.status_code == 200, r.read()
-                    got: list[tuple[str, dict]] = []
-                    for ev in sse_events(r.iter_lines()):
-                        got.append((ev["event"], ev["data"]))
-                        if ev["event"] in ("snapshot", "change"):
-                            break
-            assert [k for k, _ in got] == ["reset", "snapshot"], got
-            shown = {short(d["path"]): d["data"] for d in got[1][1]["targets"][0]["documents"]}
-            assert shown == short_state(fresh(c, coll))
+            resumed_with_reset_and_snapshot(c, c.gateways[1].url, events[-1][1], coll, sql)
     finally:
         slow_gateway.proc.terminate()
         slow_gateway.proc.wait(15)
@@ -550,10 +542,7 @@ def test_a_connection_whose_matcher_ends_it_with_a_gap_continues_on_a_matcher(ma
             time.sleep(0.05)
         assert c.metric(g, "docstore_gateway_frame_gaps_total") > gaps
         write(c, coll, range(6, 12))
-        mark(c, coll, "zz-marker")
-        stream.wait_for_doc(f"{coll}/zz-marker")
-        assert stream.thread.is_alive(), "the connection ended"
-        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        continued_whole(c, coll, stream)
     finally:
         stream.close()
 
@@ -596,10 +585,7 @@ def test_a_connection_whose_route_ends_silently_continues_on_a_matcher(matchers,
             time.sleep(0.05)
         assert c.metric(g, gone) > found_gone
         write(c, coll, range(6, 12))
-        mark(c, coll, "zz-marker")
-        stream.wait_for_doc(f"{coll}/zz-marker")
-        assert stream.thread.is_alive(), "the connection ended"
-        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        continued_whole(c, coll, stream)
     finally:
         stream.close()
 
@@ -630,10 +616,7 @@ def test_routes_silent_while_the_ingest_stalls_are_held_not_failed_over(matchers
             c.ingest.proc.send_signal(signal.SIGCONT)
         assert c.metric(g, gone) == before[gone]
         assert c.metric(g, continued) == before[continued]
-        mark(c, coll, "zz-marker")
-        stream.wait_for_doc(f"{coll}/zz-marker")
-        assert stream.thread.is_alive(), "the connection ended"
-        assert replay(stream.snapshot()) == short_state(fresh(c, coll))
+        continued_whole(c, coll, stream)
     finally:
         stream.close()
 
