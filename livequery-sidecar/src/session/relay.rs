@@ -89,6 +89,38 @@ struct Inner {
     started: Instant,
 }
 
+impl Inner {
+    /// Ask `matcher` `call` for `route` ("" for none), waiting at most `timeout`.
+    async fn request(
+        &self,
+        matcher: &str,
+        route: &str,
+        call: Call,
+        timeout: Duration,
+    ) -> Result<Answer, Failure> {
+        let payload = wire::encode_request(&Request {
+            gateway: self.id.clone(),
+            route: route.to_owned(),
+            call,
+        });
+        let request = async_nats::Request::new()
+            .payload(Bytes::from(payload))
+            .timeout(Some(timeout));
+        match self
+            .client
+            .send_request(presence::matcher_subject(matcher), request)
+            .await
+        {
+            Ok(message) => wire::decode_answer(&message.payload)
+                .map_err(|e| Failure::Other(format!("a matcher's answer does not decode: {e}"))),
+            Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
+                Err(Failure::Gone)
+            }
+            Err(e) => Err(Failure::Other(format!("matcher {matcher}: {e}"))),
+        }
+    }
+}
+
 /// A route: where its messages go, and, once a matcher forwards it, which one and when its
 /// last message came (for the check of silent routes).
 struct Route {
@@ -151,29 +183,15 @@ async fn check_silent(relay: std::sync::Weak<Inner>, silence: Duration) {
 /// Ask `matcher` which of `routes` it still forwards, and act on its answer.
 async fn check_routes(inner: &Inner, matcher: &str, routes: Vec<String>) {
     metrics::counter!("docstore_gateway_route_checks_total").increment(1);
-    let payload = wire::encode_request(&Request {
-        gateway: inner.id.clone(),
-        route: String::new(),
-        call: Call::Forwarding {
-            routes: routes.clone(),
-        },
-    });
-    let request = async_nats::Request::new()
-        .payload(Bytes::from(payload))
-        .timeout(Some(CHECK_TIMEOUT));
-    let answer = match inner
-        .client
-        .send_request(presence::matcher_subject(matcher), request)
-        .await
-    {
-        Ok(message) => wire::decode_answer(&message.payload).map_err(|e| e.to_string()),
+    let call = Call::Forwarding {
+        routes: routes.clone(),
+    };
+    let answer = match inner.request(matcher, "", call, CHECK_TIMEOUT).await {
         // Nobody listens on the matcher's subject: it is gone, whatever this gateway's view
         // of the presence bucket says (a view that did not refresh after a NATS restart kept
         // a killed matcher live, and its connections waited for good): it forwards nothing.
-        Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
-            Ok(Answer::Forwarding(Vec::new()))
-        }
-        Err(e) => Err(e.to_string()),
+        Err(Failure::Gone) => Ok(Answer::Forwarding(Vec::new())),
+        other => other,
     };
     let forwarded = match answer {
         Ok(Answer::Forwarding(forwarded)) => forwarded,
@@ -298,6 +316,7 @@ async fn report(relay: std::sync::Weak<Inner>) {
 }
 
 /// Why a call did not get an answer.
+#[derive(Debug)]
 enum Failure {
     /// Nobody serves the matcher's subject: it is gone.
     Gone,
@@ -421,27 +440,7 @@ impl Relay {
     }
 
     async fn call(&self, matcher: &str, route: &str, call: Call) -> Result<Answer, Failure> {
-        let payload = wire::encode_request(&Request {
-            gateway: self.0.id.clone(),
-            route: route.to_owned(),
-            call,
-        });
-        let request = async_nats::Request::new()
-            .payload(Bytes::from(payload))
-            .timeout(Some(CALL_TIMEOUT));
-        match self
-            .0
-            .client
-            .send_request(presence::matcher_subject(matcher), request)
-            .await
-        {
-            Ok(message) => wire::decode_answer(&message.payload)
-                .map_err(|e| Failure::Other(format!("a matcher's answer does not decode: {e}"))),
-            Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
-                Err(Failure::Gone)
-            }
-            Err(e) => Err(Failure::Other(format!("matcher {matcher}: {e}"))),
-        }
+        self.0.request(matcher, route, call, CALL_TIMEOUT).await
     }
 
     /// Detach a connection from its matcher (no answer awaited).
