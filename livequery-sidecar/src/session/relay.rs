@@ -827,6 +827,7 @@ impl Pump {
                                         return;
                                     }
                                     Err(mpsc::error::TrySendError::Closed(_)) => {
+                                        tracing::info!(stream = self.link.stream, matcher = self.link.matcher, position = %self.link.position, "a connection's client left: its stream waits for a resume");
                                         self.leave();
                                         return;
                                     }
@@ -840,6 +841,7 @@ impl Pump {
                                 return;
                             }
                             Item::End => {
+                                tracing::info!(stream = self.link.stream, matcher = self.link.matcher, position = %self.link.position, "a connection's matcher ended it: its client resumes");
                                 self.relay.unroute(&self.link.route);
                                 return;
                             }
@@ -847,6 +849,7 @@ impl Pump {
                     }
                 },
                 () = self.tx.closed() => {
+                    tracing::info!(stream = self.link.stream, matcher = self.link.matcher, position = %self.link.position, "a connection's client left: its stream waits for a resume");
                     self.leave();
                     return;
                 }
@@ -884,6 +887,7 @@ impl Pump {
         // matcher's).
         metrics::counter!("docstore_session_resets_total", "reason" => reason.as_str())
             .increment(1);
+        tracing::info!(stream = self.link.stream, matcher = self.link.matcher, position = %self.link.position, reason = reason.as_str(), message, "a connection closes with a reset");
         self.leave();
         super::forget_until_gone(
             &self.relay.0.registry,

@@ -206,7 +206,13 @@ async fn answer(
             Err(e) => (refused(e), None),
         },
         Call::Detach => {
-            if let Some(task) = lock(forwarders).remove(key) {
+            let task = lock(forwarders).remove(key);
+            tracing::info!(
+                route = key,
+                forwarded = task.is_some(),
+                "a gateway detached a connection"
+            );
+            if let Some(task) = task {
                 task.abort();
             }
             (Answer::Done, None)
