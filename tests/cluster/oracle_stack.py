@@ -48,6 +48,14 @@ from test_cluster import Nats  # noqa: E402
 SLOT = "oracle_cluster"
 # The message of a resume's reset on the process that holds the stream, past its replay.
 NOT_RETAINED = "the position to resume from is no longer retained; a snapshot follows"
+# The reset of an adoption whose process did not reach the client's position (or its read of
+# the targets) within 30 s (docs/listen.md, "Resuming on another process"): a matcher that
+# started moments before reads its change stream from a minute back and may still be catching
+# up. The message is the adopter's (session/hub/adopt.rs).
+ADOPTED_LATE = (
+    "the stream was adopted from another process whose position this process did not reach "
+    "in time; a snapshot follows"
+)
 # What a remote-matching gateway logs when a connection continues on another matcher
 # (session/relay.rs), colours taken out.
 CONTINUED = re.compile(
@@ -212,11 +220,15 @@ class ClusterStack(Stack):
         With matchers, a gateway holds no changelog, so its start explains nothing; a new
         stream whose matcher was killed before the stream's first frame is resumed by its
         gateway at position 0, which no matcher can rebuild (`retention_passed` as the
-        connection's first event; a known gap, to be fixed in session/relay.rs)."""
+        connection's first event; a known gap, to be fixed in session/relay.rs). An adopter
+        that does not reach the client's position within 30 s resets the stream in place
+        (`restart`, with its own message), as documented."""
         if reason == "lagged":
             return "lagged (the slow reader)"
         if reason in ("restart", "retention_passed") and s.after_end:
             return f"{reason} (resumed after the stream ended on its holder)"
+        if reason == "restart" and s.reset_message == ADOPTED_LATE:
+            return "restart (an adopter that did not reach the position within 30 s)"
         if reason != "retention_passed":
             return None
         if any(not isinstance(v, list) for v in s.state.values()):
