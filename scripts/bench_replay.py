@@ -11,8 +11,11 @@ target `select * from group(ticks)`, writes M transactions of one ~200-byte docu
 reads every stream until it received all M events. RSS is read from /proc once the streams are
 open and once every event was delivered. Usage (after `make up`):
     .venv/bin/python scripts/bench_replay.py BINARY [--streams N] [--events M] [--replay R]
-        [--pad BYTES]
-The kept events per stream are min(M, R); the per-event figure is
+        [--pad BYTES] [--replay-bytes B]
+(`--replay-bytes B` passes `--listen-replay-bytes B`.) It also prints the sidecar's CPU time
+from the first write to the end (SSE encoding included): the cost of the per-event work of
+keeping events. The kept events per stream are min(M, R) (less when the byte budget binds);
+the per-event figure is
 (growth with R kept - growth with 0 kept) / (N * kept), and comparing two N at the same M
 tells the per-stream part from what all streams share (the documents' fields)."""
 
@@ -43,6 +46,13 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU time so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -95,6 +105,12 @@ def main():
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--replay", type=int, default=1_000_000)
     parser.add_argument("--pad", type=int, default=160, help="bytes of padding per document")
+    parser.add_argument(
+        "--replay-bytes",
+        type=int,
+        default=None,
+        help="--listen-replay-bytes (not passed when unset: binaries without the flag)",
+    )
     args = parser.parse_args()
     key = secrets.token_hex(16)
     port = free_port()
@@ -112,6 +128,8 @@ def main():
     )
     flags = ["--slot", slot, "--listen-replay", str(args.replay)]
     flags += ["--listen-grace-seconds", "3600", "--listen-queue", "100000"]
+    if args.replay_bytes is not None:
+        flags += ["--listen-replay-bytes", str(args.replay_bytes)]
     proc = subprocess.Popen(
         [args.binary, *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -129,6 +147,7 @@ def main():
             assert r.opened.wait(60), "a stream did not open"
         time.sleep(2)
         before = rss_kib(proc.pid)
+        cpu_before = cpu_seconds(proc.pid)
         with psycopg.connect(DSN, autocommit=True) as conn:
             conn.execute("select set_config('docstore.database', %s, false)", (DB,))
             pad = "x" * args.pad
@@ -143,11 +162,14 @@ def main():
             time.sleep(0.5)
         time.sleep(2)
         after = rss_kib(proc.pid)
+        cpu = cpu_seconds(proc.pid) - cpu_before
         kept = min(args.events, args.replay)
         print(
             f"streams {args.streams} events {args.events} pad {args.pad} replay {args.replay} "
-            f"(kept {kept} "
-            f"per stream): rss KiB before {before} after {after} growth {after - before}"
+            f"replay-bytes {args.replay_bytes} (kept up to {kept} "
+            f"per stream): rss KiB before {before} after {after} growth {after - before}; "
+            f"sidecar CPU {cpu:.2f} s ({cpu * 1e6 / (args.events * args.streams):.1f} µs per "
+            "event per stream, the 4 s of waits included)"
         )
     finally:
         proc.terminate()

@@ -120,6 +120,7 @@ pub fn check_authorization(data: &[u8]) -> Result<(), Failure> {
         listen_grace_seconds: 1,
         listen_queue: 1,
         listen_replay: 1,
+        listen_replay_bytes: 1 << 20,
         statement_timeout_ms: 0,
         query_write_timeout_ms: 0,
         allowed_hosts: Vec::new(),

@@ -197,7 +197,10 @@ pub struct Config {
     #[arg(long, env = "DOCSTORE_HEARTBEAT_MS", default_value_t = 1000)]
     pub heartbeat_ms: u64,
 
-    /// Seconds a disconnected listen stream is kept for a resume.
+    /// Seconds a disconnected listen stream is kept for a resume; also how long every stream
+    /// keeps its events for resumes with Last-Event-ID (within `--listen-replay` and
+    /// `--listen-replay-bytes`), and, when longer than 60 s, how long the changelog keeps
+    /// committed transactions (a resume on another process rebuilds from them).
     #[arg(long, env = "DOCSTORE_LISTEN_GRACE_SECONDS", default_value_t = 60)]
     pub listen_grace_seconds: u64,
 
@@ -210,6 +213,13 @@ pub struct Config {
     /// keeps those younger than `--listen-grace-seconds`, the oldest going first past this.
     #[arg(long, env = "DOCSTORE_LISTEN_REPLAY", default_value_t = 16_384)]
     pub listen_replay: usize,
+
+    /// Most bytes the events every listen stream of the process keeps for resumes may hold
+    /// together (estimated: a fixed cost per event plus its names and documents' fields).
+    /// Past it the oldest events of all streams go first, however young, down to 15/16 of
+    /// it; a resume from before them gets `reset {retention_passed}` and a snapshot.
+    #[arg(long, env = "DOCSTORE_LISTEN_REPLAY_BYTES", default_value_t = 256 << 20)]
+    pub listen_replay_bytes: usize,
 
     /// Longest a statement of a request may run, in milliseconds (Postgres'
     /// `statement_timeout` on every connection of the pool; 0: no limit). A request whose
@@ -462,6 +472,7 @@ impl std::fmt::Debug for Config {
             .field("listen_grace_seconds", &self.listen_grace_seconds)
             .field("listen_queue", &self.listen_queue)
             .field("listen_replay", &self.listen_replay)
+            .field("listen_replay_bytes", &self.listen_replay_bytes)
             .field("statement_timeout_ms", &self.statement_timeout_ms)
             .field("query_write_timeout_ms", &self.query_write_timeout_ms)
             .field("allowed_hosts", &self.allowed_hosts)

@@ -142,13 +142,15 @@ async fn run(config: Config) -> Result<(), String> {
             .await;
         }
         let remote = config.role == Role::Gateway && config.matching == Matching::Remote;
+        // The changelog keeps what a resume within the grace may need.
+        let limits = Limits::for_grace(Duration::from_secs(config.listen_grace_seconds));
         let feed = match &role {
             Some(health) => Feed::JetStream(StreamSettings {
                 url: nats_url.clone(),
                 stream: config.nats_stream.clone(),
                 health: health.clone(),
                 // A matcher keeps what a resume from before its start needs.
-                history: (config.role == Role::Matcher).then(|| Limits::default().keep),
+                history: (config.role == Role::Matcher).then_some(limits.keep),
             }),
             None => Feed::Slot,
         };
@@ -199,7 +201,8 @@ async fn run(config: Config) -> Result<(), String> {
                 grace: Duration::from_secs(config.listen_grace_seconds),
                 queue: config.listen_queue,
                 replay: config.listen_replay,
-                limits: Limits::default(),
+                replay_bytes: config.listen_replay_bytes,
+                limits,
                 matcher: MatcherConfig {
                     write_partitions: config.match_write_partitions,
                     query_partitions: config.match_query_partitions,

@@ -1062,6 +1062,7 @@ async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
             grace: std::time::Duration::from_secs(60),
             queue: 1024,
             replay: 4,
+            replay_bytes: 256 << 20,
             limits: docstore_sidecar::changelog::Limits::default(),
             matcher: docstore_sidecar::matcher::MatcherConfig::default(),
             caps: StreamCaps::default(),

@@ -102,6 +102,7 @@ fn with_session(
                     grace: Duration::from_secs(60),
                     queue: 64,
                     replay: 64,
+                    replay_bytes: 256 << 20,
                     limits: Limits::default(),
                     matcher,
                     caps: StreamCaps::default(),

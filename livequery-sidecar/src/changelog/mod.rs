@@ -53,6 +53,23 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits of a sidecar whose listen streams wait `grace` for a resume
+    /// (`--listen-grace-seconds`): transactions are kept at least as long as the grace (a
+    /// resume within it may need them: a stream adopted on another process, a matcher taking
+    /// a stream over, rebuild the client's results from the changelog), never less than the
+    /// defaults; a pinned transaction is evicted no sooner than an unpinned one.
+    pub fn for_grace(grace: Duration) -> Limits {
+        let default = Limits::default();
+        let keep = default.keep.max(grace);
+        Limits {
+            keep,
+            max_age: default.max_age.max(keep),
+            ..default
+        }
+    }
+}
+
 /// The changelog cannot answer: a transaction it would need was evicted. The stream or
 /// target resets (reason "retention passed") and starts again from a new snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -398,7 +415,8 @@ pub fn transaction_bytes(txn: &Transaction) -> usize {
     128 + changes + messages
 }
 
-fn map_bytes(map: &Map) -> usize {
+/// Estimated memory of a map of fields (shared with the listen streams' replay estimate).
+pub(crate) fn map_bytes(map: &Map) -> usize {
     map.iter().map(|(k, v)| 48 + k.len() + value_bytes(v)).sum()
 }
 

@@ -296,3 +296,22 @@ fn since_refuses_positions_before_the_first_transaction_taken_in() {
     assert_eq!(xids(&log.since(Lsn(10)).unwrap()), [101]);
     assert!(log.since(Lsn(20)).unwrap().is_empty());
 }
+
+#[test]
+fn retention_follows_the_listen_grace_and_never_falls_below_the_defaults() {
+    let default = Limits::default();
+    // The default grace (60 s) and shorter ones keep the defaults.
+    assert_eq!(Limits::for_grace(Duration::from_secs(60)), default);
+    assert_eq!(Limits::for_grace(Duration::from_secs(5)), default);
+    // A grace of 600 s: what a resume within it may need is kept as long, pinned or not.
+    let long = Limits::for_grace(Duration::from_secs(600));
+    assert_eq!(long.keep, Duration::from_secs(600));
+    assert_eq!(long.max_age, Duration::from_secs(600));
+    assert_eq!(long.max_bytes, default.max_bytes);
+    // Between the two defaults: kept for the grace, a pinned one still up to 300 s.
+    let mid = Limits::for_grace(Duration::from_secs(120));
+    assert_eq!(
+        (mid.keep, mid.max_age),
+        (Duration::from_secs(120), Duration::from_secs(300))
+    );
+}

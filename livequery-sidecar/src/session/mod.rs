@@ -56,6 +56,9 @@ pub struct Settings {
     /// Most events a stream keeps for resumes; it keeps those younger than `grace` (older
     /// positions reset).
     pub replay: usize,
+    /// Most bytes (estimated) the streams' kept events hold together; past it the oldest of
+    /// all go, down to 15/16 of it.
+    pub replay_bytes: usize,
     /// Bounds of the changelog.
     pub limits: Limits,
     /// Slack of sorted queries with a limit.

@@ -144,8 +144,14 @@ impl Hub {
             .iter()
             .any(|(request, _)| !unshown.contains(&request.id));
         let adopt = holds.then_some(from);
-        let (mut stream, frames, closed) =
-            Stream::connected(database, caller, from, adopt, self.settings.queue);
+        let (mut stream, frames, closed) = Stream::connected(
+            database,
+            caller,
+            from,
+            adopt,
+            self.settings.queue,
+            self.replays.clone(),
+        );
         stream.claimed = false;
         self.streams.insert(id.clone(), stream);
         if let Err(e) = self.register_with(&id, targets, grant, point, Some(slack), from) {

@@ -278,8 +278,14 @@ impl Hub {
                 return Err(e);
             }
         };
-        let (stream, frames, closed) =
-            Stream::connected(database, caller, Lsn(0), None, self.settings.queue);
+        let (stream, frames, closed) = Stream::connected(
+            database,
+            caller,
+            Lsn(0),
+            None,
+            self.settings.queue,
+            self.replays.clone(),
+        );
         self.streams.insert(id.clone(), stream);
         if let Err(e) = self.register(&id, targets, grant, point) {
             self.forget(grant);

@@ -30,7 +30,7 @@ mod commands;
 mod guarded;
 mod replay;
 
-use replay::{Keep, LetGo, Replay};
+use replay::{Account, Keep, LetGo, Replay};
 
 /// The message of a `reset` that discards a stream's state in place.
 const DISCARDED: &str = "the stream's state was discarded; a snapshot follows";
@@ -129,13 +129,15 @@ impl Stream {
     /// A new connected stream of `caller` in `database`, with no targets yet, at `position`
     /// (`Lsn(0)`: none yet; a resume at it replays nothing, an older one resets), and the
     /// receiving ends of its event queue (`queue` frames) and of its last frame. `adopt`: the
-    /// client's position, for a stream adopted from another process.
+    /// client's position, for a stream adopted from another process. Its kept events count in
+    /// `replays`.
     fn connected(
         database: String,
         caller: Caller,
         position: Lsn,
         adopt: Option<Lsn>,
         queue: usize,
+        replays: Account,
     ) -> (Stream, mpsc::Receiver<Frame>, oneshot::Receiver<Frame>) {
         let (sender, frames) = mpsc::channel(queue.max(1));
         let (closer, closed) = oneshot::channel();
@@ -145,7 +147,7 @@ impl Stream {
             targets: BTreeMap::new(),
             sender: Some(sender),
             closer: Some(closer),
-            replay: Replay::new(position),
+            replay: Replay::new(position, replays),
             position,
             last_event: Instant::now(),
             disconnected_at: None,
@@ -271,6 +273,8 @@ struct Hub {
     retired: Option<mpsc::UnboundedSender<Retired>>,
     /// Added targets and their first snapshots, for the registry to record.
     records: Option<mpsc::UnboundedSender<Record>>,
+    /// The bytes every stream's replay keeps (`--listen-replay-bytes` bounds them).
+    replays: Account,
 }
 
 /// A stream that ended for good here, for the registry (`--nats-url`) to forget before its
@@ -393,6 +397,7 @@ pub fn spawn(
         consumers,
         retired,
         records,
+        replays: Account::default(),
     };
     tokio::spawn(hub.run(rx, internal_rx));
     (commands, instance)
@@ -838,7 +843,39 @@ impl Hub {
     ///
     /// The frame's read time is raised to the stream's previous one and to the update times
     /// of the documents it shows (a first snapshot's rows may predate the change stream).
-    fn deliver(&mut self, id: &str, mut frame: Frame, logged: bool) {
+    fn deliver(&mut self, id: &str, frame: Frame, logged: bool) {
+        self.queue_and_log(id, frame, logged);
+        if logged && self.replays.bytes() > self.settings.replay_bytes {
+            self.shed_replays();
+        }
+    }
+
+    /// The streams kept more than `--listen-replay-bytes` for resumes: the oldest events of
+    /// all of them go, down to 15/16 of it (so that this pass over the streams is made once
+    /// per sixteenth of the budget logged, not at every event). Each stream that loses events
+    /// has its floor raised: a resume from before them resets, as past the cap.
+    fn shed_replays(&mut self) {
+        let budget = self.settings.replay_bytes;
+        let to = budget - budget / 16;
+        let shed = replay::shed(
+            self.streams.values_mut().map(|s| &mut s.replay),
+            &self.replays,
+            to,
+        );
+        tracing::debug!(
+            shed,
+            budget,
+            "listen streams kept more than --listen-replay-bytes: the oldest events went"
+        );
+        LetGo {
+            shed,
+            ..LetGo::default()
+        }
+        .count();
+    }
+
+    /// [`Hub::deliver`] but for the byte budget.
+    fn queue_and_log(&mut self, id: &str, mut frame: Frame, logged: bool) {
         let keep = self.keep();
         let Some(stream) = self.streams.get_mut(id) else {
             return;
@@ -1302,6 +1339,7 @@ impl Hub {
         metrics::gauge!("docstore_session_targets").set(self.owners.len() as f64);
         let_go.count();
         metrics::gauge!("docstore_session_replay_events").set(replayable as f64);
+        metrics::gauge!("docstore_session_replay_bytes").set(self.replays.bytes() as f64);
         metrics::gauge!("docstore_changelog_retained_bytes").set(self.changelog.bytes() as f64);
         metrics::gauge!("docstore_changelog_retained_transactions")
             .set(self.changelog.len() as f64);
