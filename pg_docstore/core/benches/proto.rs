@@ -68,6 +68,13 @@ fn benches(c: &mut Criterion) {
                 .map(|doc| doc.encode_to_vec())
         })
     });
+    // GetDocument's way: a fresh scratch buffer per document (BatchGetDocuments reuses one).
+    group.bench_function("wire_bytes_fresh", |b| {
+        b.iter(|| {
+            document_wire(&db, &path, black_box(&text), time, time, &mut Vec::new())
+                .map(|doc| doc.encode_to_vec())
+        })
+    });
     group.finish();
 }
 

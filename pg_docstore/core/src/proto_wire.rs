@@ -186,12 +186,11 @@ impl Build for WireBuild<'_> {
             head.frame(ENTRY_KEY, key.len());
         }
         let tail = Head::of(ENTRY_VALUE, value_len);
-        let front = head
-            .bytes()
-            .iter()
-            .chain(key.as_bytes())
-            .chain(tail.bytes());
-        buf.splice(value.start..value.start, front.copied());
+        insert_at(
+            &mut buf,
+            value.start,
+            [head.bytes(), key.as_bytes(), tail.bytes()],
+        );
         fields.start.get_or_insert(value.start);
         fields.type_key |= key == VECTOR_TYPE_KEY;
     }
@@ -200,11 +199,26 @@ impl Build for WireBuild<'_> {
         let mut buf = self.buf.borrow_mut();
         let start = fields.start.unwrap_or(buf.len());
         let head = Head::of(VALUE_MAP_VALUE, buf.len() - start);
-        buf.splice(start..start, head.bytes().iter().copied());
+        insert_at(&mut buf, start, [head.bytes()]);
         Written {
             start,
             entries: (!fields.type_key).then_some(start + head.len),
         }
+    }
+}
+
+/// Put `parts`, one after the other, at `at` in `buf`, moving what follows (a value's bytes,
+/// put in front of which is its framing) once, with two copies and no iterator (`Vec::splice`
+/// of the same cost about a tenth of [`document_wire`]'s time).
+fn insert_at<const N: usize>(buf: &mut Vec<u8>, at: usize, parts: [&[u8]; N]) {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    let end = buf.len();
+    buf.resize(end + len, 0);
+    buf.copy_within(at..end, at + len);
+    let mut to = at;
+    for part in parts {
+        buf[to..to + part.len()].copy_from_slice(part);
+        to += part.len();
     }
 }
 
@@ -280,6 +294,9 @@ pub fn document_wire<'s>(
     scratch: &'s mut Vec<u8>,
 ) -> Result<DocumentWire<'s>, TypedJsonError> {
     scratch.clear();
+    // The wire bytes are about the size of the text (a little smaller: no quotes, shorter
+    // framing than JSON's punctuation); reserved once, the buffer is not grown field by field.
+    scratch.reserve(text.len());
     let build = WireBuild {
         db,
         buf: RefCell::new(std::mem::take(scratch)),
