@@ -20,7 +20,7 @@ use docstore_sidecar::matcher::{write_partition, MatcherConfig, TargetSpec};
 use docstore_sidecar::pg::{Db, RunAs};
 use docstore_sidecar::session::events::parse_token;
 use docstore_sidecar::session::{
-    Caller, Connection, Frame, Resumed, Session, Settings, StreamCaps, TargetRequest,
+    Caller, Connection, Frame, ResetReason, Resumed, Session, Settings, StreamCaps, TargetRequest,
 };
 use serde_json::Value as Json;
 use tokio_postgres::NoTls;
@@ -263,6 +263,62 @@ fn streams_snapshot_change_and_resume() {
                     .unwrap(),
                 Resumed::Unknown(_)
             ));
+        },
+    );
+}
+
+/// A stream a matcher ends for good (`Session::end`, as for an event larger than a gateway
+/// takes): its connection's last frame is `reset {lagged}` at the stream's position, and a
+/// resume at the last position the client read gets a reset with that reason and a new
+/// stream, never the same events again (a stream left detached was resumed into the same
+/// too-large event). Ending a stream that is not running changes nothing.
+#[test]
+fn a_stream_ended_for_good_closes_with_a_lagged_reset_and_is_not_resumed() {
+    with_session(
+        "a_stream_ended_for_good_closes_with_a_lagged_reset_and_is_not_resumed",
+        MatcherConfig::default(),
+        async |dsn, coll, session| {
+            exec(
+                &dsn,
+                &format!("select docstore.set('{coll}/a', '{{\"n\": 1}}')"),
+            )
+            .await;
+            let caller = admin();
+            let targets = vec![TargetRequest {
+                id: "q".into(),
+                spec: TargetSpec::parse_text(&format!("select * from /{coll}")).unwrap(),
+            }];
+            let mut connection = session
+                .open("(default)", caller.clone(), targets, None)
+                .await
+                .unwrap();
+            let first = next(&mut connection).await;
+            assert_eq!(data(&first).0, "snapshot");
+            let stream = connection.stream.clone();
+            session
+                .end(&stream, ResetReason::Lagged, "too large")
+                .await
+                .unwrap();
+            let last = tokio::time::timeout(HANG, &mut connection.closed)
+                .await
+                .expect("no closing reset")
+                .expect("the stream closed without its reset");
+            let (kind, body) = data(&last);
+            assert_eq!(kind, "reset");
+            assert_eq!(body["reason"], "lagged", "{body}");
+            assert!(last.position >= first.position);
+            let resumed = session
+                .resume("(default)", &stream, first.position, &caller)
+                .await
+                .unwrap();
+            assert!(
+                matches!(resumed, Resumed::Unknown(ResetReason::Lagged)),
+                "{resumed:?}"
+            );
+            session
+                .end("no-such-stream", ResetReason::Lagged, "too large")
+                .await
+                .unwrap();
         },
     );
 }

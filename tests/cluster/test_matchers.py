@@ -282,7 +282,7 @@ def test_a_matcher_killed_before_a_new_streams_first_event_hands_it_over_whole(m
     c = matchers
     write(c, coll, range(3))
     before = connections(c)
-    continued = c.metric(c.gateways[0], 'docstore_gateway_failovers_total{outcome="continued"}')
+    continued = c.metric(c.gateways[0], 'docstore_gateway_failovers_total{outcome="continued"')
     c.ingest.proc.send_signal(signal.SIGSTOP)
     try:
         stream = Stream(c.gateways[0].url, c.stack.admin, coll)
@@ -297,7 +297,7 @@ def test_a_matcher_killed_before_a_new_streams_first_event_hands_it_over_whole(m
         assert kind == "snapshot", data
         write(c, coll, range(3, 8))
         continued_whole(c, coll, stream)
-        failovers = 'docstore_gateway_failovers_total{outcome="continued"}'
+        failovers = 'docstore_gateway_failovers_total{outcome="continued"'
         assert c.metric(c.gateways[0], failovers) > continued
     finally:
         stream.close()
@@ -487,9 +487,9 @@ def test_a_connection_whose_gateway_a_matcher_thought_gone_ends_and_resumes(matc
         second.close()
 
 
-def forwarded_route(s: socket.socket, stream_id: str) -> tuple[str, int]:
-    """Read the frames a raw NATS subscription `s` gets until one of stream `stream_id`:
-    its route and number."""
+def forwarded_route(s: socket.socket, stream_id: str, skip: str = "") -> tuple[str, int]:
+    """Read the frames a raw NATS subscription `s` gets until one of stream `stream_id` on a
+    route other than `skip`: its route and number."""
     buf = b""
     deadline = time.monotonic() + WAIT
     while True:
@@ -503,7 +503,7 @@ def forwarded_route(s: socket.socket, stream_id: str) -> tuple[str, int]:
                 break
             payload, buf = rest[:size], rest[size + 2 :]
             forwarded = json.loads(payload[1:])
-            if forwarded["stream"] == stream_id:
+            if forwarded["stream"] == stream_id and forwarded["route"] != skip:
                 return forwarded["route"], forwarded["seq"]
         assert time.monotonic() < deadline, "no frame of the stream was forwarded"
         buf += s.recv(65536)
@@ -519,7 +519,7 @@ def test_a_connection_whose_matcher_ends_it_with_a_gap_continues_on_a_matcher(ma
     c = matchers
     g = c.gateways[0]
     write(c, coll, range(3))
-    continued = 'docstore_gateway_failovers_total{outcome="continued"}'
+    continued = 'docstore_gateway_failovers_total{outcome="continued"'
     failovers = c.metric(g, continued)
     gaps = c.metric(g, "docstore_gateway_frame_gaps_total")
     stream = Stream(g.url, c.stack.admin, coll)
@@ -547,6 +547,59 @@ def test_a_connection_whose_matcher_ends_it_with_a_gap_continues_on_a_matcher(ma
         stream.close()
 
 
+def gap(c: Cluster, gateway: str, coll: str, sid: str, txns: range, skip: str = "") -> str:
+    """Write `txns` and, once a frame of stream `sid` is forwarded on a route other than
+    `skip`, publish on `gateway`'s subject an end far past that frame's number on its route
+    (a gap, as after a frame NATS refused: its matcher cannot reach that number meanwhile).
+    Returns the route."""
+    subject = f"docstore.gateway.{gateway}"
+    with socket.create_connection(("127.0.0.1", c.nats.port), timeout=WAIT) as s:
+        s.recv(4096)
+        s.sendall(b'CONNECT {"verbose":false}\r\n')
+        s.sendall(f"SUB {subject} 1\r\n".encode())
+        write(c, coll, txns)
+        route, seq = forwarded_route(s, sid, skip)
+        end = b"\x01" + json.dumps({"route": route, "stream": sid, "seq": seq + 1000}).encode()
+        s.sendall(f"PUB {subject} {len(end)}\r\n".encode() + end + b"\r\n")
+        s.sendall(b"PING\r\n")
+    return route
+
+
+def test_a_second_gap_soon_after_a_failover_waits_before_failing_over(matchers, coll):
+    """A connection whose route has a gap fails over at once; when the route it moved to has
+    a gap again before it passed frames on for a while (a matcher that keeps refusing
+    frames, NATS flapping), the gateway waits before that failover (100 ms doubling up to
+    5 s, with jitter) instead of failing over in a tight loop. Both failovers are counted
+    with their cause, the second as one that waited, and the same client connection
+    continues with nothing lost or repeated."""
+    c = matchers
+    g = c.gateways[0]
+    write(c, coll, range(3))
+    continued = 'docstore_gateway_failovers_total{outcome="continued",cause="gap"}'
+    waits = "docstore_gateway_failover_waits_total"
+    before = {m: c.metric(g, m) for m in (continued, waits)}
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        sid = stream.snapshot()[0][2]["stream"]
+        gateway = logged_id(g, "gateway")
+        route = gap(c, gateway, coll, sid, range(3, 5))
+        deadline = time.monotonic() + WAIT
+        while c.metric(g, continued) < before[continued] + 1:
+            assert time.monotonic() < deadline, "the gateway did not resume the connection"
+            time.sleep(0.05)
+        assert c.metric(g, waits) == before[waits], "the first failover waited"
+        gap(c, gateway, coll, sid, range(5, 7), skip=route)
+        while c.metric(g, continued) < before[continued] + 2:
+            assert time.monotonic() < deadline, "the gateway did not resume the connection again"
+            time.sleep(0.05)
+        assert c.metric(g, waits) == before[waits] + 1, "the second failover did not wait"
+        write(c, coll, range(7, 12))
+        continued_whole(c, coll, stream)
+    finally:
+        stream.close()
+
+
 def test_a_connection_whose_route_ends_silently_continues_on_a_matcher(matchers, coll):
     """A route whose end is lost in core NATS while its matcher lives on: here the matcher
     is sent a detach for the route as its gateway would send one (so it stops forwarding and
@@ -557,7 +610,7 @@ def test_a_connection_whose_route_ends_silently_continues_on_a_matcher(matchers,
     c = matchers
     g = c.gateways[0]
     write(c, coll, range(3))
-    continued = 'docstore_gateway_failovers_total{outcome="continued"}'
+    continued = 'docstore_gateway_failovers_total{outcome="continued"'
     gone = 'docstore_gateway_silent_routes_total{outcome="gone"}'
     failovers = c.metric(g, continued)
     found_gone = c.metric(g, gone)
@@ -600,7 +653,7 @@ def test_routes_silent_while_the_ingest_stalls_are_held_not_failed_over(matchers
     write(c, coll, range(3))
     held = 'docstore_gateway_silent_routes_total{outcome="held"}'
     gone = 'docstore_gateway_silent_routes_total{outcome="gone"}'
-    continued = 'docstore_gateway_failovers_total{outcome="continued"}'
+    continued = 'docstore_gateway_failovers_total{outcome="continued"'
     stream = Stream(g.url, c.stack.admin, coll)
     try:
         stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
@@ -616,6 +669,45 @@ def test_routes_silent_while_the_ingest_stalls_are_held_not_failed_over(matchers
             c.ingest.proc.send_signal(signal.SIGCONT)
         assert c.metric(g, gone) == before[gone]
         assert c.metric(g, continued) == before[continued]
+        continued_whole(c, coll, stream)
+    finally:
+        stream.close()
+
+
+def test_a_matcher_with_nothing_to_send_does_not_read_as_stuck(matchers, coll):
+    """While the ingest is stopped (SIGSTOP) no frame reaches any route, so the age of the
+    stream's matcher's last frame would grow as if the matcher were stuck. The gateway's
+    check of its silent routes, which the matcher answers (it still forwards them), counts
+    as hearing from it: `docstore_gateway_matcher_frame_age_seconds` starts over after a
+    check (before, it only grew while the ingest was stopped)."""
+    c = matchers
+    g = c.gateways[0]
+    held = 'docstore_gateway_silent_routes_total{outcome="held"}'
+    before = connections(c)
+    stream = Stream(g.url, c.stack.admin, coll)
+    try:
+        stream.wait(lambda evs: any(k == "snapshot" for k, _, _ in evs), "a snapshot")
+        age = f'docstore_gateway_matcher_frame_age_seconds{{matcher="{logged_id(holder(c, before), "matcher")}"}}'
+        checked = c.metric(g, held)
+        c.ingest.proc.send_signal(signal.SIGSTOP)
+        try:
+            # Once the route was first checked (silent: no frame comes any more), the age
+            # is read until it goes down, before two more checks came.
+            deadline = time.monotonic() + WAIT
+            while c.metric(g, held) <= checked:
+                assert time.monotonic() < deadline, "the silent route was never checked"
+                time.sleep(0.05)
+            ages: list[float] = []
+            while not any(b < a for a, b in zip(ages, ages[1:], strict=False)):
+                assert c.metric(g, held) < checked + 3, f"the age never started over: {ages}"
+                assert time.monotonic() < deadline, f"the route was not checked again: {ages}"
+                got = scrape(g).get(age)
+                if got is not None and (not ages or got != ages[-1]):
+                    ages.append(got)
+                time.sleep(0.05)
+        finally:
+            c.ingest.proc.send_signal(signal.SIGCONT)
+        write(c, coll, range(3))
         continued_whole(c, coll, stream)
     finally:
         stream.close()

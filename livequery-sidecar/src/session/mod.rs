@@ -245,6 +245,15 @@ pub enum Command {
         stream: String,
         reply: Reply<()>,
     },
+    /// End a stream for good as a lagged one ends: its connection's last frame is a reset
+    /// with `reason`, sent once the registry forgot the stream; a later resume resets with
+    /// it.
+    End {
+        stream: String,
+        reason: ResetReason,
+        message: String,
+        reply: Reply<()>,
+    },
     Check {
         stream: String,
         database: String,
@@ -737,6 +746,30 @@ impl Session {
             Err(SessionError::InvalidArgument(_)) => Ok(true),
             Err(e) => Err(e),
         }
+    }
+
+    /// End `stream` for good with `reason`, as the hub ends a stream whose client lagged: its
+    /// connection's closing reset (with a registry, sent once the registry forgot the stream)
+    /// is the last frame, and a later resume gets a reset with `reason` and a new stream. A
+    /// matcher ends so a stream with an event larger than a gateway takes
+    /// (`session::serve`): resumed, it would only meet that event again. Nothing happens to a
+    /// stream that is not running.
+    ///
+    /// # Errors
+    /// [`SessionError::Unavailable`] when the hub stopped.
+    pub async fn end(
+        &self,
+        stream: &str,
+        reason: ResetReason,
+        message: &str,
+    ) -> Result<(), SessionError> {
+        self.call(|reply| Command::End {
+            stream: stream.to_owned(),
+            reason,
+            message: message.to_owned(),
+            reply,
+        })
+        .await
     }
 
     /// Remove a target from a running stream of `caller`.

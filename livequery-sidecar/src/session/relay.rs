@@ -9,7 +9,9 @@
 //! holds the stream, the position of the last frame it passed on and the next sequence
 //! number; when that matcher is gone (its presence entry expired, or it has no responders)
 //! or a frame's number does not follow, it resumes the stream at that position on the
-//! matcher the hash now picks, whose first frames continue the same client connection.
+//! matcher the hash now picks, whose first frames continue the same client connection. A
+//! connection's failovers are paced ([`Pace`]): the first at once, one that follows too soon
+//! after a wait that grows, so that repeated gaps do not make it fail over in a tight loop.
 //!
 //! A route's last message (its end, its closing reset) can be lost in core NATS while its
 //! matcher lives on: nothing more would come on it. So a connected route silent for longer
@@ -35,13 +37,24 @@ use super::registry::Registry;
 use super::wire::{self, Answer, Call, Forwarded, Item, Request};
 use super::{Caller, Connection, Resumed, SessionError, TargetRequest};
 use crate::source::jetstream::RoleHealth;
-use crate::source::Lsn;
+use crate::source::{Backoff, Lsn};
 
 /// How long a call may take (an open waits up to 30 s for the change stream, then reads).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a connection whose matcher is gone looks for another before it closes.
 const FAILOVER_WINDOW: Duration = Duration::from_secs(30);
+
+/// The wait before a connection's second failover in a row; each next one waits twice as
+/// long, up to [`FAILOVER_MAX_DELAY`] (see [`Pace`]).
+const FAILOVER_FIRST_DELAY: Duration = Duration::from_millis(100);
+
+/// The longest wait between two failovers of a connection (before its jitter).
+const FAILOVER_MAX_DELAY: Duration = Duration::from_secs(5);
+
+/// How long a connection's route must have passed frames on for its next failover to go at
+/// once again.
+const FAILOVER_SETTLED: Duration = Duration::from_secs(30);
 
 /// How long a check of silent routes waits for a matcher's answer (one that does not answer
 /// is left to its presence: the failover when it expires).
@@ -211,6 +224,13 @@ async fn check_routes(inner: &Inner, matcher: &str, routes: Vec<String>) {
     metrics::counter!("docstore_gateway_silent_routes_total", "outcome" => "held").increment(held);
     // Those still forwarded are checked again after another silence.
     rearm(inner, &forwarded);
+    // The matcher serves them: it is not stuck, it has nothing to send (its streams not
+    // shown yet, or the change stream stalled), and its frame age starts over.
+    if !forwarded.is_empty() {
+        if let Some(source) = lock(&inner.sources).get(matcher) {
+            inner.heard(source);
+        }
+    }
     let table = lock(&inner.routes);
     for route in gone {
         let Some(r) = table.get(&route) else {
@@ -246,12 +266,13 @@ fn rearm(inner: &Inner, routes: &[String]) {
     }
 }
 
-/// A matcher as one gateway sees it: how many of its connections it holds, and when its last
-/// message for them came.
+/// A matcher as one gateway sees it: how many of its connections it holds, and when it last
+/// showed that it serves them.
 struct Source {
     connections: AtomicUsize,
-    /// Milliseconds from [`Inner::started`] to its last message (or to its first connection
-    /// here, before any).
+    /// Milliseconds from [`Inner::started`] to its last frame for them or its last answer
+    /// to a check of silent routes that it still forwards some (or to its first connection
+    /// here, before either).
     last: AtomicU64,
 }
 
@@ -278,7 +299,8 @@ impl Inner {
         source.connections.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// A message came from the matcher of `source`.
+    /// The matcher of `source` passed a frame on, or answered that it still forwards some
+    /// silent routes.
     fn heard(&self, source: &Source) {
         source.last.store(self.millis(), Ordering::Relaxed);
     }
@@ -286,9 +308,12 @@ impl Inner {
 
 /// Report a remote-matching gateway's position gauges once per presence beat while `relay`
 /// lives: the newest position passed on to a client, and per matcher holding some of its
-/// connections the age of its last message for them (0 once it holds none: heartbeats reach
-/// every stream shown about once per `--heartbeat-ms`, so a growing age is a stalled
-/// matcher, or a stalled change stream when every matcher's grows).
+/// connections the age of the last sign that it serves them: a frame, or its answer to a
+/// check of silent routes that it still forwards them (0 once it holds none). A matcher with
+/// nothing to send (its streams not shown yet, a stalled change stream) is asked about its
+/// routes once they are [`silence`] old, so its age stays below about that plus a beat and
+/// the check's answer; an age that keeps growing is a matcher that neither forwards nor
+/// answers. Whether the change stream moves is the position gauges' to say.
 async fn report(relay: std::sync::Weak<Inner>) {
     loop {
         let Some(inner) = relay.upgrade() else {
@@ -312,6 +337,71 @@ async fn report(relay: std::sync::Weak<Inner>) {
         });
         drop(inner);
         tokio::time::sleep(presence::BEAT).await;
+    }
+}
+
+/// The pace of one connection's failovers: the first goes at once; one that follows before
+/// the route it moved to has passed frames on for [`FAILOVER_SETTLED`] waits first, from
+/// [`FAILOVER_FIRST_DELAY`] doubling to [`FAILOVER_MAX_DELAY`], each wait with up to a
+/// quarter more of random jitter (`Backoff`), so that a matcher that keeps refusing frames,
+/// or NATS flapping, does not make its connections fail over in a tight loop, nor all in
+/// step.
+#[derive(Debug)]
+struct Pace {
+    backoff: Backoff,
+    /// A failover happened and its route has not settled since.
+    unsettled: bool,
+    /// When the current route first passed a frame on (`None`: none yet).
+    delivering: Option<Instant>,
+}
+
+impl Pace {
+    fn new() -> Pace {
+        Pace {
+            backoff: Backoff::new(FAILOVER_FIRST_DELAY, FAILOVER_MAX_DELAY),
+            unsettled: false,
+            delivering: None,
+        }
+    }
+
+    /// The current route passed a frame on at `now`.
+    fn delivered(&mut self, now: Instant) {
+        self.delivering.get_or_insert(now);
+    }
+
+    /// The wait before a failover that starts at `now`.
+    fn next(&mut self, now: Instant) -> Duration {
+        let settled = self
+            .delivering
+            .take()
+            .is_some_and(|first| now.saturating_duration_since(first) >= FAILOVER_SETTLED);
+        if settled || !self.unsettled {
+            self.unsettled = true;
+            self.backoff.reset();
+            return Duration::ZERO;
+        }
+        self.backoff.next_delay()
+    }
+}
+
+/// Why a connection fails over (`docstore_gateway_failovers_total{cause}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// Its matcher's presence entry expired.
+    Gone,
+    /// A frame's number did not follow (a lost frame, or the end after a refused one).
+    Gap,
+    /// The check of silent routes found the route no longer forwarded.
+    Silent,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::Gone => "gone",
+            Cause::Gap => "gap",
+            Cause::Silent => "silent",
+        }
     }
 }
 
@@ -674,6 +764,7 @@ impl Relay {
             next: 0,
             tx,
             closing: Some(closing),
+            pace: Pace::new(),
         };
         tokio::spawn(pump.run());
         connection
@@ -788,6 +879,7 @@ struct Pump {
     next: u64,
     tx: mpsc::Sender<Frame>,
     closing: Option<oneshot::Sender<Frame>>,
+    pace: Pace,
 }
 
 impl Pump {
@@ -806,15 +898,21 @@ impl Pump {
                         return;
                     }
                     Some(forwarded) if forwarded.seq != self.next => {
-                        metrics::counter!("docstore_gateway_frame_gaps_total").increment(1);
-                        tracing::warn!(stream = self.link.stream, expected = self.next, got = forwarded.seq, "a gap in a connection's frames: resuming it");
-                        if !self.failover(false).await {
+                        let cause = if forwarded.seq == CHECKED_GAP {
+                            Cause::Silent
+                        } else {
+                            metrics::counter!("docstore_gateway_frame_gaps_total").increment(1);
+                            tracing::warn!(stream = self.link.stream, expected = self.next, got = forwarded.seq, "a gap in a connection's frames: resuming it");
+                            Cause::Gap
+                        };
+                        if !self.failover(cause).await {
                             return;
                         }
                     }
                     Some(forwarded) => {
                         self.next += 1;
                         self.relay.0.heard(&self.source);
+                        self.pace.delivered(Instant::now());
                         match forwarded.item {
                             Item::Frame(frame) => {
                                 self.link.position = frame.position;
@@ -834,6 +932,8 @@ impl Pump {
                                 }
                             }
                             Item::Closed(frame) => {
+                                // The stream ended on its matcher.
+                                lock(&self.relay.0.held).remove(&self.link.stream);
                                 if let Some(closing) = self.closing.take() {
                                     let _ = closing.send(frame);
                                 }
@@ -860,7 +960,7 @@ impl Pump {
                     let gone = !matchers.borrow().contains(&self.link.matcher);
                     if gone {
                         tracing::warn!(stream = self.link.stream, matcher = self.link.matcher, "a connection's matcher is gone: resuming it on another");
-                        if !self.failover(true).await {
+                        if !self.failover(Cause::Gone).await {
                             return;
                         }
                     }
@@ -906,12 +1006,15 @@ impl Pump {
     }
 
     /// Resume the stream at the last position passed on, on the matcher the hash picks now
-    /// (`gone`: not the one it had). `false`: the connection closed. Counted in
-    /// `docstore_gateway_failovers_total` by outcome (`continued`; `left`: the client went
-    /// away meanwhile; `closed`: no matcher took it, or the stream cannot continue).
-    async fn failover(&mut self, gone: bool) -> bool {
-        let outcome = self.move_over(gone).await;
-        metrics::counter!("docstore_gateway_failovers_total", "outcome" => outcome).increment(1);
+    /// (when its matcher is gone, not that one), after the wait its [`Pace`] sets. `false`:
+    /// the connection closed. Counted in `docstore_gateway_failovers_total` by outcome
+    /// (`continued`; `left`: the client went away meanwhile; `closed`: no matcher took it,
+    /// or the stream cannot continue) and cause; a failover that waited first also in
+    /// `docstore_gateway_failover_waits_total`.
+    async fn failover(&mut self, cause: Cause) -> bool {
+        let outcome = self.move_over(cause).await;
+        metrics::counter!("docstore_gateway_failovers_total", "outcome" => outcome, "cause" => cause.as_str())
+            .increment(1);
         outcome == "continued"
     }
 
@@ -919,12 +1022,33 @@ impl Pump {
     /// stream whose matcher went away before its first event) holds nothing: the matcher
     /// that takes the stream over sends every target whole, no reset. Answers the outcome
     /// [`Pump::failover`] counts.
-    async fn move_over(&mut self, gone: bool) -> &'static str {
+    async fn move_over(&mut self, cause: Cause) -> &'static str {
+        let gone = cause == Cause::Gone;
         let old = self.link.matcher.clone();
         self.relay.unroute(&self.link.route);
         if !gone {
             // Detached from the matcher that skipped a frame, which may still hold it.
             self.relay.detach(old.clone(), self.link.route.clone());
+        }
+        let wait = self.pace.next(Instant::now());
+        if !wait.is_zero() {
+            metrics::counter!("docstore_gateway_failover_waits_total").increment(1);
+            tracing::info!(
+                stream = self.link.stream,
+                cause = cause.as_str(),
+                wait_ms = wait.as_millis(),
+                "a connection fails over again soon after its last failover: it waits first"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.tx.closed() => {
+                    tracing::info!(
+                        stream = self.link.stream,
+                        "a connection's client left while it waited to fail over"
+                    );
+                    return "left";
+                }
+            }
         }
         let mut excluded = HashSet::new();
         if gone {
@@ -1047,6 +1171,40 @@ mod tests {
         assert!(gone_routes(asked.clone(), &asked).is_empty());
         // A route the matcher names that was not asked about changes nothing.
         assert_eq!(gone_routes(asked, &["x".to_owned()]), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn failovers_in_a_row_wait_longer_each_time_until_a_route_settles() {
+        let start = Instant::now();
+        let mut pace = Pace::new();
+        assert_eq!(pace.next(start), Duration::ZERO, "the first goes at once");
+        // Each route passes a frame on, then fails again a second later: the waits double
+        // from 100 ms to 5 s, each with up to a quarter more of jitter.
+        let mut now = start;
+        for base in [100, 200, 400, 800, 1600, 3200, 5000, 5000] {
+            now += Duration::from_secs(1);
+            pace.delivered(now);
+            let wait = pace.next(now + Duration::from_secs(1));
+            let base = Duration::from_millis(base);
+            assert!(
+                wait >= base && wait <= base + base / 4,
+                "{wait:?} for {base:?}"
+            );
+        }
+        // A route that passed frames on for 30 s settled: the next failover goes at once,
+        // the one after it waits the first wait again.
+        pace.delivered(now);
+        now += FAILOVER_SETTLED;
+        assert_eq!(pace.next(now), Duration::ZERO);
+        let wait = pace.next(now);
+        assert!(wait >= FAILOVER_FIRST_DELAY && wait <= FAILOVER_FIRST_DELAY * 5 / 4);
+        // A route that passed no frame on did not settle, however long it lasted.
+        let wait = pace.next(now + Duration::from_secs(3600));
+        assert!(wait >= FAILOVER_FIRST_DELAY * 2, "{wait:?}");
+        // Nor one whose first frame came less than 30 s before the failover.
+        pace.delivered(now);
+        let wait = pace.next(now + FAILOVER_SETTLED - Duration::from_millis(1));
+        assert!(wait >= FAILOVER_FIRST_DELAY * 4, "{wait:?}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::events::{self, ResetReason};
 use super::presence;
@@ -81,7 +81,14 @@ pub async fn serve(
                 }
             };
             if let Some((connection, gateway, route, key)) = connection {
-                let task = tokio::spawn(forward(client.clone(), gateway, route, connection, live));
+                let task = tokio::spawn(forward(
+                    client.clone(),
+                    session.clone(),
+                    gateway,
+                    route,
+                    connection,
+                    live,
+                ));
                 track(&forwarders, key, task);
             }
             if let Err(e) = client
@@ -229,6 +236,11 @@ trait Publish: Send + Sync + 'static {
     /// The most bytes one message may take (the server's `max_payload`).
     fn max_payload(&self) -> usize;
 
+    /// The most bytes one forwarded item may take, in parts: what a gateway gathers.
+    fn max_message(&self) -> usize {
+        wire::MAX_MESSAGE
+    }
+
     /// Publish one message (`headers`: a part's).
     fn publish(
         &self,
@@ -257,12 +269,35 @@ impl Publish for async_nats::Client {
     }
 }
 
+/// What becomes of a stream one of whose events is larger than a gateway takes: it ends for
+/// good, as a stream whose client lagged ends (the session; a test records the call).
+trait End: Send + Sync + 'static {
+    /// End `stream` with `reset {lagged}` carrying `message`: its connection's closing reset
+    /// comes on the connection's `closed` (with a registry, once the registry forgot the
+    /// stream), and a later resume gets a reset and a new stream.
+    fn end_lagged(
+        &self,
+        stream: &str,
+        message: &str,
+    ) -> impl std::future::Future<Output = ()> + Send;
+}
+
+impl End for Session {
+    async fn end_lagged(&self, stream: &str, message: &str) {
+        if let Err(e) = self.end(stream, ResetReason::Lagged, message).await {
+            tracing::warn!(stream, error = %e, "a stream with an event too large to forward was not ended");
+        }
+    }
+}
+
 /// Forward `connection`'s frames to `gateway` under `route` until it ends, the gateway
 /// detaches it, or the gateway is gone from `live` (then the connection is dropped, its end
 /// sent in case the gateway still lives: the stream waits for a resume for its grace
-/// period). A frame NATS refused ends the forwarding too ([`Out::pass`]).
-async fn forward<P: Publish>(
+/// period). A frame NATS refused ends the forwarding too ([`Out::pass`]). A frame larger
+/// than a gateway takes ends the stream for good through `end` ([`too_large`]).
+async fn forward<P: Publish, E: End>(
     client: P,
+    end: E,
     gateway: String,
     route: String,
     connection: Connection,
@@ -275,6 +310,7 @@ async fn forward<P: Publish>(
         mut closed,
         ..
     } = connection;
+    let max_message = client.max_message();
     let mut out = Out {
         subject: presence::gateway_subject(&gateway),
         client,
@@ -282,10 +318,13 @@ async fn forward<P: Publish>(
         stream,
         seq: 0,
         position: crate::source::Lsn(0),
+        max_message,
     };
     for frame in first {
-        if !out.pass(Item::Frame(frame)).await {
-            return;
+        match out.pass(Item::Frame(frame)).await {
+            Flow::Next => {}
+            Flow::Ended => return,
+            Flow::TooLarge => return too_large(&mut out, &end, Some(&mut closed)).await,
         }
     }
     let mut seen = live.borrow().contains(&gateway);
@@ -301,11 +340,11 @@ async fn forward<P: Publish>(
                 Err(_) => closing = false,
             },
             frame = frames.recv() => match frame {
-                Some(frame) => {
-                    if !out.pass(Item::Frame(frame)).await {
-                        return;
-                    }
-                }
+                Some(frame) => match out.pass(Item::Frame(frame)).await {
+                    Flow::Next => {}
+                    Flow::Ended => return,
+                    Flow::TooLarge => break,
+                },
                 None => {
                     out.pass(Item::End).await;
                     return;
@@ -330,6 +369,48 @@ async fn forward<P: Publish>(
             }
         }
     }
+    // `frames` is kept until the stream's end comes: dropped, the hub would count the
+    // connection gone and its closing reset would not come on `closed`.
+    too_large(&mut out, &end, closing.then_some(&mut closed)).await;
+    drop(frames);
+}
+
+/// An event of the connection was larger than a gateway takes (it was not sent): the stream
+/// ends for good, as one whose client lagged. Resumed, it would meet the same event again
+/// and close again; held detached, it would wait for a resume for nothing. `end` ends it on
+/// the hub, whose closing reset {lagged} (sent once the registry forgot the stream, so a
+/// client that reads it and resumes anywhere gets a reset and a new stream) is the
+/// connection's last frame. When the hub's reset does not come (`closed` is `None` or
+/// closes: the stream is no longer this connection's), a reset of this connection's own
+/// goes instead, at the position of the last frame sent.
+async fn too_large<P: Publish, E: End>(
+    out: &mut Out<P>,
+    end: &E,
+    closed: Option<&mut oneshot::Receiver<events::Frame>>,
+) {
+    let message = format!(
+        "an event is larger than {} MiB, the most a matcher forwards; reconnect for a fresh snapshot",
+        out.max_message >> 20
+    );
+    end.end_lagged(&out.stream, &message).await;
+    let last = match closed {
+        Some(closed) => closed.await.ok(),
+        None => None,
+    };
+    let last = last
+        .unwrap_or_else(|| events::reset(&out.stream, out.position, ResetReason::Lagged, &message));
+    out.pass(Item::Closed(last)).await;
+}
+
+/// What the forwarding does after an item [`Out::pass`] was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// It went: forward the next.
+    Next,
+    /// The connection ends (its item was its last, or NATS refused it).
+    Ended,
+    /// Larger than a gateway takes: not sent, the stream ends ([`too_large`]).
+    TooLarge,
 }
 
 /// What became of an item [`Out::send`] was given.
@@ -337,8 +418,8 @@ async fn forward<P: Publish>(
 enum Sent {
     /// Published whole (in parts or not).
     Whole,
-    /// Larger than a gateway takes: the connection's closing reset went instead.
-    Closed,
+    /// Larger than a gateway takes: nothing was sent, its number is not spent.
+    TooLarge,
     /// NATS refused it (or one of its parts): the gateway holds none of it, or some parts.
     Refused,
 }
@@ -350,9 +431,11 @@ struct Out<P> {
     route: String,
     stream: String,
     seq: u64,
-    /// The position of the last frame sent (a frame too large to send does not move it:
-    /// the closing reset carries this one, so a resume with it does not skip that frame).
+    /// The position of the last frame sent (what a closing reset of the forwarding's own
+    /// carries).
     position: crate::source::Lsn,
+    /// The most bytes one item may take ([`wire::MAX_MESSAGE`]; less in tests).
+    max_message: usize,
 }
 
 impl<P: Publish> Out<P> {
@@ -362,13 +445,13 @@ impl<P: Publish> Out<P> {
     /// it passed on (on the matcher the hash picks; this one keeps the stream, detached,
     /// for its grace). Without it, the gateway waited for a next frame that this dropped
     /// forwarding never sends: its client's connection stayed open and silent for good.
-    async fn pass(&mut self, item: Item) -> bool {
+    async fn pass(&mut self, item: Item) -> Flow {
         match self.send(item).await {
-            Sent::Whole => true,
-            Sent::Closed => false,
+            Sent::Whole => Flow::Next,
+            Sent::TooLarge => Flow::TooLarge,
             Sent::Refused => {
                 self.abandon().await;
-                false
+                Flow::Ended
             }
         }
     }
@@ -394,44 +477,28 @@ impl<P: Publish> Out<P> {
     }
 
     /// Send `item`, split into parts when it is larger than the server's `max_payload`;
-    /// [`Sent::Closed`] when it was larger than a gateway takes and its closing reset went
-    /// instead.
+    /// [`Sent::TooLarge`], sending nothing, when it is larger than a gateway takes.
     async fn send(&mut self, item: Item) -> Sent {
         let position = match &item {
             Item::Frame(f) | Item::Closed(f) => Some(f.position),
             Item::End => None,
         };
-        let mut payload = wire::encode_forwarded(&Forwarded {
+        let payload = wire::encode_forwarded(&Forwarded {
             route: self.route.clone(),
             stream: self.stream.clone(),
             seq: self.seq,
             item,
         });
-        let too_large = payload.len() > wire::MAX_MESSAGE;
-        if too_large {
+        if payload.len() > self.max_message {
             metrics::counter!("docstore_matcher_frames_refused_total", "reason" => "too_large")
                 .increment(1);
-            // Too large even in parts: the connection closes as a lagged one does.
+            // Too large even in parts: the stream ends as a lagged one does.
             tracing::warn!(
                 stream = self.stream,
                 bytes = payload.len(),
-                "an event is larger than a gateway takes: its connection closes"
+                "an event is larger than a gateway takes: its stream ends"
             );
-            let reset = events::reset(
-                &self.stream,
-                self.position,
-                ResetReason::Lagged,
-                &format!(
-                    "an event is larger than {} MiB, the most a matcher forwards",
-                    wire::MAX_MESSAGE >> 20
-                ),
-            );
-            payload = wire::encode_forwarded(&Forwarded {
-                route: self.route.clone(),
-                stream: self.stream.clone(),
-                seq: self.seq,
-                item: Item::Closed(reset),
-            });
+            return Sent::TooLarge;
         }
         let seq = self.seq;
         self.seq += 1;
@@ -467,8 +534,7 @@ impl<P: Publish> Out<P> {
                 return Sent::Refused;
             }
         }
-        // Only a frame that went out moves the position a closing reset carries.
-        if let (false, Some(position)) = (too_large, position) {
+        if let Some(position) = position {
             self.position = position;
         }
         metrics::counter!("docstore_matcher_frames_forwarded_total").increment(1);
@@ -476,12 +542,7 @@ impl<P: Publish> Out<P> {
             metrics::counter!("docstore_matcher_frame_parts_total")
                 .increment(u64::try_from(parts).unwrap_or(u64::MAX));
         }
-        // A frame too large was replaced by the connection's closing reset.
-        if too_large {
-            Sent::Closed
-        } else {
-            Sent::Whole
-        }
+        Sent::Whole
     }
 }
 
@@ -490,7 +551,7 @@ mod tests {
     use super::*;
     use crate::source::Lsn;
     use events::At;
-    use tokio::sync::{mpsc, oneshot};
+    use tokio::sync::mpsc;
 
     /// One message published: its part header, if any, and payload.
     type Published = (Option<wire::PartHeader>, Bytes);
@@ -501,6 +562,8 @@ mod tests {
     #[derive(Clone)]
     struct Recorder {
         max_payload: usize,
+        /// What a gateway takes ([`Publish::max_message`]; 64 MiB unless a test lowers it).
+        max_message: usize,
         refuse: Option<usize>,
         tried: Arc<Mutex<usize>>,
         got: Arc<Mutex<Vec<Published>>>,
@@ -510,6 +573,7 @@ mod tests {
         fn new(max_payload: usize, refuse: Option<usize>) -> Recorder {
             Recorder {
                 max_payload,
+                max_message: wire::MAX_MESSAGE,
                 refuse,
                 tried: Arc::default(),
                 got: Arc::default(),
@@ -519,6 +583,14 @@ mod tests {
         /// What the gateway makes of the messages: each whole forwarded message's number and
         /// item kind, parts gathered as `relay::dispatch` does.
         fn forwarded(&self) -> Vec<(u64, &'static str)> {
+            self.items()
+                .into_iter()
+                .map(|(seq, kind, _)| (seq, kind))
+                .collect()
+        }
+
+        /// [`Recorder::forwarded`] with each item's frame (`None`: an end).
+        fn items(&self) -> Vec<(u64, &'static str, Option<events::Frame>)> {
             let mut gatherer = wire::Gatherer::default();
             let mut out = Vec::new();
             for (header, payload) in lock(&self.got).iter() {
@@ -530,12 +602,12 @@ mod tests {
                     Some(header) => gatherer.push(header, payload),
                 };
                 if let Some(f) = decoded.unwrap_or_else(|e| panic!("{e}")) {
-                    let kind = match f.item {
-                        Item::Frame(_) => "frame",
-                        Item::Closed(_) => "closed",
-                        Item::End => "end",
+                    let (kind, frame) = match f.item {
+                        Item::Frame(frame) => ("frame", Some(frame)),
+                        Item::Closed(frame) => ("closed", Some(frame)),
+                        Item::End => ("end", None),
                     };
-                    out.push((f.seq, kind));
+                    out.push((f.seq, kind, frame));
                 }
             }
             out
@@ -545,6 +617,10 @@ mod tests {
     impl Publish for Recorder {
         fn max_payload(&self) -> usize {
             self.max_payload
+        }
+
+        fn max_message(&self) -> usize {
+            self.max_message
         }
 
         async fn publish(
@@ -579,11 +655,48 @@ mod tests {
         }
     }
 
+    /// A hub as [`End`] sees it: each stream it was asked to end, and the closing reset it
+    /// then sends on the connection's `closed` (its `closing`, while it has it), as the hub
+    /// ends a lagged stream.
+    #[derive(Clone, Default)]
+    struct Hub {
+        ended: Arc<Mutex<Vec<String>>>,
+        closing: Arc<Mutex<Option<oneshot::Sender<events::Frame>>>>,
+    }
+
+    /// The position of the closing reset [`Hub`] sends.
+    const HUB_POSITION: Lsn = Lsn(77);
+
+    impl End for Hub {
+        async fn end_lagged(&self, stream: &str, message: &str) {
+            lock(&self.ended).push(stream.to_owned());
+            if let Some(closing) = lock(&self.closing).take() {
+                let reset = events::reset(stream, HUB_POSITION, ResetReason::Lagged, message);
+                let _ = closing.send(reset);
+            }
+        }
+    }
+
     /// A connection of stream `s1` fed `frames` (then ended by its hub when `end`),
     /// forwarded to gateway `g1`, which stays live, until the forwarding ends by itself.
     async fn forward_frames(publish: Recorder, frames: Vec<events::Frame>, end: bool) {
+        forward_frames_of(publish, Hub::default(), frames, end).await;
+    }
+
+    /// [`forward_frames`] with `hub` (its closing sender is the connection's, when it has
+    /// none).
+    async fn forward_frames_of(
+        publish: Recorder,
+        hub_end: Hub,
+        frames: Vec<events::Frame>,
+        end: bool,
+    ) {
         let (tx, rx) = mpsc::channel(frames.len() + 1);
-        let (_closing, closed) = oneshot::channel();
+        let (closing, closed) = oneshot::channel();
+        let kept = lock(&hub_end.closing).is_none().then_some(closing);
+        if let Some(closing) = kept {
+            *lock(&hub_end.closing) = Some(closing);
+        }
         for frame in frames {
             tx.try_send(frame).unwrap_or_else(|_| unreachable!());
         }
@@ -598,7 +711,7 @@ mod tests {
         let (_live_tx, live) = watch::channel(BTreeSet::from(["g1".to_owned()]));
         // A guard against a hang, not a measure: the forwarding ends at once or never.
         let guard = std::time::Duration::from_secs(60);
-        let forwarding = forward(publish, "g1".into(), "r1".into(), connection, live);
+        let forwarding = forward(publish, hub_end, "g1".into(), "r1".into(), connection, live);
         let ended = tokio::time::timeout(guard, forwarding).await;
         assert!(ended.is_ok(), "the forwarding did not end");
         // The hub sees its connection dropped (the stream then waits for a resume).
@@ -668,6 +781,7 @@ mod tests {
         let (_hub1, _closing1, c1) = open_connection();
         let r1 = tokio::spawn(forward(
             Recorder::new(1 << 20, None),
+            Hub::default(),
             "g1".into(),
             "r1".into(),
             c1,
@@ -677,6 +791,7 @@ mod tests {
         let (hub2, _closing2, c2) = open_connection();
         let r2 = tokio::spawn(forward(
             Recorder::new(1 << 20, None),
+            Hub::default(),
             "g1".into(),
             "r2".into(),
             c2,
@@ -713,5 +828,79 @@ mod tests {
         forward_frames(publish.clone(), heartbeats(3), true).await;
         let sent = [(0, "frame"), (1, "frame"), (2, "frame"), (3, "end")];
         assert_eq!(publish.forwarded(), sent);
+    }
+
+    /// A stream `s1` whose second frame is larger than a gateway takes (here 4 KiB).
+    fn with_a_too_large_frame() -> (Recorder, Vec<events::Frame>) {
+        let mut publish = Recorder::new(1 << 20, None);
+        publish.max_message = 4096;
+        let big = events::reset("s1", Lsn(9), ResetReason::Lagged, &"x".repeat(10_000));
+        let mut frames = heartbeats(1);
+        frames.push(big);
+        frames.extend(heartbeats(2));
+        (publish, frames)
+    }
+
+    #[tokio::test]
+    async fn an_event_too_large_for_a_gateway_ends_the_stream_on_the_hub_with_its_reset() {
+        let (publish, frames) = with_a_too_large_frame();
+        let hub = Hub::default();
+        forward_frames_of(publish.clone(), hub.clone(), frames, false).await;
+        // The stream is ended on the hub (before, it stayed there detached, and a resume met
+        // the same event again), and the connection's last frame is the hub's closing reset,
+        // under the number the too-large frame did not spend; nothing after it.
+        assert_eq!(*lock(&hub.ended), ["s1"]);
+        let items = publish.items();
+        let kinds: Vec<(u64, &str)> = items.iter().map(|(seq, kind, _)| (*seq, *kind)).collect();
+        assert_eq!(kinds, [(0, "frame"), (1, "closed")]);
+        let last = items[1]
+            .2
+            .as_ref()
+            .map(|f| (f.position, f.event.kind.clone()));
+        assert!(
+            matches!(
+                last,
+                Some((
+                    HUB_POSITION,
+                    events::EventKind::Reset {
+                        reason: ResetReason::Lagged,
+                        ..
+                    }
+                ))
+            ),
+            "{last:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_the_hubs_reset_a_too_large_event_closes_with_the_forwardings_own() {
+        let (publish, frames) = with_a_too_large_frame();
+        // The hub's reset never comes (the stream is no longer this connection's): the
+        // connection still closes, with a reset at the last frame sent.
+        let hub = Hub::default();
+        let (other, _) = oneshot::channel();
+        *lock(&hub.closing) = Some(other);
+        forward_frames_of(publish.clone(), hub.clone(), frames, false).await;
+        assert_eq!(*lock(&hub.ended), ["s1"]);
+        let items = publish.items();
+        let kinds: Vec<(u64, &str)> = items.iter().map(|(seq, kind, _)| (*seq, *kind)).collect();
+        assert_eq!(kinds, [(0, "frame"), (1, "closed")]);
+        let last = items[1]
+            .2
+            .as_ref()
+            .map(|f| (f.position, f.event.kind.clone()));
+        assert!(
+            matches!(
+                last,
+                Some((
+                    Lsn(1),
+                    events::EventKind::Reset {
+                        reason: ResetReason::Lagged,
+                        ..
+                    }
+                ))
+            ),
+            "{last:?}"
+        );
     }
 }

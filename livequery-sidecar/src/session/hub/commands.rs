@@ -138,6 +138,16 @@ impl Hub {
                 }
                 let _ = reply.send(());
             }
+            Command::End {
+                stream,
+                reason,
+                message,
+                reply,
+            } => {
+                self.guard.forget(&stream);
+                self.close(&stream, reason, &message);
+                let _ = reply.send(());
+            }
         }
     }
 
