@@ -300,6 +300,53 @@ fn gone() -> SessionError {
     SessionError::Unavailable("the live-query hub has stopped".into())
 }
 
+/// How long a read of targets is tried again while the database is unavailable (Postgres
+/// restarting, the pool reconnecting) before its failure is the answer.
+const READ_RETRY: Duration = Duration::from_secs(30);
+
+/// The first wait between two tries of a read of targets; it doubles up to [`READ_BACKOFF_MAX`].
+const READ_BACKOFF: Duration = Duration::from_millis(100);
+const READ_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Whether a read failed for want of the database, as while Postgres restarts: no connection
+/// to be had, one lost, or the server shutting down or still starting (57P01-57P03).
+fn transient(e: &PgError) -> bool {
+    match e {
+        PgError::Pool(_) | PgError::Connect(_) => true,
+        PgError::Db(e) => {
+            e.is_closed()
+                || e.as_db_error().is_some_and(|db| {
+                    let state = db.code().code();
+                    state.starts_with("08") || matches!(state, "57P01" | "57P02" | "57P03")
+                })
+        }
+        PgError::NoSuchDatabase(_) | PgError::Decode(_) => false,
+    }
+}
+
+/// [`read_targets`], tried again while it fails for want of the database ([`transient`]), for up to [`READ_RETRY`]
+/// (docs/listen.md, "Opening a stream"): a new stream's first read, a re-read, an adoption's.
+/// Any other failure, or one that outlasts the bound, is the answer.
+pub(crate) async fn read_targets_retrying(
+    db: &Db,
+    database: &str,
+    run_as: &RunAs,
+    fetches: &[Fetch],
+) -> Result<(Vec<Vec<Document>>, ReadPoint), PgError> {
+    let deadline = tokio::time::Instant::now() + READ_RETRY;
+    let mut backoff = READ_BACKOFF;
+    loop {
+        match read_targets(db, database, run_as, fetches).await {
+            Err(e) if transient(&e) && tokio::time::Instant::now() + backoff < deadline => {
+                tracing::info!(error = %e, "a read of a stream's targets failed for now: trying again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(READ_BACKOFF_MAX);
+            }
+            result => return result,
+        }
+    }
+}
+
 /// What a target reads initially: its fetch query as structured JSON, or its document.
 pub fn fetch_of(spec: &TargetSpec, config: &MatcherConfig) -> Fetch {
     match (spec, spec.fetch_query(config)) {
@@ -424,7 +471,7 @@ impl Session {
                 )
             })??;
         let fetches: Vec<Fetch> = targets.iter().map(|t| fetch_of(&t.spec, config)).collect();
-        match read_targets(&self.db, database, &caller.run_as, &fetches).await {
+        match read_targets_retrying(&self.db, database, &caller.run_as, &fetches).await {
             Ok((rows, point)) => Ok((targets.into_iter().zip(rows).collect(), grant, point)),
             Err(e) => {
                 let _ = self.commands.send(Command::Forget(grant)).await;

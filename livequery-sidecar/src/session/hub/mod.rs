@@ -11,10 +11,10 @@ use super::events::{self, At, EventKind, Frame, ResetReason};
 use super::guard::{self, Guard};
 use super::registry::TargetEntry;
 use super::upkeep;
-use super::{fetch_of, Caller, Command, Grant, Settings};
+use super::{fetch_of, read_targets_retrying, Caller, Command, Grant, Settings};
 use crate::changelog::{Changelog, Snapshot};
 use crate::matcher::{Document, Horizon, Matcher, TargetDelta, TargetId, TargetSpec, Write};
-use crate::pg::snapshot::{read_targets, Fetch, ReadPoint};
+use crate::pg::snapshot::{Fetch, ReadPoint};
 use crate::pg::Db;
 use crate::source::heartbeat::is_heartbeat;
 use crate::source::jetstream::{JetStreamSource, StreamSettings};
@@ -40,14 +40,6 @@ const DENIED: &str = "the security rules no longer allow this stream";
 
 /// Streams whose end is remembered (for the reason of a later resume's reset).
 const ENDED_KEPT: usize = 4096;
-
-/// How long a read of a stream's targets is tried again while the database is unavailable
-/// (Postgres restarting, the pool reconnecting) before the stream ends with the failure.
-const READ_RETRY: Duration = Duration::from_secs(30);
-
-/// The first wait between two tries of a read of targets; it doubles up to [`READ_BACKOFF_MAX`].
-const READ_BACKOFF: Duration = Duration::from_millis(100);
-const READ_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// A snapshot as the matcher's horizon: it sees what the snapshot sees.
 #[derive(Debug)]
@@ -1132,28 +1124,16 @@ impl Hub {
             }),
         };
         tokio::spawn(async move {
-            // A transient failure (the database restarting) is tried again, for a while: the
-            // stream's grant keeps the changelog from its ticket on, so a later read hands off
-            // as well as the first would have.
-            let deadline = tokio::time::Instant::now() + READ_RETRY;
-            let mut backoff = READ_BACKOFF;
-            let result = loop {
-                match read_targets(&db, &database, &run_as, &fetches).await {
-                    Ok((rows, point)) => break Ok((names.into_iter().zip(rows).collect(), point)),
-                    Err(e) => {
-                        let api = crate::service::error::ServiceError::from(e);
-                        let transient = api.code == docstore_core::Code::Unavailable;
-                        if transient && tokio::time::Instant::now() + backoff < deadline {
-                            tracing::info!(error = %api.message, "a read of a stream's targets failed for now: trying again");
-                            tokio::time::sleep(backoff).await;
-                            backoff = (backoff * 2).min(READ_BACKOFF_MAX);
-                            continue;
-                        }
-                        break Err(ReadFailure {
-                            permission: api.code == docstore_core::Code::PermissionDenied,
-                            message: api.message,
-                        });
-                    }
+            // The stream's grant keeps the changelog from its ticket on, so a read tried again
+            // (the database restarting) hands off as well as the first would have.
+            let result = match read_targets_retrying(&db, &database, &run_as, &fetches).await {
+                Ok((rows, point)) => Ok((names.into_iter().zip(rows).collect(), point)),
+                Err(e) => {
+                    let api = crate::service::error::ServiceError::from(e);
+                    Err(ReadFailure {
+                        permission: api.code == docstore_core::Code::PermissionDenied,
+                        message: api.message,
+                    })
                 }
             };
             let _ = internal
