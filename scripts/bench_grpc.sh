@@ -22,7 +22,8 @@
 # generator's and pgbench's threads), BENCH_GRPC_CONNECTIONS (0: one HTTP/2 connection per
 # gRPC client, as HTTP has one HTTP/1 connection per client; 1: all gRPC clients multiplexed
 # on one connection, as one SDK client object does).
-# Prints a Markdown table per round and the medians (BENCHMARKS.md, "gRPC front end"); raw
+# Prints a Markdown table per round, the medians, and the CPU per call of the server (the
+# sidecar and its Postgres backends) and of the load generator (BENCHMARKS.md, "gRPC front end"); raw
 # output in target/bench-grpc/.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/bench_lib.sh"
@@ -97,12 +98,38 @@ pgbench_run() { # op, name -> "tps p50 p99" (latencies from pgbench's per-transa
     END { p50 = v[int(NR * 0.5) > 0 ? int(NR * 0.5) : 1]; p99 = v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1]
           printf "%d %.2f %.2f", tps, p50, p99 }'
 }
-loadgen_run() { # kind, name -> "calls/s p50 p99 errors"
-  "${LOADGEN}" --kind "$1" --grpc "127.0.0.1:${grpc_port}" --http "${http_addr}" \
+# CPU time in microseconds (utime + stime) of the sidecar and of each of its Postgres
+# backends, as "pid us" lines: sampled before and after each run of the load generator, so
+# that the server's cost per call (the sidecar's and Postgres' share of the shared cores) is
+# known apart from the load generator's own.
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+cpu_of() { # pid... -> "pid us" for each one alive
+  local p
+  for p in "$@"; do
+    [ -r "/proc/${p}/stat" ] && sed 's/^.*) //' "/proc/${p}/stat" 2>/dev/null |
+      awk -v p="${p}" -v t="${TICK_US}" '{ print p, ($12 + $13) * t }'
+  done
+}
+server_cpu() { # -> "pid us" for the sidecar and its backends in ${DB}
+  # shellcheck disable=SC2046
+  cpu_of "${BENCH_SIDECAR_PID}" $("${PSQL[@]}" -d "${DB}" -Atc \
+    "select pid from pg_stat_activity where datname = '${DB}' and application_name = 'docstore-sidecar'")
+}
+loadgen_run() { # kind, name -> "calls/s p50 p99 errors server-us-per-call loadgen-us-per-call"
+  server_cpu > "${tmp}/cpu.before"
+  /usr/bin/time -f '%U %S' -o "${OUT}/$2.time" \
+    "${LOADGEN}" --kind "$1" --grpc "127.0.0.1:${grpc_port}" --http "${http_addr}" \
     --token "${admin_key}" --doc "${BENCH_DOC}" --clients "${CLIENTS}" \
     --seconds "${SECONDS_PER_RUN}" --threads "${THREADS}" --grpc-connections "${GRPC_CONNECTIONS}" > "${OUT}/$2.out" 2> "${OUT}/$2.err" ||
     { cat "${OUT}/$2.err" >&2; die "load generator $2 failed"; }
-  awk '{ printf "%s %s %s %s", $1, $2, $3, $4 }' "${OUT}/$2.out"
+  server_cpu > "${tmp}/cpu.after"
+  # A backend opened during the run counts from zero; one closed during it is not counted.
+  local server
+  server="$(awk 'NR == FNR { before[$1] = $2; next } { total += $2 - before[$1] } END { printf "%d", total }' \
+    "${tmp}/cpu.before" "${tmp}/cpu.after")"
+  awk -v server="${server}" -v secs="${SECONDS_PER_RUN}" -v loadgen="$(tail -n 1 "${OUT}/$2.time")" '
+    { calls = $1 * secs; split(loadgen, lg, " ")
+      printf "%s %s %s %s %.0f %.0f", $1, $2, $3, $4, (calls > 0 ? server / calls : 0), (calls > 0 ? (lg[1] + lg[2]) * 1e6 / calls : 0) }' "${OUT}/$2.out"
 }
 ratio() { awk "BEGIN { if ($2 > 0) printf \"%.2f\", $1 / $2; else print \"-\" }"; }
 
@@ -118,10 +145,10 @@ for round in $(seq 1 "${ROUNDS}"); do
       "${PSQL[@]}" -d "${DB}" -qc checkpoint
       say "round ${round}: ${op} over ${side}, ${CLIENTS} clients, ${SECONDS_PER_RUN} s"
       case "${side}" in
-        sql) read -r rate p50 p99 <<< "$(pgbench_run "${op}" "${op}-sql-${round}")"; errors=0 ;;
-        *) read -r rate p50 p99 errors <<< "$(loadgen_run "${side}-${op}" "${op}-${side}-${round}")" ;;
+        sql) read -r rate p50 p99 <<< "$(pgbench_run "${op}" "${op}-sql-${round}")"; errors=0; server_us=-; loadgen_us=- ;;
+        *) read -r rate p50 p99 errors server_us loadgen_us <<< "$(loadgen_run "${side}-${op}" "${op}-${side}-${round}")" ;;
       esac
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${round}" "${op}" "${side}" "${rate}" "${p50}" "${p99}" "${errors}" >> "${OUT}/rounds.tsv"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${round}" "${op}" "${side}" "${rate}" "${p50}" "${p99}" "${errors}" "${server_us}" "${loadgen_us}" >> "${OUT}/rounds.tsv"
     done
   done
 done
@@ -158,4 +185,16 @@ done
         printf "| %s | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) |\n", o, m1, lo1, hi1, m2, lo2, hi2, m3, lo3, hi3
       }' "${OUT}/rounds.tsv"
   done
+  echo
+  echo "CPU per call, in microseconds (utime + stime over each run, divided by its calls): the"
+  echo "server is the sidecar and its Postgres backends, the client the load generator, all on"
+  echo "the same cores. The server's capacity ratio is HTTP's server CPU per call over gRPC's:"
+  echo "how many gRPC calls the server can answer per HTTP request, whatever the client costs."
+  echo
+  echo "| round | operation | server gRPC / HTTP (us) | load generator gRPC / HTTP (us) | server capacity gRPC / HTTP |"
+  echo "|---|---|---|---|---|"
+  awk -F'\t' '$3 != "sql" { s[$1, $2, $3] = $8; l[$1, $2, $3] = $9; key[$1 "\t" $2] = 1 }
+    END { for (k in key) { split(k, a, "\t"); r = a[1]; o = a[2]
+            printf "| %s | %s | %s / %s | %s / %s | %.2f |\n", r, o, s[r, o, "grpc"], s[r, o, "http"], l[r, o, "grpc"], l[r, o, "http"], (s[r, o, "grpc"] > 0 ? s[r, o, "http"] / s[r, o, "grpc"] : 0) } }' \
+    "${OUT}/rounds.tsv" | sort -t'|' -k2,2n -k3,3
 } | tee "${OUT}/results.md"
