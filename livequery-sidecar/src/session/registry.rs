@@ -347,28 +347,37 @@ impl Registry {
     /// Delete the entry of `stream` if `holder` holds it (a stream that ended for good here,
     /// unless another process adopted it meanwhile).
     ///
+    /// A write between the read and the delete is read again: it may be an adoption (another
+    /// holder: not ours to delete) or the holder's own record of the stream (its reset in
+    /// place, a target's first snapshot: still ours). Taking every such write for an
+    /// adoption left the entry of an ended stream in place, and a resume on its holder then
+    /// continued the stream instead of resetting it.
+    ///
     /// # Errors
-    /// [`RegistryError::Nats`].
+    /// [`RegistryError::Nats`]; [`RegistryError::Claimed`] when writes kept coming between
+    /// the read and the delete eight times in a row.
     pub async fn forget(&self, stream: &str, holder: &str) -> Result<(), RegistryError> {
-        let Some(found) = self.store.entry(stream).await.map_err(nats)? else {
-            return Ok(());
-        };
-        if found.operation != Operation::Put {
-            return Ok(());
+        for _ in 0..8 {
+            let Some(found) = self.store.entry(stream).await.map_err(nats)? else {
+                return Ok(());
+            };
+            if found.operation != Operation::Put {
+                return Ok(());
+            }
+            if decode(&found.value).is_ok_and(|(e, _)| e.holder != holder) {
+                return Ok(());
+            }
+            match self
+                .store
+                .delete_expect_revision(stream, Some(found.revision))
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == kv::DeleteErrorKind::WrongLastRevision => continue,
+                Err(e) => return Err(nats(e)),
+            }
         }
-        if decode(&found.value).is_ok_and(|(e, _)| e.holder != holder) {
-            return Ok(());
-        }
-        match self
-            .store
-            .delete_expect_revision(stream, Some(found.revision))
-            .await
-        {
-            Ok(()) => Ok(()),
-            // Written meanwhile (adopted elsewhere): not ours to delete.
-            Err(e) if e.kind() == kv::DeleteErrorKind::WrongLastRevision => Ok(()),
-            Err(e) => Err(nats(e)),
-        }
+        Err(RegistryError::Claimed)
     }
 }
 
@@ -376,6 +385,97 @@ impl Registry {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A `nats-server -js` of its own on a free port, killed and its store removed on drop.
+    struct Nats {
+        child: std::process::Child,
+        dir: std::path::PathBuf,
+        url: String,
+    }
+
+    impl Nats {
+        async fn start() -> Nats {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let dir = std::env::temp_dir().join(format!("docstore-registry-test-{port}"));
+            let child = std::process::Command::new("nats-server")
+                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+                .arg(&dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("nats-server on PATH (make up installs it)");
+            let nats = Nats {
+                child,
+                dir,
+                url: format!("nats://127.0.0.1:{port}"),
+            };
+            for _ in 0..100 {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+                {
+                    return nats;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("nats-server did not listen on {port}");
+        }
+    }
+
+    impl Drop for Nats {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ended_streams_entry_is_forgotten_while_its_holder_writes_it() {
+        // The holder's own records (a reset in place, a target's first snapshot) may write
+        // the entry between forget's read and its delete; the entry must still go, or a
+        // resume on the holder continues a stream that ended for good. Red before forget
+        // read such a write again: it took every one for an adoption and kept the entry.
+        let nats = Nats::start().await;
+        let registry = Registry::connect(&nats.url).await.expect("registry");
+        let entry = sample();
+        for i in 0..40 {
+            let stream = format!("s{i}");
+            registry.put(&stream, &entry).await.expect("put");
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let writer = {
+                let (registry, stream, stop) = (registry.clone(), stream.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut writes = 0u32;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        registry
+                            .modify(&stream, "abc", |e| e.quota = Some(format!("sub:{writes}")))
+                            .await
+                            .expect("modify");
+                        writes += 1;
+                        // About as often as a busy holder records (far more than one does).
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    }
+                })
+            };
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            registry.forget(&stream, "abc").await.expect("forget");
+            let left = registry.get(&stream).await.expect("get");
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            writer.await.expect("writer");
+            assert!(left.is_none(), "round {i}: the ended stream's entry stayed");
+        }
+        // An entry another process adopted is not the old holder's to delete.
+        let mut adopted = sample();
+        adopted.holder = "other".into();
+        registry.put("s-adopted", &adopted).await.expect("put");
+        registry.forget("s-adopted", "abc").await.expect("forget");
+        let kept = registry.get("s-adopted").await.expect("get");
+        assert_eq!(kept.map(|(e, _, _)| e.holder).as_deref(), Some("other"));
+    }
 
     fn sample() -> Entry {
         Entry {
