@@ -686,14 +686,14 @@ impl Session {
         // Those sent whole count as not shown until this process records their snapshot.
         let mut claimed = registry::Entry {
             holder: self.instance.clone(),
-            ..entry
+            ..entry.clone()
         };
         for t in &mut claimed.targets {
             if unshown.contains(&t.id) {
                 t.shown = Some(None);
             }
         }
-        if let Err(e) = registry.claim(stream, &claimed, revision).await {
+        if let Err(e) = registry.take_over(stream, &claimed, &entry, revision).await {
             if !matches!(e, RegistryError::Claimed) {
                 write_failed("claim");
             }

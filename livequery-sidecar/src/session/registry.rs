@@ -225,6 +225,22 @@ pub async fn key_value(
         .map_err(|e| e.to_string())
 }
 
+/// Whether two entries are one stream on one holder with the same targets, whatever each
+/// says of its targets' first snapshots.
+fn same_stream(a: &Entry, b: &Entry) -> bool {
+    a.version == b.version
+        && a.database == b.database
+        && a.owner == b.owner
+        && a.quota == b.quota
+        && a.rules == b.rules
+        && a.holder == b.holder
+        && a.targets.len() == b.targets.len()
+        && a.targets
+            .iter()
+            .zip(&b.targets)
+            .all(|(x, y)| x.id == y.id && x.query == y.query && x.document == y.document)
+}
+
 fn nats(e: impl std::fmt::Display) -> RegistryError {
     RegistryError::Nats(e.to_string())
 }
@@ -315,6 +331,37 @@ impl Registry {
             }
             Err(e) => Err(nats(e)),
         }
+    }
+
+    /// Take over the entry of `stream`, read at `revision` as `read`, with `claimed` (the
+    /// adopter's copy of it). A write between the read and the claim is read again: when it
+    /// left the same holder and the same targets (the holder's own record of a target's
+    /// first snapshot or of a reset in place), the claim is tried again over it; an entry
+    /// another process took, one whose targets changed, or one deleted (the stream ended
+    /// for good) is [`RegistryError::Claimed`]. Taking every such write for another
+    /// process's claim reset a stream the gateway had moved off a live but silent matcher
+    /// while that matcher recorded a snapshot.
+    ///
+    /// # Errors
+    /// [`RegistryError::Claimed`]; [`RegistryError::Nats`]; [`RegistryError::Malformed`].
+    pub async fn take_over(
+        &self,
+        stream: &str,
+        claimed: &Entry,
+        read: &Entry,
+        mut revision: u64,
+    ) -> Result<(), RegistryError> {
+        for _ in 0..8 {
+            match self.claim(stream, claimed, revision).await {
+                Err(RegistryError::Claimed) => {}
+                other => return other,
+            }
+            match self.get(stream).await? {
+                Some((now, _, written)) if same_stream(read, &now) => revision = written,
+                _ => return Err(RegistryError::Claimed),
+            }
+        }
+        Err(RegistryError::Claimed)
     }
 
     /// Change the entry of `stream` held by `holder` with `change` (a compare-and-set,
@@ -503,6 +550,77 @@ mod tests {
                     shown: None,
                 },
             ],
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_adopter_takes_over_an_entry_its_holder_writes_but_not_another_claim() {
+        // Between an adopter's read of the entry and its claim (a read of the targets from
+        // Postgres in between) the holder may record a target's first snapshot: the
+        // adoption still takes the stream over. Red before the claim was tried again: the
+        // adoption gave up ("another process took it") and the stream was reset.
+        let nats = Nats::start().await;
+        let registry = Registry::connect(&nats.url).await.expect("registry");
+        let read = sample();
+        let mut claimed = read.clone();
+        claimed.holder = "new".into();
+        for i in 0..40 {
+            let stream = format!("s{i}");
+            registry.put(&stream, &read).await.expect("put");
+            let (_, _, revision) = registry.get(&stream).await.expect("get").expect("entry");
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let writer = {
+                let (registry, stream, stop) = (registry.clone(), stream.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut position = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        position += 1;
+                        registry
+                            .modify(&stream, "abc", |e| {
+                                e.targets[0].shown = Some(Some(position))
+                            })
+                            .await
+                            .expect("modify");
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    }
+                })
+            };
+            tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+            let taken = registry.take_over(&stream, &claimed, &read, revision).await;
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            writer.await.expect("writer");
+            assert!(taken.is_ok(), "round {i}: {taken:?}");
+            let now = registry.get(&stream).await.expect("get").expect("entry");
+            assert_eq!(now.0, claimed, "round {i}");
+        }
+        // Another process's claim, a target added, the entry deleted: not taken over.
+        let mut other = read.clone();
+        other.holder = "other".into();
+        let mut added = read.clone();
+        added.targets.push(TargetEntry {
+            id: "more".into(),
+            query: None,
+            document: Some("c/d".into()),
+            shown: Some(None),
+        });
+        for (name, written) in [
+            ("other", Some(other)),
+            ("added", Some(added)),
+            ("deleted", None),
+        ] {
+            registry.put(name, &read).await.expect("put");
+            let (_, _, revision) = registry.get(name).await.expect("get").expect("entry");
+            match &written {
+                Some(entry) => registry.put(name, entry).await.expect("write"),
+                None => registry.forget(name, "abc").await.expect("forget"),
+            }
+            let taken = registry.take_over(name, &claimed, &read, revision).await;
+            assert!(
+                matches!(taken, Err(RegistryError::Claimed)),
+                "{name}: {taken:?}"
+            );
+            let now = registry.get(name).await.expect("get").map(|(e, _, _)| e);
+            assert_eq!(now, written, "{name}");
         }
     }
 
