@@ -125,6 +125,28 @@ fn with_session(
     }
 }
 
+/// Write `{coll}/a` (`{"n": 1}`) and open an admin stream of `targets`: its connection and
+/// its first frame, a `snapshot`.
+async fn opened_over_a(
+    dsn: &str,
+    coll: &str,
+    session: &Session,
+    targets: Vec<TargetRequest>,
+) -> (Connection, Frame) {
+    exec(
+        dsn,
+        &format!("select docstore.set('{coll}/a', '{{\"n\": 1}}')"),
+    )
+    .await;
+    let mut connection = session
+        .open("(default)", admin(), targets, None)
+        .await
+        .unwrap();
+    let first = next(&mut connection).await;
+    assert_eq!(data(&first).0, "snapshot");
+    (connection, first)
+}
+
 fn admin() -> Caller {
     Caller {
         key: "admin".into(),
@@ -139,12 +161,6 @@ fn streams_snapshot_change_and_resume() {
         "streams_snapshot_change_and_resume",
         MatcherConfig::default(),
         async |dsn, coll, session| {
-            exec(
-                &dsn,
-                &format!("select docstore.set('{coll}/a', '{{\"n\": 1}}')"),
-            )
-            .await;
-            let caller = admin();
             let targets = vec![
                 TargetRequest {
                     id: "q".into(),
@@ -156,13 +172,8 @@ fn streams_snapshot_change_and_resume() {
                     spec: TargetSpec::document(&format!("{coll}/b")).unwrap(),
                 },
             ];
-            let mut connection = session
-                .open("(default)", caller.clone(), targets, None)
-                .await
-                .unwrap();
-            let first = next(&mut connection).await;
-            let (kind, snapshot) = data(&first);
-            assert_eq!(kind, "snapshot");
+            let (mut connection, first) = opened_over_a(&dsn, &coll, &session, targets).await;
+            let (_, snapshot) = data(&first);
             assert_eq!(
                 entry(&snapshot["targets"], "q")["documents"][0]["path"],
                 format!("{coll}/a")
@@ -278,22 +289,12 @@ fn a_stream_ended_for_good_closes_with_a_lagged_reset_and_is_not_resumed() {
         "a_stream_ended_for_good_closes_with_a_lagged_reset_and_is_not_resumed",
         MatcherConfig::default(),
         async |dsn, coll, session| {
-            exec(
-                &dsn,
-                &format!("select docstore.set('{coll}/a', '{{\"n\": 1}}')"),
-            )
-            .await;
             let caller = admin();
             let targets = vec![TargetRequest {
                 id: "q".into(),
                 spec: TargetSpec::parse_text(&format!("select * from /{coll}")).unwrap(),
             }];
-            let mut connection = session
-                .open("(default)", caller.clone(), targets, None)
-                .await
-                .unwrap();
-            let first = next(&mut connection).await;
-            assert_eq!(data(&first).0, "snapshot");
+            let (mut connection, first) = opened_over_a(&dsn, &coll, &session, targets).await;
             let stream = connection.stream.clone();
             session
                 .end(&stream, ResetReason::Lagged, "too large")

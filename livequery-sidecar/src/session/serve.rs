@@ -841,6 +841,24 @@ mod tests {
         (publish, frames)
     }
 
+    /// A connection's forwarded items, one frame and then its closing frame: the closing
+    /// frame's position when it is a `reset {lagged}`, else what it is.
+    fn closing_lagged_reset(publish: &Recorder) -> Result<Lsn, String> {
+        let items = publish.items();
+        let kinds: Vec<(u64, &str)> = items.iter().map(|(seq, kind, _)| (*seq, *kind)).collect();
+        assert_eq!(kinds, [(0, "frame"), (1, "closed")]);
+        match items[1].2.as_ref().map(|f| (f.position, &f.event.kind)) {
+            Some((
+                position,
+                events::EventKind::Reset {
+                    reason: ResetReason::Lagged,
+                    ..
+                },
+            )) => Ok(position),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
     #[tokio::test]
     async fn an_event_too_large_for_a_gateway_ends_the_stream_on_the_hub_with_its_reset() {
         let (publish, frames) = with_a_too_large_frame();
@@ -850,26 +868,7 @@ mod tests {
         // the same event again), and the connection's last frame is the hub's closing reset,
         // under the number the too-large frame did not spend; nothing after it.
         assert_eq!(*lock(&hub.ended), ["s1"]);
-        let items = publish.items();
-        let kinds: Vec<(u64, &str)> = items.iter().map(|(seq, kind, _)| (*seq, *kind)).collect();
-        assert_eq!(kinds, [(0, "frame"), (1, "closed")]);
-        let last = items[1]
-            .2
-            .as_ref()
-            .map(|f| (f.position, f.event.kind.clone()));
-        assert!(
-            matches!(
-                last,
-                Some((
-                    HUB_POSITION,
-                    events::EventKind::Reset {
-                        reason: ResetReason::Lagged,
-                        ..
-                    }
-                ))
-            ),
-            "{last:?}"
-        );
+        assert_eq!(closing_lagged_reset(&publish), Ok(HUB_POSITION));
     }
 
     #[tokio::test]
@@ -882,25 +881,6 @@ mod tests {
         *lock(&hub.closing) = Some(other);
         forward_frames_of(publish.clone(), hub.clone(), frames, false).await;
         assert_eq!(*lock(&hub.ended), ["s1"]);
-        let items = publish.items();
-        let kinds: Vec<(u64, &str)> = items.iter().map(|(seq, kind, _)| (*seq, *kind)).collect();
-        assert_eq!(kinds, [(0, "frame"), (1, "closed")]);
-        let last = items[1]
-            .2
-            .as_ref()
-            .map(|f| (f.position, f.event.kind.clone()));
-        assert!(
-            matches!(
-                last,
-                Some((
-                    Lsn(1),
-                    events::EventKind::Reset {
-                        reason: ResetReason::Lagged,
-                        ..
-                    }
-                ))
-            ),
-            "{last:?}"
-        );
+        assert_eq!(closing_lagged_reset(&publish), Ok(Lsn(1)));
     }
 }
