@@ -576,6 +576,7 @@ impl Session {
                 // moved elsewhere: dropped, so that the resume resets instead of sending
                 // events from a past the client left.
                 Ok(None) => {
+                    tracing::info!(stream, %position, "a resumed stream has no registry entry: it ended for good, a copy held here is dropped");
                     self.call(|reply| Command::Release {
                         stream: stream.to_owned(),
                         reply,
@@ -995,7 +996,7 @@ pub(super) async fn forget_until_gone(registry: &Registry, stream: &str, holder:
         }
         tokio::time::sleep(backoff.next_delay()).await;
     }
-    tracing::debug!(stream, "an ended stream's registry entry is gone");
+    tracing::info!(stream, holder, "an ended stream's registry entry is gone");
 }
 
 /// Delete the registry entries of streams that ended for good here (`retired`), each before
