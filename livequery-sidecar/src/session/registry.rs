@@ -480,6 +480,38 @@ mod tests {
         }
     }
 
+    /// The holder `abc` writing `stream`'s entry about every millisecond (as often as a busy
+    /// holder records, far more than one does), each write `change`d with its number (1, 2,
+    /// ...), until stopped.
+    struct HolderWrites {
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl HolderWrites {
+        fn start(registry: &Registry, stream: &str, change: fn(&mut Entry, u64)) -> HolderWrites {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (registry, stream, stopped) = (registry.clone(), stream.to_owned(), stop.clone());
+            let task = tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    registry
+                        .modify(&stream, "abc", |e| change(e, n))
+                        .await
+                        .expect("modify");
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            });
+            HolderWrites { stop, task }
+        }
+
+        async fn stop(self) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.task.await.expect("the holder's writes");
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_ended_streams_entry_is_forgotten_while_its_holder_writes_it() {
         // The holder's own records (a reset in place, a target's first snapshot) may write
@@ -492,27 +524,13 @@ mod tests {
         for i in 0..40 {
             let stream = format!("s{i}");
             registry.put(&stream, &entry).await.expect("put");
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let writer = {
-                let (registry, stream, stop) = (registry.clone(), stream.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let mut writes = 0u32;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        registry
-                            .modify(&stream, "abc", |e| e.quota = Some(format!("sub:{writes}")))
-                            .await
-                            .expect("modify");
-                        writes += 1;
-                        // About as often as a busy holder records (far more than one does).
-                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-                    }
-                })
-            };
+            let writer = HolderWrites::start(&registry, &stream, |e, n| {
+                e.quota = Some(format!("sub:{n}"));
+            });
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             registry.forget(&stream, "abc").await.expect("forget");
             let left = registry.get(&stream).await.expect("get");
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            writer.await.expect("writer");
+            writer.stop().await;
             assert!(left.is_none(), "round {i}: the ended stream's entry stayed");
         }
         // An entry another process adopted is not the old holder's to delete.
@@ -568,27 +586,12 @@ mod tests {
             let stream = format!("s{i}");
             registry.put(&stream, &read).await.expect("put");
             let (_, _, revision) = registry.get(&stream).await.expect("get").expect("entry");
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let writer = {
-                let (registry, stream, stop) = (registry.clone(), stream.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let mut position = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        position += 1;
-                        registry
-                            .modify(&stream, "abc", |e| {
-                                e.targets[0].shown = Some(Some(position))
-                            })
-                            .await
-                            .expect("modify");
-                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-                    }
-                })
-            };
+            let writer = HolderWrites::start(&registry, &stream, |e, n| {
+                e.targets[0].shown = Some(Some(n));
+            });
             tokio::time::sleep(std::time::Duration::from_millis(3)).await;
             let taken = registry.take_over(&stream, &claimed, &read, revision).await;
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            writer.await.expect("writer");
+            writer.stop().await;
             assert!(taken.is_ok(), "round {i}: {taken:?}");
             let now = registry.get(&stream).await.expect("get").expect("entry");
             assert_eq!(now.0, claimed, "round {i}");
