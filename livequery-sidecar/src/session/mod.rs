@@ -51,8 +51,15 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// How long a disconnected stream is kept for a resume.
     pub grace: Duration,
-    /// Events queued per connected stream before it is closed as lagged.
+    /// Events queued per connected stream before it is closed as lagged (or, `forwarded`,
+    /// its connection dropped).
     pub queue: usize,
+    /// Whether connections' queues are read by forwarders to gateways over NATS
+    /// (`--role matcher`) rather than by the clients' own connections. A forwarder's queue
+    /// fills when NATS does not take its frames (NATS restarting), not when a client reads
+    /// slowly (its gateway watches that): the connection is dropped and the stream waits for
+    /// a resume, instead of ending lagged.
+    pub forwarded: bool,
     /// Most events a stream keeps for resumes; it keeps those younger than `grace` (older
     /// positions reset).
     pub replay: usize,
@@ -988,15 +995,39 @@ async fn reset(registry: &Registry, instance: &str, stream: &str) {
 pub(super) async fn forget_until_gone(registry: &Registry, stream: &str, holder: &str) {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
     let mut warned = false;
-    while let Err(e) = registry.forget(stream, holder).await {
-        write_failed("forget");
-        if !warned {
-            tracing::warn!(stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
-            warned = true;
+    let forgotten = loop {
+        match registry.forget(stream, holder).await {
+            Ok(forgotten) => break forgotten,
+            Err(e) => {
+                write_failed("forget");
+                if !warned {
+                    tracing::warn!(stream, error = %e, "an ended stream's registry entry stays: retrying before its client is told of the end");
+                    warned = true;
+                }
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
         }
-        tokio::time::sleep(backoff.next_delay()).await;
+    };
+    match forgotten {
+        registry::Forgotten::Deleted => {
+            tracing::info!(
+                stream,
+                holder,
+                "an ended stream's registry entry is deleted"
+            );
+        }
+        registry::Forgotten::Absent => {
+            tracing::info!(stream, holder, "an ended stream has no registry entry");
+        }
+        registry::Forgotten::HeldBy(other) => {
+            tracing::info!(
+                stream,
+                holder,
+                other,
+                "an ended stream's registry entry is another process's: it stays"
+            );
+        }
     }
-    tracing::info!(stream, holder, "an ended stream's registry entry is gone");
 }
 
 /// Delete the registry entries of streams that ended for good here (`retired`), each before

@@ -245,6 +245,17 @@ fn nats(e: impl std::fmt::Display) -> RegistryError {
     RegistryError::Nats(e.to_string())
 }
 
+/// What [`Registry::forget`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forgotten {
+    /// The holder's entry was deleted.
+    Deleted,
+    /// There was no entry (already deleted, or never written).
+    Absent,
+    /// Another process holds the stream (it adopted it): its entry stays.
+    HeldBy(String),
+}
+
 /// The registry of this process: the bucket and the holder name it writes.
 #[derive(Clone)]
 pub struct Registry {
@@ -400,26 +411,30 @@ impl Registry {
     /// adoption left the entry of an ended stream in place, and a resume on its holder then
     /// continued the stream instead of resetting it.
     ///
+    /// Answers what became of the entry: [`Forgotten`].
+    ///
     /// # Errors
     /// [`RegistryError::Nats`]; [`RegistryError::Claimed`] when writes kept coming between
     /// the read and the delete eight times in a row.
-    pub async fn forget(&self, stream: &str, holder: &str) -> Result<(), RegistryError> {
+    pub async fn forget(&self, stream: &str, holder: &str) -> Result<Forgotten, RegistryError> {
         for _ in 0..8 {
             let Some(found) = self.store.entry(stream).await.map_err(nats)? else {
-                return Ok(());
+                return Ok(Forgotten::Absent);
             };
             if found.operation != Operation::Put {
-                return Ok(());
+                return Ok(Forgotten::Absent);
             }
-            if decode(&found.value).is_ok_and(|(e, _)| e.holder != holder) {
-                return Ok(());
+            if let Ok((entry, _)) = decode(&found.value) {
+                if entry.holder != holder {
+                    return Ok(Forgotten::HeldBy(entry.holder));
+                }
             }
             match self
                 .store
                 .delete_expect_revision(stream, Some(found.revision))
                 .await
             {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(Forgotten::Deleted),
                 Err(e) if e.kind() == kv::DeleteErrorKind::WrongLastRevision => continue,
                 Err(e) => return Err(nats(e)),
             }
@@ -528,7 +543,8 @@ mod tests {
                 e.quota = Some(format!("sub:{n}"));
             });
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-            registry.forget(&stream, "abc").await.expect("forget");
+            let forgotten = registry.forget(&stream, "abc").await.expect("forget");
+            assert_eq!(forgotten, Forgotten::Deleted, "round {i}");
             let left = registry.get(&stream).await.expect("get");
             writer.stop().await;
             assert!(left.is_none(), "round {i}: the ended stream's entry stayed");
@@ -537,7 +553,12 @@ mod tests {
         let mut adopted = sample();
         adopted.holder = "other".into();
         registry.put("s-adopted", &adopted).await.expect("put");
-        registry.forget("s-adopted", "abc").await.expect("forget");
+        let forgotten = registry.forget("s-adopted", "abc").await.expect("forget");
+        assert_eq!(forgotten, Forgotten::HeldBy("other".into()));
+        assert_eq!(
+            registry.forget("s-none", "abc").await.expect("forget"),
+            Forgotten::Absent
+        );
         let kept = registry.get("s-adopted").await.expect("get");
         assert_eq!(kept.map(|(e, _, _)| e.holder).as_deref(), Some("other"));
     }
@@ -615,7 +636,9 @@ mod tests {
             let (_, _, revision) = registry.get(name).await.expect("get").expect("entry");
             match &written {
                 Some(entry) => registry.put(name, entry).await.expect("write"),
-                None => registry.forget(name, "abc").await.expect("forget"),
+                None => {
+                    registry.forget(name, "abc").await.expect("forget");
+                }
             }
             let taken = registry.take_over(name, &claimed, &read, revision).await;
             assert!(
