@@ -75,7 +75,7 @@ class ClusterStack(Stack):
         matchers: bool = False,
     ) -> None:
         self.procs: dict[str, subprocess.Popen] = {}
-        self.ingests: list[str] = []  # active first, then the standby
+        self.ingests: list[str] = []  # the last two run: the lock decides which is active
         self.gateway_ports: list[int] = []
         # `matchers`: two `--role matcher` processes hold the streams, the gateways relay.
         self.remote = matchers
@@ -113,6 +113,8 @@ class ClusterStack(Stack):
     def start_ingest(self, standby: bool) -> None:
         name = f"ingest{len(self.ingests) + 1}"
         port = free_port()
+        # A standby started while no ingest holds the lock (the active one lost it to a
+        # Postgres restart, say) takes it at once: which one is active is the lock's call.
         want, text = (503, "standby") if standby else (200, "")
         self.procs[name] = self.spawn(
             port,
@@ -120,6 +122,7 @@ class ClusterStack(Stack):
             self.role_args("ingest"),
             want=want,
             text=text,
+            also=(200, "") if standby else None,
         )
         self.ingests.append(name)
         setattr(self, f"{name}_url", f"http://127.0.0.1:{port}")
@@ -150,7 +153,13 @@ class ClusterStack(Stack):
             if kind == "ingest":
                 # The active ingest dies; the standby takes the lock and the slot, and a new
                 # standby takes its place.
-                active, standby = self.ingests[-2], self.ingests[-1]
+                # The active one is the lock's holder, not the one started first: after a
+                # Postgres restart the standby may hold it.
+                running = self.ingests[-2:]
+                active = next(
+                    (n for n in running if self.healthy(getattr(self, f"{n}_url"))), running[0]
+                )
+                standby = next(n for n in running if n != active)
                 self.kill(active)
                 url = getattr(self, f"{standby}_url")
                 deadline = time.monotonic() + 300
@@ -158,6 +167,8 @@ class ClusterStack(Stack):
                     if time.monotonic() > deadline:
                         raise AssertionError(f"the standby {standby} never took over")
                     time.sleep(0.1)
+                self.ingests.remove(standby)
+                self.ingests.append(standby)
                 self.start_ingest(standby=True)
             elif kind == "gateway":
                 i = rng.randrange(2)
