@@ -200,7 +200,6 @@ async fn run(config: Config) -> Result<(), String> {
                 heartbeat: Duration::from_millis(config.heartbeat_ms.max(10)),
                 grace: Duration::from_secs(config.listen_grace_seconds),
                 queue: config.listen_queue,
-                forwarded: config.role == Role::Matcher,
                 replay: config.listen_replay,
                 replay_bytes: config.listen_replay_bytes,
                 limits,

@@ -1063,7 +1063,6 @@ async fn start_live(dsn: &str, slot: &str) -> SocketAddr {
             queue: 1024,
             replay: 4,
             replay_bytes: 256 << 20,
-            forwarded: false,
             limits: docstore_sidecar::changelog::Limits::default(),
             matcher: docstore_sidecar::matcher::MatcherConfig::default(),
             caps: StreamCaps::default(),

@@ -139,8 +139,15 @@ class ClusterStack(Stack):
 
     def start_matcher(self, i: int) -> None:
         name = f"matcher{i + 1}"
+        # A matcher's queues are its forwarders' to the gateways, which hold the clients'
+        # queues of 64 (the slow reader lags there): at its default of 1,024 a queue holds
+        # what a stream gets while NATS restarts. At 64 the burst after a NATS restart
+        # ended every stream it forwarded with reset {lagged} (seed 1600432400).
         self.procs[name] = self.spawn(
-            self.matcher_ports[i], self.cluster.dir / f"{name}.log", self.role_args("matcher")
+            self.matcher_ports[i],
+            self.cluster.dir / f"{name}.log",
+            self.role_args("matcher"),
+            env={"DOCSTORE_LISTEN_QUEUE": "1024"},
         )
 
     def kill(self, name: str) -> None:

@@ -300,10 +300,12 @@ class Stack:
         want: int = 200,
         text: str = "",
         also: tuple[int, str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen:
-        """Start the sidecar with `args` on `port` and wait until its /healthz answers `want`
-        (with `text` in its body), or `also` (another status and text) when given."""
-        env = {
+        """Start the sidecar with `args` (and `env` over the campaign's environment) on `port`
+        and wait until its /healthz answers `want` (with `text` in its body), or `also`
+        (another status and text) when given."""
+        environment = {
             **os.environ,
             "DOCSTORE_DATABASE_URL": self.cluster.url(),
             "DOCSTORE_LISTEN": f"127.0.0.1:{port}",
@@ -316,9 +318,13 @@ class Stack:
             "RUST_LOG": os.environ.get("RUST_LOG", "info"),
         }
         for name in ("DOCSTORE_JWKS_FILE", "DOCSTORE_JWT_ISSUER", "DOCSTORE_JWT_AUDIENCE"):
-            env.pop(name, None)
+            environment.pop(name, None)
+        environment.update(env or {})
         proc = subprocess.Popen(
-            [str(self.binary), *args], env=env, stdout=log.open("a"), stderr=subprocess.STDOUT
+            [str(self.binary), *args],
+            env=environment,
+            stdout=log.open("a"),
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + BOUND
         while time.monotonic() < deadline:

@@ -51,15 +51,10 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// How long a disconnected stream is kept for a resume.
     pub grace: Duration,
-    /// Events queued per connected stream before it is closed as lagged (or, `forwarded`,
-    /// its connection dropped).
+    /// Events queued per connected stream before it is closed as lagged. On a matcher
+    /// (`--role matcher`) the queue is its forwarder's to a gateway, which watches its
+    /// client's pace itself: there it must hold what a stream gets while NATS restarts.
     pub queue: usize,
-    /// Whether connections' queues are read by forwarders to gateways over NATS
-    /// (`--role matcher`) rather than by the clients' own connections. A forwarder's queue
-    /// fills when NATS does not take its frames (NATS restarting), not when a client reads
-    /// slowly (its gateway watches that): the connection is dropped and the stream waits for
-    /// a resume, instead of ending lagged.
-    pub forwarded: bool,
     /// Most events a stream keeps for resumes; it keeps those younger than `grace` (older
     /// positions reset).
     pub replay: usize,

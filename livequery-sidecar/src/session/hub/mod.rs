@@ -923,16 +923,6 @@ impl Hub {
         };
         match sender.try_send(frame) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) if self.settings.forwarded => {
-                // The frame is in the replay (when logged): the resume sends it. The
-                // forwarder passes on what it holds, then the connection's end; the gateway
-                // resumes the stream from the last frame it passed on.
-                metrics::counter!("docstore_matcher_queue_full_total").increment(1);
-                tracing::info!(stream = id, position = %stream.position, "a forwarded connection's queue is full (NATS does not take its frames): the connection is dropped, the stream waits for a resume");
-                stream.sender = None;
-                stream.closer = None;
-                stream.disconnected_at = Some(Instant::now());
-            }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.close(
                     id,
