@@ -19,7 +19,15 @@ use docstore_sidecar::service::Service;
 use docstore_sidecar::session::{Feed, Session, Settings, StreamCaps};
 use docstore_sidecar::source::jetstream::{RoleHealth, StreamSettings};
 use docstore_sidecar::source::SourceHealth;
+use tikv_jemallocator::Jemalloc;
 use tracing_subscriber::EnvFilter;
+
+/// The allocator of the sidecar: jemalloc. With glibc's malloc a write fanned out to 10,000
+/// listeners spent about a fifth of the sidecar's CPU in malloc and free, and its per-thread
+/// arenas held memory the matcher's partitions had freed; mimalloc was as fast but held more
+/// (BENCHMARKS.md, "The allocator").
+#[global_allocator]
+static GLOBAL: Jemalloc = Jemalloc;
 
 fn main() -> ExitCode {
     let config = Config::parse();
