@@ -605,7 +605,7 @@ def test_a_stream_that_expired_where_it_moved_resets_where_it_was_before(stack, 
         stream = last.rpartition(".")[0]
         deadline = time.monotonic() + 60
         while not any(
-            "registry entry is gone" in line and stream in line
+            "registry entry is deleted" in line and stream in line
             for line in b.log.read_text().splitlines()
         ):
             assert time.monotonic() < deadline, "B did not expire the stream"
