@@ -227,7 +227,9 @@ class ClusterStack(Stack):
 
     def explains(self, s: Subscriber, reason: str) -> str | None:
         """docs/listen.md, "Resuming on another process": `lagged` is the slow reader's
-        fault; a stream that ended on its holder is unknown elsewhere (`restart`, or
+        fault, also when the stream ended so on another gateway before the client read that
+        end (the ended bucket keeps the reason for any process's resume); a stream that ended
+        on its holder for another reason is unknown elsewhere (`restart`, or
         `retention_passed` when the id is the resuming gateway's own); an aggregation target's
         results at an earlier position cannot be told (`retention_passed`), nor can a position
         before a (self-matching) gateway started; a resume on the process that holds the

@@ -732,13 +732,16 @@ def test_a_stream_whose_end_its_client_read_is_not_adopted_elsewhere(stack, nats
             assert events and events[-1]["event"] == "reset", events[-3:]
             assert events[-1]["data"]["reason"] == "lagged", events[-1]
             last = events[-1]["id"]
-            # Resumed on B at once: the stream is unknown there, as on one process.
+            # Resumed on B at once: the stream ended, as on one process, and B answers the
+            # reset it ended with, which A left in the registry's ended bucket (B answered
+            # `restart`, a stream it never heard of, before the end was kept).
             hdrs = {**stack.admin, "Last-Event-ID": last}
             listener = Listener(at(stack, b), params=[("sql", sql)], path=LISTEN, headers=hdrs)
             try:
                 assert listener.status == 200, listener.error_body
                 first = listener.next()
                 assert first["event"] == "reset", first
+                assert first["data"]["reason"] == "lagged", first
                 assert listener.stream_id != stream[0]
                 ev = listener.next()
                 assert ev["event"] == "snapshot", ev

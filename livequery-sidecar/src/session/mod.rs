@@ -576,7 +576,8 @@ impl Session {
                 // (or was never registered). A copy of this process's own, disconnected
                 // within its grace, stops at what this process sent before the stream
                 // moved elsewhere: dropped, so that the resume resets instead of sending
-                // events from a past the client left.
+                // events from a past the client left. The reset is the one the stream
+                // ended with, wherever it ended, while its end is kept.
                 Ok(None) => {
                     tracing::info!(stream, %position, "a resumed stream has no registry entry: it ended for good, a copy held here is dropped");
                     self.call(|reply| Command::Release {
@@ -584,6 +585,21 @@ impl Session {
                         reply,
                     })
                     .await?;
+                    match registry.ended(stream).await {
+                        Ok(Some(end)) => {
+                            let reason = end.reset_for(&caller.key);
+                            tracing::info!(
+                                stream,
+                                reason = reason.as_str(),
+                                "a resumed stream ended for good: it resets with its end's reason"
+                            );
+                            return Ok(Resumed::Unknown(reason));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(stream, error = %e, "the stream registry did not answer how the stream ended");
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(stream, error = %e, "the stream registry did not answer: resuming as a single process");
@@ -987,11 +1003,16 @@ async fn reset(registry: &Registry, instance: &str, stream: &str) {
 
 /// Delete `stream`'s registry entry while `holder` holds it, retried (and each failed attempt
 /// counted) while NATS does not answer: the caller sends the stream's closing reset after it.
-pub(super) async fn forget_until_gone(registry: &Registry, stream: &str, holder: &str) {
+pub(super) async fn forget_until_gone(
+    registry: &Registry,
+    stream: &str,
+    holder: &str,
+    reason: ResetReason,
+) {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
     let mut warned = false;
     let forgotten = loop {
-        match registry.forget(stream, holder).await {
+        match registry.forget(stream, holder, reason).await {
             Ok(forgotten) => break forgotten,
             Err(e) => {
                 write_failed("forget");
@@ -1038,8 +1059,13 @@ async fn forget_retired(
     instance: String,
     mut retired: mpsc::UnboundedReceiver<hub::Retired>,
 ) {
-    while let Some(hub::Retired { stream, last }) = retired.recv().await {
-        forget_until_gone(&registry, &stream, &instance).await;
+    while let Some(hub::Retired {
+        stream,
+        reason,
+        last,
+    }) = retired.recv().await
+    {
+        forget_until_gone(&registry, &stream, &instance, reason).await;
         if let Some(last) = last {
             last.send();
         }

@@ -7,7 +7,9 @@
 //! holds it, and each target as the client named it (its id, and its query as structured JSON
 //! or its document path). It is written before the reply that makes a stream or a change of
 //! its targets visible to the client, claimed (a compare-and-set on the key's revision) by the
-//! process that adopts the stream, and deleted when the stream ends for good on its holder.
+//! process that adopts the stream, and deleted when the stream ends for good on its holder,
+//! whose [`End`] (the reset it ended with) another bucket keeps for [`ENDED_KEPT`], so that a
+//! resume on any process answers the reset the holder would.
 //!
 //! Read back, an entry is outside input: [`decode`] refuses anything malformed with a
 //! [`RegistryError::Malformed`], never a panic.
@@ -17,11 +19,19 @@ use async_nats::jetstream::stream;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::events::ResetReason;
 use super::TargetRequest;
 use crate::matcher::TargetSpec;
 
 /// The key-value bucket of the registry.
 pub const BUCKET: &str = "docstore_streams";
+
+/// The key-value bucket of ended streams' [`End`]s.
+pub const ENDED_BUCKET: &str = "docstore_ended";
+
+/// How long the end of a stream is kept: as long as a client may come back with a token of
+/// it and expect the reset the stream ended with rather than `restart`.
+pub const ENDED_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The largest entry [`decode`] reads (a stream of 1,000 targets of large queries fits).
 const MAX_ENTRY: usize = 8 << 20;
@@ -38,6 +48,49 @@ pub enum RegistryError {
     /// Another process claimed the stream first.
     #[error("stream registry: another process claimed the stream")]
     Claimed,
+}
+
+/// How a stream ended for good: written before its registry entry is deleted, read by a
+/// process asked to resume a stream that has no entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct End {
+    /// The owner key of the stream: another caller's resume is told `permission`.
+    pub owner: String,
+    /// The reason of the stream's closing reset ([`ResetReason::as_str`]).
+    pub reason: String,
+}
+
+impl End {
+    /// The reset a resume of the ended stream by `caller` (an owner key) gets.
+    pub fn reset_for(&self, caller: &str) -> ResetReason {
+        if self.owner != caller {
+            return ResetReason::Permission;
+        }
+        ResetReason::parse(&self.reason).unwrap_or(ResetReason::Restart)
+    }
+}
+
+/// An [`End`] from its bytes.
+///
+/// # Errors
+/// [`RegistryError::Malformed`] for anything but an end whose reason is a reset's.
+pub fn decode_end(bytes: &[u8]) -> Result<End, RegistryError> {
+    if bytes.len() > MAX_ENTRY {
+        return Err(RegistryError::Malformed(format!(
+            "{} bytes, more than {MAX_ENTRY}",
+            bytes.len()
+        )));
+    }
+    let end: End =
+        serde_json::from_slice(bytes).map_err(|e| RegistryError::Malformed(e.to_string()))?;
+    if ResetReason::parse(&end.reason).is_none() {
+        return Err(RegistryError::Malformed(format!(
+            "\"{}\" is no reset's reason",
+            end.reason
+        )));
+    }
+    Ok(end)
 }
 
 /// A target as the registry keeps it: exactly one of `query` (Firestore's structured query)
@@ -260,6 +313,8 @@ pub enum Forgotten {
 #[derive(Clone)]
 pub struct Registry {
     store: Store,
+    /// The ends of streams ([`ENDED_BUCKET`]), each kept [`ENDED_KEPT`].
+    ended: Store,
 }
 
 impl std::fmt::Debug for Registry {
@@ -288,7 +343,15 @@ impl Registry {
         )
         .await
         .map_err(nats)?;
-        Ok(Registry { store })
+        let ended = key_value(
+            &jetstream,
+            ENDED_BUCKET,
+            "pg_docstore ended listen streams (docs/listen.md)",
+            ENDED_KEPT,
+        )
+        .await
+        .map_err(nats)?;
+        Ok(Registry { store, ended })
     }
 
     /// The entry of `stream` and its revision (`None`: no entry).
@@ -307,6 +370,27 @@ impl Registry {
         }
         let (entry, targets) = decode(&found.value)?;
         Ok(Some((entry, targets, found.revision)))
+    }
+
+    /// How `stream` ended, if it ended for good within [`ENDED_KEPT`] (`None`: it did not, or
+    /// its end is older; an end that cannot be read counts as none).
+    ///
+    /// # Errors
+    /// [`RegistryError::Nats`].
+    pub async fn ended(&self, stream: &str) -> Result<Option<End>, RegistryError> {
+        let Some(found) = self.ended.entry(stream).await.map_err(nats)? else {
+            return Ok(None);
+        };
+        if found.operation != Operation::Put {
+            return Ok(None);
+        }
+        match decode_end(&found.value) {
+            Ok(end) => Ok(Some(end)),
+            Err(e) => {
+                tracing::warn!(stream, error = %e, "a stream's end cannot be read: it counts as unknown");
+                Ok(None)
+            }
+        }
     }
 
     /// Write the entry of `stream`.
@@ -402,8 +486,10 @@ impl Registry {
         Err(RegistryError::Claimed)
     }
 
-    /// Delete the entry of `stream` if `holder` holds it (a stream that ended for good here,
-    /// unless another process adopted it meanwhile).
+    /// Delete the entry of `stream` if `holder` holds it (a stream that ended for good here
+    /// with `reason`, unless another process adopted it meanwhile), its [`End`] written first:
+    /// a client that resumes on another process gets the reset the stream ended with (a slow
+    /// reader's `lagged`), as on the holder, not `restart` for a stream it never heard of.
     ///
     /// A write between the read and the delete is read again: it may be an adoption (another
     /// holder: not ours to delete) or the holder's own record of the stream (its reset in
@@ -416,7 +502,13 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Nats`]; [`RegistryError::Claimed`] when writes kept coming between
     /// the read and the delete eight times in a row.
-    pub async fn forget(&self, stream: &str, holder: &str) -> Result<Forgotten, RegistryError> {
+    pub async fn forget(
+        &self,
+        stream: &str,
+        holder: &str,
+        reason: ResetReason,
+    ) -> Result<Forgotten, RegistryError> {
+        let mut ended = false;
         for _ in 0..8 {
             let Some(found) = self.store.entry(stream).await.map_err(nats)? else {
                 return Ok(Forgotten::Absent);
@@ -424,10 +516,23 @@ impl Registry {
             if found.operation != Operation::Put {
                 return Ok(Forgotten::Absent);
             }
-            if let Ok((entry, _)) = decode(&found.value) {
-                if entry.holder != holder {
+            match decode(&found.value) {
+                Ok((entry, _)) if entry.holder != holder => {
                     return Ok(Forgotten::HeldBy(entry.holder));
                 }
+                Ok((entry, _)) if !ended => {
+                    let end = End {
+                        owner: entry.owner,
+                        reason: reason.as_str().to_owned(),
+                    };
+                    // A derived Serialize of two strings cannot fail.
+                    let bytes = serde_json::to_vec(&end).unwrap_or_default();
+                    self.ended.put(stream, bytes.into()).await.map_err(nats)?;
+                    ended = true;
+                }
+                // Written already, or an entry no process can read (no one adopts it, and
+                // its owner is unknown: a resume gets `restart`).
+                _ => {}
             }
             match self
                 .store
@@ -543,24 +648,49 @@ mod tests {
                 e.quota = Some(format!("sub:{n}"));
             });
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-            let forgotten = registry.forget(&stream, "abc").await.expect("forget");
+            let forgotten = registry
+                .forget(&stream, "abc", ResetReason::Lagged)
+                .await
+                .expect("forget");
             assert_eq!(forgotten, Forgotten::Deleted, "round {i}");
             let left = registry.get(&stream).await.expect("get");
             writer.stop().await;
             assert!(left.is_none(), "round {i}: the ended stream's entry stayed");
+            // Its end stays: another process's resume answers the stream's own reset.
+            let end = registry
+                .ended(&stream)
+                .await
+                .expect("ended")
+                .expect("an end");
+            assert_eq!(end.reset_for("user:u1"), ResetReason::Lagged, "round {i}");
+            assert_eq!(end.reset_for("user:u2"), ResetReason::Permission);
         }
         // An entry another process adopted is not the old holder's to delete.
         let mut adopted = sample();
         adopted.holder = "other".into();
         registry.put("s-adopted", &adopted).await.expect("put");
-        let forgotten = registry.forget("s-adopted", "abc").await.expect("forget");
+        let forgotten = registry
+            .forget("s-adopted", "abc", ResetReason::Lagged)
+            .await
+            .expect("forget");
         assert_eq!(forgotten, Forgotten::HeldBy("other".into()));
         assert_eq!(
-            registry.forget("s-none", "abc").await.expect("forget"),
+            registry
+                .forget("s-none", "abc", ResetReason::Lagged)
+                .await
+                .expect("forget"),
             Forgotten::Absent
         );
         let kept = registry.get("s-adopted").await.expect("get");
         assert_eq!(kept.map(|(e, _, _)| e.holder).as_deref(), Some("other"));
+        // Neither the adopted stream nor one never registered ended.
+        for stream in ["s-adopted", "s-none"] {
+            assert_eq!(
+                registry.ended(stream).await.expect("ended"),
+                None,
+                "{stream}"
+            );
+        }
     }
 
     fn sample() -> Entry {
@@ -637,7 +767,10 @@ mod tests {
             match &written {
                 Some(entry) => registry.put(name, entry).await.expect("write"),
                 None => {
-                    registry.forget(name, "abc").await.expect("forget");
+                    registry
+                        .forget(name, "abc", ResetReason::Restart)
+                        .await
+                        .expect("forget");
                 }
             }
             let taken = registry.take_over(name, &claimed, &read, revision).await;
@@ -731,10 +864,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_end_names_a_reset() {
+        let end = decode_end(br#"{"owner":"admin","reason":"retention_passed"}"#).expect("an end");
+        assert_eq!(end.reset_for("admin"), ResetReason::RetentionPassed);
+        for bad in [
+            &br#"{"owner":"admin","reason":"tired"}"#[..],
+            br#"{"owner":"admin"}"#,
+            br#"{"owner":"admin","reason":"lagged","at":1}"#,
+            b"",
+            b"[]",
+        ] {
+            assert!(
+                matches!(decode_end(bad), Err(RegistryError::Malformed(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
     proptest! {
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             let _ = decode(&bytes);
+            let _ = decode_end(&bytes);
         }
 
         #[test]

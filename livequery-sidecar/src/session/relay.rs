@@ -993,6 +993,7 @@ impl Pump {
             &self.relay.0.registry,
             &self.link.stream,
             &self.link.matcher,
+            reason,
         )
         .await;
         if let Some(closing) = self.closing.take() {

@@ -276,6 +276,8 @@ struct Hub {
 #[derive(Debug)]
 pub struct Retired {
     pub stream: String,
+    /// The reason of its closing reset: what a resume anywhere answers.
+    pub reason: ResetReason,
     /// The closing reset of a connected stream, sent once the entry is gone.
     pub last: Option<Closing>,
 }
@@ -960,6 +962,7 @@ impl Hub {
     fn remember_end(&mut self, id: &str, reason: ResetReason, last: Option<Closing>) {
         let retired = Retired {
             stream: id.to_owned(),
+            reason,
             last,
         };
         // Without a registry (or with its task gone) the reset goes out at once.
