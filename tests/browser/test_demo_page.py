@@ -386,7 +386,13 @@ def test_demo_page_clears_on_reset_and_takes_the_next_snapshot(stack):
                 break
             time.sleep(0.1)
         statuses = json.loads(browser.evaluate("JSON.stringify(window.__statuses)"))
-        assert any(s.startswith("reset (slot_lost)") for s in statuses), statuses
+        # Seen once in `make test` (2026-11-28): no status at all within TIMEOUT; the
+        # sidecar's log, kept in the message, says whether it recreated the slot.
+        assert any(s.startswith("reset (slot_lost)") for s in statuses), (
+            statuses,
+            rendered,
+            stack.sidecar_log.read_text().splitlines()[-40:],
+        )
         assert statuses[-1] == "connected", statuses
         assert rendered == [[], before], rendered
         # The stream after the reset still follows writes.
