@@ -145,10 +145,17 @@ grant select, insert on docstore.trigger_acks to docstore_service;
 -- their database allows (docstore.rules_policy), and none of a database without rules or not
 -- listed in docstore.databases (rules_set answers that without the policy function); every
 -- other role reads and writes entities with its own grants, as before (superusers and the
--- owner bypass row-level security anyway).
+-- owner bypass row-level security anyway). The list policy first asks, once per statement,
+-- whether the caller is a client at all: a member of docstore_client that is not one (the
+-- sidecar's own role) is admitted by docstore_not_clients, and without that test the rules
+-- functions (SQL functions, parsed and planned at every call) ran for each row it read first,
+-- six times the cost of the read itself.
 alter table docstore.entities enable row level security;
 create policy docstore_rules_list on docstore.entities for select to docstore_client
-    using (docstore.rules_set(database_id) and docstore.rules_policy(database_id, path, data));
+    using ((select pg_has_role('docstore_client', 'usage')
+                and not has_table_privilege('docstore.entities', 'insert, update, delete'))
+           and docstore.rules_set(database_id)
+           and docstore.rules_policy(database_id, path, data));
 create policy docstore_not_clients on docstore.entities for select to public
     using ((select not pg_has_role('docstore_client', 'usage')
                 or has_table_privilege('docstore.entities', 'insert, update, delete')));

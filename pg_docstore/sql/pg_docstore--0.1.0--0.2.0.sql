@@ -76,7 +76,10 @@ revoke execute on function docstore.set_database_options(text, bigint) from publ
 -- database, the policy function's default is false, and creating or dropping a database
 -- regenerates it (only listed databases' rules count).
 alter policy docstore_rules_list on docstore.entities
-    using (docstore.rules_set(database_id) and docstore.rules_policy(database_id, path, data));
+    using ((select pg_has_role('docstore_client', 'usage')
+                and not has_table_privilege('docstore.entities', 'insert, update, delete'))
+           and docstore.rules_set(database_id)
+           and docstore.rules_policy(database_id, path, data));
 create or replace function docstore.rules_policy(database_id text, path text, data jsonb) returns boolean
 language sql stable parallel safe security definer set search_path = pg_catalog, pg_temp
 as $$ select false $$;
