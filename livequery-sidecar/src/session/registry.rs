@@ -71,19 +71,26 @@ impl End {
     }
 }
 
-/// An [`End`] from its bytes.
+/// A value of the registry's buckets from its JSON bytes, at most [`MAX_ENTRY`] of them.
 ///
 /// # Errors
-/// [`RegistryError::Malformed`] for anything but an end whose reason is a reset's.
-pub fn decode_end(bytes: &[u8]) -> Result<End, RegistryError> {
+/// [`RegistryError::Malformed`] for more bytes or JSON the type refuses.
+fn json_of<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RegistryError> {
     if bytes.len() > MAX_ENTRY {
         return Err(RegistryError::Malformed(format!(
             "{} bytes, more than {MAX_ENTRY}",
             bytes.len()
         )));
     }
-    let end: End =
-        serde_json::from_slice(bytes).map_err(|e| RegistryError::Malformed(e.to_string()))?;
+    serde_json::from_slice(bytes).map_err(|e| RegistryError::Malformed(e.to_string()))
+}
+
+/// An [`End`] from its bytes.
+///
+/// # Errors
+/// [`RegistryError::Malformed`] for anything but an end whose reason is a reset's.
+pub fn decode_end(bytes: &[u8]) -> Result<End, RegistryError> {
+    let end: End = json_of(bytes)?;
     if ResetReason::parse(&end.reason).is_none() {
         return Err(RegistryError::Malformed(format!(
             "\"{}\" is no reset's reason",
@@ -215,14 +222,7 @@ pub fn encode(entry: &Entry) -> Vec<u8> {
 /// [`RegistryError::Malformed`] for anything but an entry of version 1 whose targets core
 /// accepts.
 pub fn decode(bytes: &[u8]) -> Result<(Entry, Vec<TargetRequest>), RegistryError> {
-    if bytes.len() > MAX_ENTRY {
-        return Err(RegistryError::Malformed(format!(
-            "{} bytes, more than {MAX_ENTRY}",
-            bytes.len()
-        )));
-    }
-    let entry: Entry =
-        serde_json::from_slice(bytes).map_err(|e| RegistryError::Malformed(e.to_string()))?;
+    let entry: Entry = json_of(bytes)?;
     if entry.version != 1 {
         return Err(RegistryError::Malformed(format!(
             "version {} (this sidecar reads 1)",
